@@ -1,0 +1,134 @@
+"""Configuration in one place.
+
+Every tunable lives in a frozen dataclass. Defaults are in the field definitions; any field can
+be overridden by an environment variable named ``TESSERA_`` + the field's path in upper case,
+for example ``TESSERA_RETRY_MAX_ATTEMPTS=6`` or ``TESSERA_STORE_MAX_CONCURRENCY=16``.
+Nothing is read from the environment at import time: :meth:`StoreConfig.from_env` reads it
+when a store is opened without an explicit config, so two stores in one process can carry
+different settings.
+
+>>> from tessera.config import StoreConfig
+>>> cfg = StoreConfig.from_env({"TESSERA_RETRY_MAX_ATTEMPTS": "7"})
+>>> cfg.retry.max_attempts
+7
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Any, TypeVar, get_type_hints
+
+from tessera.errors import ConfigError
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class RetryPolicy:
+    """How transient storage failures are retried: capped exponential backoff, full jitter.
+
+    Attributes:
+        max_attempts: total tries per request, the first included (1 disables retries).
+        base_delay_s: the backoff before the second try.
+        max_delay_s: the cap on one backoff.
+        multiplier: growth factor between consecutive backoffs.
+    """
+
+    max_attempts: int = 4
+    base_delay_s: float = 0.05
+    max_delay_s: float = 2.0
+    multiplier: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ConfigError(f"retry.max_attempts must be >= 1, got {self.max_attempts}")
+        if self.base_delay_s < 0 or self.max_delay_s < 0:
+            raise ConfigError("retry delays must be >= 0")
+        if self.multiplier < 1:
+            raise ConfigError(f"retry.multiplier must be >= 1, got {self.multiplier}")
+
+    def backoff_s(self, attempt: int, rand: float) -> float:
+        """Delay before try ``attempt + 1`` (``attempt`` counts from 1), ``rand`` in [0, 1)."""
+        cap = min(self.max_delay_s, self.base_delay_s * self.multiplier ** (attempt - 1))
+        return cap * rand
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreConfig:
+    """Settings of one opened store.
+
+    Attributes:
+        retry: the retry policy for transient failures.
+        max_concurrency: requests in flight at once for batched calls such as ``get_ranges``.
+        request_timeout_s: limit for one request, connection to last byte; a request that
+            runs past it counts as a transient failure and is retried.
+        connect_timeout_s: limit for opening a connection (HTTP stores).
+        list_page_size: keys fetched per listing page.
+    """
+
+    retry: RetryPolicy = dataclasses.field(default_factory=RetryPolicy)
+    max_concurrency: int = 32
+    request_timeout_s: float = 60.0
+    connect_timeout_s: float = 5.0
+    list_page_size: int = 1000
+
+    def __post_init__(self) -> None:
+        if self.max_concurrency < 1:
+            raise ConfigError(f"store.max_concurrency must be >= 1, got {self.max_concurrency}")
+        if self.request_timeout_s <= 0 or self.connect_timeout_s <= 0:
+            raise ConfigError("store timeouts must be > 0 seconds")
+        if self.list_page_size < 1:
+            raise ConfigError("store.list_page_size must be >= 1")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> StoreConfig:
+        """Defaults overridden by ``TESSERA_RETRY_*`` and ``TESSERA_STORE_*`` variables."""
+        env = os.environ if environ is None else environ
+        retry = _from_env(RetryPolicy, "TESSERA_RETRY_", env)
+        return _from_env(cls, "TESSERA_STORE_", env, retry=retry)
+
+    def replace(self, **changes: Any) -> StoreConfig:
+        """A copy with some fields changed (``retry=`` takes a RetryPolicy)."""
+        return dataclasses.replace(self, **changes)
+
+
+def _from_env(cls: type[T], prefix: str, env: Mapping[str, str], **fixed: Any) -> T:
+    """Build dataclass ``cls`` from ``prefix + FIELD`` variables for its scalar fields."""
+    hints = get_type_hints(cls)
+    values: dict[str, Any] = dict(fixed)
+    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if field.name in fixed:
+            continue
+        name = prefix + field.name.upper()
+        if name not in env:
+            continue
+        raw = env[name]
+        kind = hints[field.name]
+        try:
+            if kind is int:
+                values[field.name] = int(raw)
+            elif kind is float:
+                values[field.name] = float(raw)
+            elif kind is bool:
+                values[field.name] = _parse_bool(raw)
+            else:
+                values[field.name] = raw
+        except ValueError:
+            raise ConfigError(
+                f"environment variable {name}={raw!r} is not a valid {kind.__name__}"
+            ) from None
+    try:
+        return cls(**values)
+    except ConfigError as err:
+        raise ConfigError(f"{err} (from {prefix}* environment variables)") from None
+
+
+def _parse_bool(raw: str) -> bool:
+    low = raw.strip().lower()
+    if low in {"1", "true", "yes", "on"}:
+        return True
+    if low in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError(raw)

@@ -1,0 +1,105 @@
+"""Tessera's one exception hierarchy.
+
+Every error Tessera raises derives from :class:`TesseraError`. Storage errors carry the
+object they concern (``url`` and ``key``) and say what to do next. Where Python has a
+matching builtin, the error also derives from it, so ``except FileNotFoundError`` keeps
+working for code that does not know Tessera:
+
+>>> import tessera
+>>> store = tessera.open_store("memory://doc-errors")
+>>> try:
+...     store.get("no/such/object")
+... except FileNotFoundError as err:
+...     print(type(err).__name__)
+ObjectNotFoundError
+"""
+
+from __future__ import annotations
+
+
+class TesseraError(Exception):
+    """Root of every error raised by Tessera."""
+
+
+class ConfigError(TesseraError, ValueError):
+    """A configuration value or environment variable is invalid."""
+
+
+class InvalidURLError(TesseraError, ValueError):
+    """A store URL cannot be parsed or names an unsupported scheme."""
+
+
+class InvalidKeyError(TesseraError, ValueError):
+    """An object key is malformed or would escape the store root."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        self.key = key
+        self.reason = reason
+        super().__init__(
+            f"invalid object key {key!r}: {reason}. Keys are relative paths below the store "
+            "root, made of non-empty segments separated by '/', without '.' or '..'."
+        )
+
+
+class StorageError(TesseraError):
+    """A request to an object store failed.
+
+    Attributes:
+        url: the store's URL.
+        key: the object key (relative to the store root), or ``None`` for store-wide calls.
+        op: the operation that failed (``get``, ``range``, ``put``, ...).
+    """
+
+    hint = ""
+
+    def __init__(self, message: str, *, url: str, key: str | None, op: str) -> None:
+        self.url = url
+        self.key = key
+        self.op = op
+        self.detail = message
+        where = f"{url.rstrip('/')}/{key}" if key else url
+        text = f"{op} {where}: {message}"
+        if self.hint:
+            text = f"{text}. {self.hint}"
+        super().__init__(text)
+
+
+class ObjectNotFoundError(StorageError, FileNotFoundError):
+    """The object does not exist."""
+
+    hint = "Check the URL and key; list the store with `tessera ls URL`"
+
+
+class ObjectExistsError(StorageError, FileExistsError):
+    """A create-only put found an object already at that key."""
+
+    hint = "Use mode='overwrite' to replace it, or choose another key"
+
+
+class PreconditionFailedError(StorageError):
+    """A conditional request (for example put with a matching ETag) found another version."""
+
+    hint = "The object changed since it was read; read it again and retry"
+
+
+class InvalidRangeError(StorageError, ValueError):
+    """A byte range starts past the end of the object or is malformed."""
+
+
+class AccessDeniedError(StorageError, PermissionError):
+    """The store refused the credentials or the permission for this request."""
+
+    hint = "Check the credentials (AWS_*/GOOGLE_*/AZURE_* variables or store options)"
+
+
+class TransientStorageError(StorageError):
+    """A failure that may succeed when retried (5xx, throttling, reset or timed-out connection).
+
+    Raised only after the store's retry policy has given up.
+    """
+
+    hint = "The store kept failing after retries; raise TESSERA_RETRY_MAX_ATTEMPTS or retry later"
+
+
+class PermanentStorageError(StorageError):
+    """A failure that retrying will not fix (bad request, unsupported operation, ...)."""

@@ -1,0 +1,445 @@
+"""The store: an async core over obstore, and its sync facade.
+
+Every request goes through :meth:`AsyncStore._call`, which validates the key, applies the
+store's root prefix, times the request, records it, maps failures onto Tessera's errors and
+retries transient ones with backoff. Nothing coalesces ranges behind the caller's back: one
+range asked for is one request sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import datetime as dt
+import math
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from typing import Any, Literal, TypeVar
+
+import obstore
+from obstore import Bytes
+
+from tessera._sync import run_sync
+from tessera.config import StoreConfig
+from tessera.errors import (
+    InvalidRangeError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    PermanentStorageError,
+    StorageError,
+    TransientStorageError,
+)
+from tessera.storage.backends import build_backend
+from tessera.storage.errormap import map_error
+from tessera.storage.keys import join_key, validate_key, validate_prefix
+from tessera.storage.stats import IOStats, RequestRecord, StatsRecorder
+from tessera.storage.url import StoreURL, parse_store_url
+
+T = TypeVar("T")
+PutMode = Literal["overwrite", "create"]
+SINGLE_PUT_LIMIT = 5 * 2**30
+
+
+@dataclasses.dataclass(frozen=True)
+class ObjectInfo:
+    """Metadata of one object: ``key`` (relative to the store root), ``size`` in bytes,
+    ``last_modified``, ``etag`` and ``version`` (where the backend has them)."""
+
+    key: str
+    size: int
+    last_modified: dt.datetime
+    etag: str | None = None
+    version: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class PutResult:
+    """What a put returns: the new object's ``etag`` and ``version`` where the backend has them."""
+
+    etag: str | None
+    version: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ListDirResult:
+    """One level of a listing: ``prefixes`` (sub-folders) and ``objects`` directly below."""
+
+    prefixes: list[str]
+    objects: list[ObjectInfo]
+
+
+class AsyncStore:
+    """The async core of a store. Use :func:`tessera.open_store` and ``store.aio`` to get one.
+
+    Attributes:
+        url: the parsed store URL.
+        config: its :class:`~tessera.config.StoreConfig`.
+        stats: running totals of every request this store made.
+    """
+
+    def __init__(self, url: StoreURL, config: StoreConfig, options: dict[str, Any]) -> None:
+        self.url = url
+        self.config = config
+        self._inner = build_backend(url, config, dict(options))
+        self._root = url.prefix
+        self._recorder = StatsRecorder()
+        self._rand = random.Random()
+
+    # -- accounting ------------------------------------------------------------------------
+    @property
+    def stats(self) -> IOStats:
+        """Running totals of this store's requests (a live object; ``.copy()`` to snapshot)."""
+        return self._recorder.total
+
+    def collect(self) -> contextlib.AbstractContextManager[IOStats]:
+        """Collect this store's requests made inside a ``with`` block."""
+        return self._recorder.collect()
+
+    def record(self, rec: RequestRecord) -> None:
+        """Record a request made on this store's behalf elsewhere (e.g. a pushdown call)."""
+        self._recorder.record(rec)
+
+    # -- the one request path --------------------------------------------------------------
+    async def _call(
+        self,
+        kind: str,
+        key: str,
+        send: Callable[[], Awaitable[T]],
+        *,
+        sent: int = 0,
+        received: Callable[[T], int] = lambda _: 0,
+        requests: Callable[[T], int] = lambda _: 1,
+    ) -> T:
+        policy = self.config.retry
+        timeout = self.config.request_timeout_s
+        for attempt in range(1, policy.max_attempts + 1):
+            started = time.monotonic()
+            try:
+                result = await asyncio.wait_for(send(), timeout)
+            except Exception as exc:
+                latency = time.monotonic() - started
+                self._recorder.record(RequestRecord(kind, key, 0, sent, latency, False, started))
+                err = map_error(exc, url=str(self.url), key=key or None, op=kind,
+                                networked=self.url.is_cloud, timeout_s=timeout)
+                if isinstance(err, TransientStorageError) and attempt < policy.max_attempts:
+                    await asyncio.sleep(policy.backoff_s(attempt, self._rand.random()))
+                    continue
+                if isinstance(err, TransientStorageError) and attempt > 1:
+                    err.args = (f"{err.args[0]} (gave up after {attempt} tries)",)
+                raise err from exc
+            latency = time.monotonic() - started
+            n = requests(result)
+            got = received(result)
+            for i in range(n):  # a paged listing is several requests
+                self._recorder.record(RequestRecord(
+                    kind, key, got if i == 0 else 0, sent if i == 0 else 0,
+                    latency / n, True, started + latency * i / n))
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _path(self, key: str) -> str:
+        return join_key(self._root, validate_key(key))
+
+    # -- reads -----------------------------------------------------------------------------
+    async def get(self, key: str) -> Bytes:
+        """The whole object, as a zero-copy bytes-like buffer (``bytes(buf)`` copies)."""
+        path = self._path(key)
+
+        async def send() -> Bytes:
+            result = await obstore.get_async(self._inner, path)
+            return await result.bytes_async()
+
+        return await self._call("get", key, send, received=len)
+
+    async def get_range(self, key: str, offset: int, length: int) -> Bytes:
+        """``length`` bytes from ``offset``; fewer if the object ends first.
+
+        Raises :class:`~tessera.errors.InvalidRangeError` when ``offset`` is at or past the
+        end of the object (and ``length > 0``); a zero ``length`` returns ``b""`` without a
+        request.
+        """
+        path = self._path(key)
+        _check_range(offset, length, str(self.url), key)
+        if length == 0:
+            return Bytes(b"")
+
+        async def send() -> Bytes:
+            return await obstore.get_range_async(self._inner, path, start=offset, length=length)
+
+        return await self._call("range", key, send, received=len)
+
+    async def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[Bytes]:
+        """Several ``(offset, length)`` ranges of one object: one request each, concurrently
+        (at most ``config.max_concurrency`` in flight), never merged. Results in input order.
+        """
+        for offset, length in ranges:
+            _check_range(offset, length, str(self.url), key)
+        limit = asyncio.Semaphore(self.config.max_concurrency)
+
+        async def one(offset: int, length: int) -> Bytes:
+            async with limit:
+                return await self.get_range(key, offset, length)
+
+        return list(await asyncio.gather(*(one(o, n) for o, n in ranges)))
+
+    async def head(self, key: str) -> ObjectInfo:
+        """Metadata of one object."""
+        path = self._path(key)
+
+        async def send() -> ObjectInfo:
+            meta = await obstore.head_async(self._inner, path)
+            return self._info(meta)
+
+        return await self._call("head", key, send)
+
+    async def exists(self, key: str) -> bool:
+        """True if the object exists (one HEAD request)."""
+        try:
+            await self.head(key)
+        except ObjectNotFoundError:
+            return False
+        return True
+
+    # -- writes ----------------------------------------------------------------------------
+    async def put(
+        self, key: str, data: Any, *, mode: PutMode = "overwrite", if_match: str | None = None
+    ) -> PutResult:
+        """Write a whole object from a bytes-like ``data`` (bytes, memoryview, numpy array).
+
+        ``mode="create"`` fails with :class:`~tessera.errors.ObjectExistsError` if the key is
+        taken (atomic on S3, GCS, Azure and local folders); ``if_match=etag`` replaces the
+        object only if it still has that ETag. A create that is retried after a lost answer
+        and then finds the key taken reads the object back: if it holds exactly ``data``, the
+        first try won and the put succeeds.
+        """
+        path = self._path(key)
+        payload = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+        size = len(payload)
+        if size > SINGLE_PUT_LIMIT:
+            raise PermanentStorageError(
+                f"{size} bytes exceed the {SINGLE_PUT_LIMIT}-byte single-request limit",
+                url=str(self.url), key=key, op="put")
+        if mode not in ("overwrite", "create"):
+            raise ValueError(f"put mode must be 'overwrite' or 'create', got {mode!r}")
+        if if_match is not None and mode == "create":
+            raise ValueError("put: if_match and mode='create' exclude each other")
+        put_mode: Any = {"e_tag": if_match} if if_match is not None else mode
+        tries = 0
+
+        async def send() -> PutResult:
+            nonlocal tries
+            tries += 1
+            res = await obstore.put_async(self._inner, path, payload, mode=put_mode,
+                                          use_multipart=False)
+            return PutResult(etag=res.get("e_tag"), version=res.get("version"))
+
+        try:
+            return await self._call("put", key, send, sent=size)
+        except ObjectExistsError:
+            if tries > 1 and mode == "create":
+                current = await self.get(key)
+                if current == payload:
+                    info = await self.head(key)
+                    return PutResult(etag=info.etag, version=info.version)
+            raise
+
+    async def delete(self, key: str) -> None:
+        """Remove an object. Deleting a missing object is not an error (as on S3)."""
+        path = self._path(key)
+
+        async def send() -> None:
+            try:
+                await obstore.delete_async(self._inner, path)
+            except FileNotFoundError:
+                pass
+
+        await self._call("delete", key, send)
+
+    # -- listing ---------------------------------------------------------------------------
+    async def iter_list(self, prefix: str = "") -> AsyncIterator[list[ObjectInfo]]:
+        """Objects below ``prefix`` (whole path segments), page by page, in no fixed order."""
+        sub = validate_prefix(prefix)
+        full = join_key(self._root, sub) if sub else self._root
+        page = self.config.list_page_size
+        stream = obstore.list(self._inner, full or None, chunk_size=page)
+        iterator = stream.__aiter__()
+
+        async def send() -> list[ObjectInfo] | None:
+            try:
+                chunk = await iterator.__anext__()
+            except StopAsyncIteration:
+                return None
+            return [self._info(m) for m in chunk]
+
+        first = True
+        while True:
+            # The end-of-stream poll after the last page sends nothing; only an empty
+            # listing's single request is counted.
+            items = await self._call(
+                "list", sub, send, requests=lambda r, f=first: 1 if (r is not None or f) else 0)
+            if items is None:
+                return
+            first = False
+            yield items
+
+    async def list(self, prefix: str = "") -> list[ObjectInfo]:
+        """All objects below ``prefix``, sorted by key."""
+        out: list[ObjectInfo] = []
+        async for page in self.iter_list(prefix):
+            out.extend(page)
+        out.sort(key=lambda o: o.key)
+        return out
+
+    async def list_dir(self, prefix: str = "") -> ListDirResult:
+        """One level below ``prefix``: sub-prefixes and the objects directly in it, sorted."""
+        sub = validate_prefix(prefix)
+        full = join_key(self._root, sub) if sub else self._root
+
+        async def send() -> ListDirResult:
+            res = await obstore.list_with_delimiter_async(self._inner, full or None)
+            prefixes = sorted(self._strip(p) for p in res["common_prefixes"])
+            objects = sorted((self._info(m) for m in res["objects"]), key=lambda o: o.key)
+            return ListDirResult(prefixes, objects)
+
+        page = self.config.list_page_size
+        return await self._call(
+            "list", sub, send,
+            requests=lambda r: max(1, math.ceil((len(r.prefixes) + len(r.objects)) / page)))
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _strip(self, path: str) -> str:
+        if self._root:
+            return path[len(self._root) + 1:] if path.startswith(self._root + "/") else path
+        return path
+
+    def _info(self, meta: Any) -> ObjectInfo:
+        return ObjectInfo(key=self._strip(meta["path"]), size=int(meta["size"]),
+                          last_modified=meta["last_modified"], etag=meta.get("e_tag"),
+                          version=meta.get("version"))
+
+    def __repr__(self) -> str:
+        return f"AsyncStore({str(self.url)!r})"
+
+
+def _check_range(offset: int, length: int, url: str, key: str) -> None:
+    if not isinstance(offset, int) or not isinstance(length, int) or offset < 0 or length < 0:
+        raise InvalidRangeError(
+            f"a range needs integer offset >= 0 and length >= 0, got ({offset!r}, {length!r})",
+            url=url, key=key, op="range")
+
+
+class Store:
+    """A store with a synchronous API; ``store.aio`` is the same store's async core.
+
+    >>> import tessera
+    >>> store = tessera.open_store("memory://doc-store")
+    >>> _ = store.put("greeting", b"hello world")
+    >>> bytes(store.get_range("greeting", 6, 5))
+    b'world'
+    >>> [o.key for o in store.list()]
+    ['greeting']
+    """
+
+    def __init__(self, aio: AsyncStore) -> None:
+        self.aio = aio
+
+    @property
+    def url(self) -> StoreURL:
+        """The parsed store URL."""
+        return self.aio.url
+
+    @property
+    def config(self) -> StoreConfig:
+        """The store's configuration."""
+        return self.aio.config
+
+    @property
+    def stats(self) -> IOStats:
+        """Running totals of this store's requests."""
+        return self.aio.stats
+
+    def collect(self) -> contextlib.AbstractContextManager[IOStats]:
+        """Collect this store's requests made inside a ``with`` block."""
+        return self.aio.collect()
+
+    def get(self, key: str) -> Bytes:
+        """The whole object (see :meth:`AsyncStore.get`)."""
+        return run_sync(self.aio.get(key))
+
+    def get_range(self, key: str, offset: int, length: int) -> Bytes:
+        """``length`` bytes from ``offset`` (see :meth:`AsyncStore.get_range`)."""
+        return run_sync(self.aio.get_range(key, offset, length))
+
+    def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[Bytes]:
+        """One request per ``(offset, length)`` range (see :meth:`AsyncStore.get_ranges`)."""
+        return run_sync(self.aio.get_ranges(key, ranges))
+
+    def head(self, key: str) -> ObjectInfo:
+        """Metadata of one object."""
+        return run_sync(self.aio.head(key))
+
+    def exists(self, key: str) -> bool:
+        """True if the object exists."""
+        return run_sync(self.aio.exists(key))
+
+    def put(self, key: str, data: Any, *, mode: PutMode = "overwrite",
+            if_match: str | None = None) -> PutResult:
+        """Write a whole object (see :meth:`AsyncStore.put`)."""
+        return run_sync(self.aio.put(key, data, mode=mode, if_match=if_match))
+
+    def delete(self, key: str) -> None:
+        """Remove an object; a missing one is not an error."""
+        run_sync(self.aio.delete(key))
+
+    def list(self, prefix: str = "") -> list[ObjectInfo]:
+        """All objects below ``prefix``, sorted by key."""
+        return run_sync(self.aio.list(prefix))
+
+    def iter_list(self, prefix: str = "") -> Iterator[list[ObjectInfo]]:
+        """Objects below ``prefix`` page by page."""
+        async def collect() -> list[list[ObjectInfo]]:
+            return [page async for page in self.aio.iter_list(prefix)]
+
+        yield from run_sync(collect())
+
+    def list_dir(self, prefix: str = "") -> ListDirResult:
+        """One level below ``prefix``."""
+        return run_sync(self.aio.list_dir(prefix))
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.url)!r})"
+
+
+def open_store(url: str, *, config: StoreConfig | None = None, **options: Any) -> Store:
+    """Open the store at ``url``.
+
+    Args:
+        url: ``file:///abs/dir`` (or a plain path), ``memory://name``, ``s3://bucket/prefix``,
+            ``gs://bucket/prefix`` or ``az://container/prefix``. Every key is confined below
+            this root.
+        config: retries, concurrency and timeouts; default: :meth:`StoreConfig.from_env`.
+        **options: backend options. S3: ``endpoint``, ``region``, ``access_key_id``,
+            ``secret_access_key``, ``session_token``, ``allow_http`` and any other obstore S3
+            setting; the standard ``AWS_*`` variables are honoured. GCS and Azure: obstore's
+            settings (``service_account_path``, ``account_name``, ...) and their variables.
+
+    >>> import tessera
+    >>> store = tessera.open_store("memory://doc-open/prefix")
+    >>> store.url.prefix
+    'doc-open/prefix'
+    """
+    parsed = parse_store_url(url)
+    return Store(AsyncStore(parsed, config or StoreConfig.from_env(), options))
+
+
+__all__ = [
+    "AsyncStore",
+    "ListDirResult",
+    "ObjectInfo",
+    "PutResult",
+    "Store",
+    "StorageError",
+    "open_store",
+]

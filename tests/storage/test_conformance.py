@@ -260,3 +260,16 @@ def test_memory_urls_share_one_process_store() -> None:
     b = tessera.open_store("memory://shared-check")
     a.put("k", b"v")
     assert bytes(b.get("x/k")) == b"v"
+
+
+def test_file_store_on_a_missing_folder_creates_it_only_on_write(tmp_path: Path) -> None:
+    root = tmp_path / "not" / "yet"
+    store = tessera.open_store(root.as_uri())
+    assert store.list() == [] and store.list_dir().prefixes == []
+    assert not store.exists("k")
+    with pytest.raises(tessera.ObjectNotFoundError):
+        store.get("k")
+    store.delete("k")
+    assert not root.exists()
+    store.put("k", b"v")
+    assert (root / "k").read_bytes() == b"v"

@@ -33,8 +33,15 @@ def process_memory_store() -> MemoryStore:
         return _memory_store
 
 
-def build_backend(url: StoreURL, config: StoreConfig, options: dict[str, Any]) -> ObjectStore:
-    """The obstore store at the bucket (or folder) root; Tessera applies the prefix itself."""
+def build_backend(
+    url: StoreURL, config: StoreConfig, options: dict[str, Any]
+) -> ObjectStore | None:
+    """The obstore store at the bucket (or folder) root; Tessera applies the prefix itself.
+
+    For a file store whose folder does not exist yet, ``None``: the folder is created by the
+    first write (:func:`local_backend`), so that reading or listing a mistyped path leaves
+    nothing behind.
+    """
     if url.scheme == "memory":
         _no_options(url, options)
         return process_memory_store()
@@ -43,7 +50,7 @@ def build_backend(url: StoreURL, config: StoreConfig, options: dict[str, Any]) -
         path = Path(url.path)
         if path.exists() and not path.is_dir():
             raise InvalidURLError(f"{url} is a file, not a folder; a file store is a folder")
-        return LocalStore(url.path, mkdir=True)
+        return local_backend(url, create=False)
     config_opts, client_options = _split_options(options)
     client_options.setdefault("timeout", dt.timedelta(seconds=config.request_timeout_s))
     client_options.setdefault("connect_timeout", dt.timedelta(seconds=config.connect_timeout_s))
@@ -67,6 +74,13 @@ def build_backend(url: StoreURL, config: StoreConfig, options: dict[str, Any]) -
             f"({', '.join(sorted(options)) or 'none given'}) and the standard environment "
             "variables; a plain-HTTP endpoint needs allow_http=True"
         ) from err
+
+
+def local_backend(url: StoreURL, *, create: bool) -> LocalStore | None:
+    """The folder store for ``url``, creating the folder only when ``create`` is set."""
+    if not create and not Path(url.path).is_dir():
+        return None
+    return LocalStore(url.path, mkdir=True)
 
 
 def _split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -20,6 +20,7 @@ from typing import Any, Literal, TypeVar
 
 import obstore
 from obstore import Bytes
+from obstore.store import ObjectStore
 
 from tessera._sync import run_sync
 from tessera.config import StoreConfig
@@ -31,7 +32,7 @@ from tessera.errors import (
     StorageError,
     TransientStorageError,
 )
-from tessera.storage.backends import build_backend
+from tessera.storage.backends import build_backend, local_backend
 from tessera.storage.errormap import map_error
 from tessera.storage.keys import join_key, validate_key, validate_prefix
 from tessera.storage.stats import IOStats, RequestRecord, StatsRecorder
@@ -142,13 +143,25 @@ class AsyncStore:
     def _path(self, key: str) -> str:
         return join_key(self._root, validate_key(key))
 
+    def _backend(self, *, write: bool = False) -> ObjectStore:
+        """The obstore store; a file store's folder is created by the first write.
+
+        Raises FileNotFoundError (mapped to ObjectNotFoundError) for a read below a folder
+        that does not exist.
+        """
+        if self._inner is None:
+            self._inner = local_backend(self.url, create=write)
+            if self._inner is None:
+                raise FileNotFoundError(f"folder {self.url.path} does not exist")
+        return self._inner
+
     # -- reads -----------------------------------------------------------------------------
     async def get(self, key: str) -> Bytes:
         """The whole object, as a zero-copy bytes-like buffer (``bytes(buf)`` copies)."""
         path = self._path(key)
 
         async def send() -> Bytes:
-            result = await obstore.get_async(self._inner, path)
+            result = await obstore.get_async(self._backend(), path)
             return await result.bytes_async()
 
         return await self._call("get", key, send, received=len)
@@ -166,7 +179,7 @@ class AsyncStore:
             return Bytes(b"")
 
         async def send() -> Bytes:
-            return await obstore.get_range_async(self._inner, path, start=offset, length=length)
+            return await obstore.get_range_async(self._backend(), path, start=offset, length=length)
 
         return await self._call("range", key, send, received=len)
 
@@ -189,7 +202,7 @@ class AsyncStore:
         path = self._path(key)
 
         async def send() -> ObjectInfo:
-            meta = await obstore.head_async(self._inner, path)
+            meta = await obstore.head_async(self._backend(), path)
             return self._info(meta)
 
         return await self._call("head", key, send)
@@ -231,7 +244,7 @@ class AsyncStore:
         async def send() -> PutResult:
             nonlocal tries
             tries += 1
-            res = await obstore.put_async(self._inner, path, payload, mode=put_mode,
+            res = await obstore.put_async(self._backend(write=True), path, payload, mode=put_mode,
                                           use_multipart=False)
             return PutResult(etag=res.get("e_tag"), version=res.get("version"))
 
@@ -251,7 +264,7 @@ class AsyncStore:
 
         async def send() -> None:
             try:
-                await obstore.delete_async(self._inner, path)
+                await obstore.delete_async(self._backend(), path)
             except FileNotFoundError:
                 pass
 
@@ -263,8 +276,11 @@ class AsyncStore:
         sub = validate_prefix(prefix)
         full = join_key(self._root, sub) if sub else self._root
         page = self.config.list_page_size
-        stream = obstore.list(self._inner, full or None, chunk_size=page)
-        iterator = stream.__aiter__()
+        try:
+            backend = self._backend()
+        except FileNotFoundError:
+            return  # a folder that does not exist holds nothing
+        iterator = obstore.list(backend, full or None, chunk_size=page).__aiter__()
 
         async def send() -> list[ObjectInfo] | None:
             try:
@@ -298,7 +314,11 @@ class AsyncStore:
         full = join_key(self._root, sub) if sub else self._root
 
         async def send() -> ListDirResult:
-            res = await obstore.list_with_delimiter_async(self._inner, full or None)
+            try:
+                backend = self._backend()
+            except FileNotFoundError:
+                return ListDirResult([], [])
+            res = await obstore.list_with_delimiter_async(backend, full or None)
             prefixes = sorted(self._strip(p) for p in res["common_prefixes"])
             objects = sorted((self._info(m) for m in res["objects"]), key=lambda o: o.key)
             return ListDirResult(prefixes, objects)

@@ -1,0 +1,1 @@
+"""Tessera's command line (``tessera --help``)."""

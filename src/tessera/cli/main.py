@@ -1,0 +1,161 @@
+"""``tessera``: the command line.
+
+Errors print one readable line (what failed, on which object, what to do) and exit with
+status 1; usage errors exit with 2. Set ``TESSERA_DEBUG=1`` for full tracebacks.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import PurePosixPath
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+import tessera
+from tessera.errors import InvalidURLError, TesseraError
+from tessera.storage.store import ObjectInfo, Store
+from tessera.storage.url import StoreURL, parse_store_url
+
+app = typer.Typer(
+    name="tessera",
+    help="Arrays, tensors and images in object storage, served region by region.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+EndpointOpt = Annotated[str | None, typer.Option(help="S3-compatible endpoint URL.")]
+RegionOpt = Annotated[str | None, typer.Option(help="Bucket region.")]
+AllowHttpOpt = Annotated[bool, typer.Option("--allow-http", help="Allow plain-HTTP endpoints.")]
+OptionOpt = Annotated[list[str] | None, typer.Option(
+    "--option", "-o", help="Extra storage option KEY=VALUE (repeatable).")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"tessera {tessera.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """Tessera's command line."""
+
+
+def _options(endpoint: str | None, region: str | None, allow_http: bool,
+             extra: list[str] | None) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    for item in extra or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--option")
+        opts[key.strip()] = value
+    if endpoint:
+        opts["endpoint"] = endpoint
+    if region:
+        opts["region"] = region
+    if allow_http:
+        opts["allow_http"] = True
+    return opts
+
+
+def _split_object_url(url: str) -> tuple[str, str]:
+    """``s3://b/a/k`` -> (``s3://b``, ``a/k``); ``file:///d/k`` -> (``file:///d``, ``k``)."""
+    parsed = parse_store_url(url)
+    if parsed.scheme == "file":
+        path = PurePosixPath(parsed.path)
+        if str(path) == "/":
+            raise InvalidURLError(f"{url!r} names a folder, not an object")
+        return str(StoreURL("file", path=str(path.parent))), path.name
+    if not parsed.prefix:
+        raise InvalidURLError(f"{url!r} names a bucket, not an object: add the key")
+    return str(StoreURL(parsed.scheme, bucket=parsed.bucket)), parsed.prefix
+
+
+def _human(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def _object_rows(table: Table, objects: list[ObjectInfo]) -> None:
+    for o in objects:
+        table.add_row(o.key, _human(o.size), o.last_modified.strftime("%Y-%m-%d %H:%M:%S"))
+
+
+@app.command("ls")
+def ls(
+    url: Annotated[str, typer.Argument(help="Store URL: s3://bucket/prefix, file:///dir, ...")],
+    recursive: Annotated[bool, typer.Option("--recursive", "-r",
+                                            help="List every object below, not one level.")] = False,
+    endpoint: EndpointOpt = None,
+    region: RegionOpt = None,
+    allow_http: AllowHttpOpt = False,
+    option: OptionOpt = None,
+) -> None:
+    """List the objects (and sub-folders) below a store URL."""
+    store = tessera.open_store(url, **_options(endpoint, region, allow_http, option))
+    table = Table("key", "size", "modified (UTC)", box=None, pad_edge=False)
+    if recursive:
+        objects = store.list()
+        _object_rows(table, objects)
+    else:
+        level = store.list_dir()
+        for p in level.prefixes:
+            table.add_row(f"[bold blue]{p}/[/]", "", "")
+        objects = level.objects
+        _object_rows(table, objects)
+    out.print(table)
+    total = sum(o.size for o in objects)
+    out.print(f"[dim]{len(objects)} objects, {_human(total)}[/]")
+
+
+@app.command("stat")
+def stat(
+    url: Annotated[str, typer.Argument(help="URL of one object, e.g. s3://bucket/path/key")],
+    endpoint: EndpointOpt = None,
+    region: RegionOpt = None,
+    allow_http: AllowHttpOpt = False,
+    option: OptionOpt = None,
+) -> None:
+    """Show an object's size, modification time and ETag."""
+    root, key = _split_object_url(url)
+    store: Store = tessera.open_store(root, **_options(endpoint, region, allow_http, option))
+    info = store.head(key)
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_row("url", url)
+    table.add_row("size", f"{info.size} bytes ({_human(info.size)})")
+    table.add_row("modified", info.last_modified.isoformat())
+    table.add_row("etag", info.etag or "-")
+    if info.version:
+        table.add_row("version", info.version)
+    out.print(table)
+
+
+def main() -> None:
+    """Entry point of the ``tessera`` script."""
+    try:
+        app()
+    except TesseraError as exc:
+        if os.environ.get("TESSERA_DEBUG"):
+            raise
+        err.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+        raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        err.print("[bold red]interrupted[/]")
+        raise SystemExit(130) from None
+
+
+if __name__ == "__main__":
+    main()

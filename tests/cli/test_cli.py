@@ -1,0 +1,66 @@
+"""The command line: version, ls, stat, and readable errors instead of tracebacks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+import tessera
+from tessera.cli.main import app
+
+runner = CliRunner()
+
+
+def _tessera(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tessera.cli.main", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and tessera.__version__ in result.output
+
+
+def test_ls_and_stat_on_a_folder(tmp_path) -> None:
+    store = tessera.open_store(tmp_path.as_uri())
+    store.put("images/0001.bin", b"x" * 2048)
+    store.put("README", b"hi")
+    result = runner.invoke(app, ["ls", tmp_path.as_uri()])
+    assert result.exit_code == 0
+    assert "images/" in result.output and "README" in result.output
+    assert "1 objects" in result.output
+    result = runner.invoke(app, ["ls", "-r", str(tmp_path)])
+    assert "images/0001.bin" in result.output and "2.0 KiB" in result.output
+    result = runner.invoke(app, ["stat", (tmp_path / "images" / "0001.bin").as_uri()])
+    assert result.exit_code == 0 and "2048 bytes" in result.output
+
+
+def test_ls_and_stat_on_s3(s3_server) -> None:
+    url = s3_server.unique_url("cli")
+    tessera.open_store(url, **s3_server.storage_options()).put("a/b.bin", b"12345")
+    common = ["--endpoint", s3_server.endpoint, "--allow-http", "--region", "us-east-1",
+              "-o", "access_key_id=testing", "-o", "secret_access_key=testing"]
+    result = runner.invoke(app, ["ls", "-r", url, *common])
+    assert result.exit_code == 0 and "a/b.bin" in result.output
+    result = runner.invoke(app, ["stat", f"{url}/a/b.bin", *common])
+    assert result.exit_code == 0 and "5 bytes" in result.output
+
+
+@pytest.mark.parametrize("args,message", [
+    (["stat", "file:///definitely/not/here.bin"], "no such object"),
+    (["ls", "ftp://host/x"], "unsupported store URL scheme"),
+    (["stat", "s3://only-a-bucket"], "names a bucket, not an object"),
+])
+def test_errors_are_one_readable_line(args: list[str], message: str) -> None:
+    proc = _tessera(*args)
+    assert proc.returncode == 1
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("error:")
+
+
+def test_bad_option_is_a_usage_error() -> None:
+    result = runner.invoke(app, ["ls", "memory://", "-o", "no-equals-sign"])
+    assert result.exit_code == 2 and "KEY=VALUE" in result.output

@@ -1,0 +1,133 @@
+"""The emulated link: delay, bandwidth cap, counters, faults.
+
+The delay and bandwidth checks assert lower bounds only: the emulator must never be faster
+than the link it models; noise can only make it slower, so these cannot flake on a busy
+machine. How close to the bound it stays is measured by benchmarks/link_check.py.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+import tessera
+from tessera.testing import EmulatedLink
+from tessera.testing.http_framing import MessageFramer
+
+
+def _store(server, link) -> tessera.Store:
+    return tessera.open_store(server.unique_url("link"),
+                              **server.storage_options(endpoint=link.endpoint))
+
+
+def test_one_way_delay_is_a_lower_bound(s3_server) -> None:
+    with EmulatedLink(s3_server.port, one_way_delay_s=0.010) as link:
+        store = _store(s3_server, link)
+        store.put("k", b"x" * 1024)
+        for _ in range(3):
+            t0 = time.perf_counter()
+            store.get("k")
+            assert time.perf_counter() - t0 >= 0.020
+
+
+def test_bandwidth_cap_is_a_lower_bound(s3_server) -> None:
+    store_direct = tessera.open_store(s3_server.unique_url("bw"), **s3_server.storage_options())
+    store_direct.put("big", b"\0" * (8 << 20))
+    with EmulatedLink(s3_server.port, bandwidth=20e6) as link:
+        store = tessera.open_store(str(store_direct.url), **s3_server.storage_options(
+            endpoint=link.endpoint))
+        t0 = time.perf_counter()
+        assert len(store.get("big")) == 8 << 20
+        assert time.perf_counter() - t0 >= (8 << 20) / 20e6
+
+
+def test_counters_match_headers_plus_body(s3_server) -> None:
+    with EmulatedLink(s3_server.port) as link:
+        store = _store(s3_server, link)
+        store.put("k", b"y" * 5000)
+        link.reset_counters()
+        store.get("k")
+        store.get_range("k", 100, 1000)
+        store.head("k")
+        c = link.counters()
+    assert c.requests == 3 and c.responses == 3
+    assert c.response_body_bytes == 5000 + 1000  # HEAD has no body
+    assert c.bytes_down == c.response_head_bytes + c.response_body_bytes
+    assert c.bytes_up == c.request_head_bytes + c.request_body_bytes
+    assert c.request_body_bytes == 0
+    assert c.status_counts == {200: 2, 206: 1}
+
+
+def test_put_body_bytes_counted_upstream(s3_server) -> None:
+    with EmulatedLink(s3_server.port) as link:
+        store = _store(s3_server, link)
+        store.put("k", b"z" * 12345)
+        c = link.counters()
+    assert c.request_body_bytes == 12345
+    assert c.bytes_up == c.request_head_bytes + 12345
+
+
+def test_first_byte_latency_is_per_request(s3_server) -> None:
+    with EmulatedLink(s3_server.port, first_byte_latency_s=0.05) as link:
+        store = _store(s3_server, link)
+        store.put("k", b"x")
+        t0 = time.perf_counter()
+        store.get("k")
+        assert time.perf_counter() - t0 >= 0.05
+
+
+def test_configure_at_run_time(s3_server) -> None:
+    with EmulatedLink(s3_server.port) as link:
+        store = _store(s3_server, link)
+        store.put("k", b"x")
+        link.configure(one_way_delay_s=0.03)
+        t0 = time.perf_counter()
+        store.get("k")
+        assert time.perf_counter() - t0 >= 0.06
+        link.configure(one_way_delay_s=0.0, bandwidth=None)
+        assert link.one_way_delay_s == 0.0 and link.bandwidth is None
+
+
+def test_unreachable_target_closes_client() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead_port = s.getsockname()[1]
+    with EmulatedLink(dead_port) as link, socket.create_connection(("127.0.0.1", link.port)) as c:
+        c.settimeout(5)
+        try:
+            assert c.recv(10) == b""
+        except ConnectionResetError:
+            pass
+
+
+@pytest.mark.parametrize("chunking", [1, 7, 1000])
+def test_framer_covers_every_byte(chunking: int) -> None:
+    from collections import deque
+
+    methods: deque[str] = deque()
+    req = MessageFramer("request", methods)
+    resp = MessageFramer("response", methods)
+    up = (b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+          b"PUT /b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+          b"HEAD /c HTTP/1.1\r\n\r\n")
+    down = (b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc"
+            b"HTTP/1.1 100 Continue\r\n\r\n"
+            b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+            b"HTTP/1.1 200 OK\r\nContent-Length: 42\r\n\r\n")
+    segs_up = [s for i in range(0, len(up), chunking) for s in req.feed(up[i:i + chunking])]
+    segs_down = [s for i in range(0, len(down), chunking) for s in resp.feed(down[i:i + chunking])]
+    assert b"".join(s.data for s in segs_up) == up
+    assert b"".join(s.data for s in segs_down) == down
+    assert [s.method for s in segs_up if s.starts] == ["GET", "PUT", "HEAD"]
+    assert [(s.method, s.status) for s in segs_down if s.starts] == [
+        ("GET", 200), ("PUT", 100), ("PUT", 200), ("HEAD", 200)]
+    assert sum(s.ends for s in segs_down) == 4
+
+
+def test_framer_passthrough_on_garbage() -> None:
+    f = MessageFramer("response")
+    segs = f.feed(b"not http at all\r\n\r\nmore")
+    assert b"".join(s.data for s in segs) == b"not http at all\r\n\r\nmore"
+    assert f.broken

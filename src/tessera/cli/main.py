@@ -97,8 +97,8 @@ def _object_rows(table: Table, objects: list[ObjectInfo]) -> None:
 @app.command("ls")
 def ls(
     url: Annotated[str, typer.Argument(help="Store URL: s3://bucket/prefix, file:///dir, ...")],
-    recursive: Annotated[bool, typer.Option("--recursive", "-r",
-                                            help="List every object below, not one level.")] = False,
+    recursive: Annotated[bool, typer.Option(
+        "--recursive", "-r", help="List every object below, not one level.")] = False,
     endpoint: EndpointOpt = None,
     region: RegionOpt = None,
     allow_http: AllowHttpOpt = False,

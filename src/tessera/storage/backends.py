@@ -52,21 +52,22 @@ def build_backend(
             raise InvalidURLError(f"{url} is a file, not a folder; a file store is a folder")
         return local_backend(url, create=False)
     config_opts, client_options = _split_options(options)
+    client: Any = client_options
     client_options.setdefault("timeout", dt.timedelta(seconds=config.request_timeout_s))
     client_options.setdefault("connect_timeout", dt.timedelta(seconds=config.connect_timeout_s))
     # Tessera retries (and counts every try) itself; obstore must not retry behind its back.
-    retry = {"max_retries": 0, "retry_timeout": dt.timedelta(seconds=config.request_timeout_s)}
+    retry: Any = {"max_retries": 0, "retry_timeout": dt.timedelta(seconds=config.request_timeout_s)}
     try:
         if url.scheme == "s3":
             s3_opts = {_S3_ALIASES.get(k, k): v for k, v in config_opts.items()}
             if s3_opts.get("endpoint") and "region" not in s3_opts:
                 s3_opts["region"] = "us-east-1"
-            return S3Store(url.bucket, client_options=client_options, retry_config=retry,
+            return S3Store(url.bucket, client_options=client, retry_config=retry,
                            **s3_opts)
         if url.scheme == "gs":
-            return GCSStore(url.bucket, client_options=client_options, retry_config=retry,
+            return GCSStore(url.bucket, client_options=client, retry_config=retry,
                             **config_opts)
-        return AzureStore(url.bucket, client_options=client_options, retry_config=retry,
+        return AzureStore(url.bucket, client_options=client, retry_config=retry,
                           **config_opts)
     except Exception as err:  # obstore's builder errors are terse: say what to check
         raise ConfigError(

@@ -38,32 +38,34 @@ def short_detail(exc: BaseException) -> str:
 def map_error(exc: BaseException, *, url: str, key: str | None, op: str,
               networked: bool, timeout_s: float) -> StorageError:
     """Translate one failure. ``networked`` stores treat unclassified failures as transient."""
-    args = {"url": url, "key": key, "op": op}
+    def make(cls: type[StorageError], message: str) -> StorageError:
+        return cls(message, url=url, key=key, op=op)
+
     if isinstance(exc, StorageError):
         return exc
     if isinstance(exc, TimeoutError):
-        return TransientStorageError(f"no answer within {timeout_s:g} s", **args)
+        return make(TransientStorageError, f"no answer within {timeout_s:g} s")
     if isinstance(exc, (FileNotFoundError, obs_exc.NotFoundError)):
-        return ObjectNotFoundError("no such object", **args)
+        return make(ObjectNotFoundError, "no such object")
     if isinstance(exc, (FileExistsError, obs_exc.AlreadyExistsError)):
-        return ObjectExistsError("an object already exists at this key", **args)
+        return make(ObjectExistsError, "an object already exists at this key")
     if isinstance(exc, obs_exc.PreconditionError):
-        return PreconditionFailedError("the object does not match the given ETag", **args)
+        return make(PreconditionFailedError, "the object does not match the given ETag")
     if isinstance(exc, (PermissionError, obs_exc.PermissionDeniedError,
                         obs_exc.UnauthenticatedError)):
-        return AccessDeniedError(short_detail(exc), **args)
+        return make(AccessDeniedError, short_detail(exc))
     if isinstance(exc, (NotImplementedError, obs_exc.NotSupportedError)):
-        return PermanentStorageError(f"not supported by this store: {short_detail(exc)}", **args)
+        return make(PermanentStorageError, f"not supported by this store: {short_detail(exc)}")
     text = str(exc)
     status = http_status(exc)
     if status == 416 or any(w in text for w in _RANGE_WORDS):
-        return InvalidRangeError("the range starts at or past the end of the object", **args)
+        return make(InvalidRangeError, "the range starts at or past the end of the object")
     if status is not None:
         if status in TRANSIENT_STATUS:
-            return TransientStorageError(f"HTTP {status}: {short_detail(exc)}", **args)
+            return make(TransientStorageError, f"HTTP {status}: {short_detail(exc)}")
         if status in (401, 403):
-            return AccessDeniedError(f"HTTP {status}: {short_detail(exc)}", **args)
-        return PermanentStorageError(f"HTTP {status}: {short_detail(exc)}", **args)
+            return make(AccessDeniedError, f"HTTP {status}: {short_detail(exc)}")
+        return make(PermanentStorageError, f"HTTP {status}: {short_detail(exc)}")
     if networked and isinstance(exc, (obs_exc.GenericError, OSError, ConnectionError)):
-        return TransientStorageError(short_detail(exc), **args)
-    return PermanentStorageError(short_detail(exc), **args)
+        return make(TransientStorageError, short_detail(exc))
+    return make(PermanentStorageError, short_detail(exc))

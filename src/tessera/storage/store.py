@@ -9,6 +9,7 @@ range asked for is one request sent.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import dataclasses
 import datetime as dt
@@ -40,6 +41,7 @@ from tessera.storage.url import StoreURL, parse_store_url
 
 T = TypeVar("T")
 PutMode = Literal["overwrite", "create"]
+ObjectList = list["ObjectInfo"]
 SINGLE_PUT_LIMIT = 5 * 2**30
 
 
@@ -263,10 +265,8 @@ class AsyncStore:
         path = self._path(key)
 
         async def send() -> None:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 await obstore.delete_async(self._backend(), path)
-            except FileNotFoundError:
-                pass
 
         await self._call("delete", key, send)
 
@@ -293,8 +293,8 @@ class AsyncStore:
         while True:
             # The end-of-stream poll after the last page sends nothing; only an empty
             # listing's single request is counted.
-            items = await self._call(
-                "list", sub, send, requests=lambda r, f=first: 1 if (r is not None or f) else 0)
+            items = await self._call("list", sub, send,
+                                     requests=_page_counter(first))
             if items is None:
                 return
             first = False
@@ -341,6 +341,12 @@ class AsyncStore:
 
     def __repr__(self) -> str:
         return f"AsyncStore({str(self.url)!r})"
+
+
+def _page_counter(first: bool) -> Callable[[list[ObjectInfo] | None], int]:
+    """Requests a listing poll cost: the poll that finds the end of a non-empty listing is
+    free (the last page already said so); an empty listing's single poll is one request."""
+    return lambda page: 1 if (page is not None or first) else 0
 
 
 def _check_range(offset: int, length: int, url: str, key: str) -> None:
@@ -413,13 +419,13 @@ class Store:
         """Remove an object; a missing one is not an error."""
         run_sync(self.aio.delete(key))
 
-    def list(self, prefix: str = "") -> list[ObjectInfo]:
+    def list(self, prefix: str = "") -> ObjectList:
         """All objects below ``prefix``, sorted by key."""
         return run_sync(self.aio.list(prefix))
 
-    def iter_list(self, prefix: str = "") -> Iterator[list[ObjectInfo]]:
+    def iter_list(self, prefix: str = "") -> Iterator[ObjectList]:
         """Objects below ``prefix`` page by page."""
-        async def collect() -> list[list[ObjectInfo]]:
+        async def collect() -> builtins.list[ObjectList]:
             return [page async for page in self.aio.iter_list(prefix)]
 
         yield from run_sync(collect())
@@ -459,7 +465,7 @@ __all__ = [
     "ListDirResult",
     "ObjectInfo",
     "PutResult",
-    "Store",
     "StorageError",
+    "Store",
     "open_store",
 ]

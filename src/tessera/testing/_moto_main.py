@@ -15,6 +15,8 @@ Prints ``TESSERA_S3_READY <port>`` on stdout once the buckets exist, and exits o
 SIGINT or when its stdin closes (the parent died).
 """
 
+# mypy: disable-error-code="attr-defined,method-assign,assignment"
+# (this module patches moto's classes at run time, which is what those codes flag)
 from __future__ import annotations
 
 import argparse

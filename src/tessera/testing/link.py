@@ -159,7 +159,7 @@ class EmulatedLink:
 
     # -- configuration and counters --------------------------------------------------------
     def configure(self, *, one_way_delay_s: float | None = None,
-                  bandwidth: float | None | _Unset = _UNSET,
+                  bandwidth: float | _Unset | None = _UNSET,
                   first_byte_latency_s: float | None = None) -> None:
         """Change delay, bandwidth (``None`` = uncapped) or first-byte latency while running."""
         if one_way_delay_s is not None:

@@ -204,3 +204,20 @@ def test_unclassified_local_errors_are_permanent() -> None:
     err = map_error(TimeoutError(), url="s3://b", key="k", op="get", networked=True,
                     timeout_s=2.5)
     assert isinstance(err, tessera.TransientStorageError) and "2.5 s" in str(err)
+
+
+def test_cloud_stores_build_without_network() -> None:
+    assert str(tessera.open_store("gs://bkt/x", skip_signature=True).url) == "gs://bkt/x"
+    assert str(tessera.open_store("az://c/y", account_name="acct", skip_signature=True).url) == (
+        "az://c/y")
+    assert tessera.open_store("s3://bkt/z", region="eu-west-1", skip_signature=True).url.is_cloud
+
+
+@pytest.mark.parametrize("url,options,match", [
+    ("s3://bkt", {"no_such_option": 1}, "no_such_option"),
+    ("az://cont", {}, "Account must be specified"),
+])
+def test_bad_cloud_options_name_the_problem(url: str, options: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match) as info:
+        tessera.open_store(url, **options)
+    assert "Debug source" not in str(info.value)

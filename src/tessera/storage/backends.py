@@ -11,6 +11,7 @@ from obstore.store import AzureStore, GCSStore, LocalStore, MemoryStore, ObjectS
 
 from tessera.config import StoreConfig
 from tessera.errors import ConfigError, InvalidURLError
+from tessera.storage.errormap import short_detail
 from tessera.storage.url import StoreURL
 
 # Option names Tessera documents for S3, mapped onto obstore's S3 config keys.
@@ -71,7 +72,7 @@ def build_backend(
                           **config_opts)
     except Exception as err:  # obstore's builder errors are terse: say what to check
         raise ConfigError(
-            f"cannot open {url}: {err}. Check the storage options "
+            f"cannot open {url}: {short_detail(err)}. Check the storage options "
             f"({', '.join(sorted(options)) or 'none given'}) and the standard environment "
             "variables; a plain-HTTP endpoint needs allow_http=True"
         ) from err

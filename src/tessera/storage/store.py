@@ -9,14 +9,13 @@ range asked for is one request sent.
 from __future__ import annotations
 
 import asyncio
-import builtins
 import contextlib
 import dataclasses
 import datetime as dt
 import math
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Sequence
 from typing import Any, Literal, TypeVar
 
 import obstore
@@ -197,7 +196,14 @@ class AsyncStore:
             async with limit:
                 return await self.get_range(key, offset, length)
 
-        return list(await asyncio.gather(*(one(o, n) for o, n in ranges)))
+        tasks = [asyncio.ensure_future(one(o, n)) for o, n in ranges]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:  # one range failed for good: stop the others
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
     async def head(self, key: str) -> ObjectInfo:
         """Metadata of one object."""
@@ -230,7 +236,7 @@ class AsyncStore:
         first try won and the put succeeds.
         """
         path = self._path(key)
-        payload = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+        payload = _as_payload(data, str(self.url), key)
         size = len(payload)
         if size > SINGLE_PUT_LIMIT:
             raise PermanentStorageError(
@@ -255,7 +261,7 @@ class AsyncStore:
         except ObjectExistsError:
             if tries > 1 and mode == "create":
                 current = await self.get(key)
-                if current == payload:
+                if bytes(current) == bytes(payload):
                     info = await self.head(key)
                     return PutResult(etag=info.etag, version=info.version)
             raise
@@ -271,7 +277,7 @@ class AsyncStore:
         await self._call("delete", key, send)
 
     # -- listing ---------------------------------------------------------------------------
-    async def iter_list(self, prefix: str = "") -> AsyncIterator[list[ObjectInfo]]:
+    async def iter_list(self, prefix: str = "") -> AsyncGenerator[list[ObjectInfo], None]:
         """Objects below ``prefix`` (whole path segments), page by page, in no fixed order."""
         sub = validate_prefix(prefix)
         full = join_key(self._root, sub) if sub else self._root
@@ -341,6 +347,21 @@ class AsyncStore:
 
     def __repr__(self) -> str:
         return f"AsyncStore({str(self.url)!r})"
+
+
+def _as_payload(data: Any, url: str, key: str) -> bytes | memoryview:
+    """A flat byte view of ``data`` (copied only if it is not C-contiguous)."""
+    if isinstance(data, bytes):
+        return data
+    try:
+        view = memoryview(data)
+    except TypeError:
+        raise PermanentStorageError(
+            f"data must be bytes-like (bytes, bytearray, memoryview, numpy array), "
+            f"got {type(data).__name__}", url=url, key=key, op="put") from None
+    if not view.c_contiguous:
+        return view.tobytes()
+    return view.cast("B") if view.ndim != 1 or view.format != "B" else view
 
 
 def _page_counter(first: bool) -> Callable[[list[ObjectInfo] | None], int]:
@@ -424,11 +445,20 @@ class Store:
         return run_sync(self.aio.list(prefix))
 
     def iter_list(self, prefix: str = "") -> Iterator[ObjectList]:
-        """Objects below ``prefix`` page by page."""
-        async def collect() -> builtins.list[ObjectList]:
-            return [page async for page in self.aio.iter_list(prefix)]
+        """Objects below ``prefix`` page by page, each page fetched when it is needed."""
+        pages = self.aio.iter_list(prefix)
 
-        yield from run_sync(collect())
+        async def next_page() -> ObjectList | None:
+            try:
+                return await pages.__anext__()
+            except StopAsyncIteration:
+                return None
+
+        try:
+            while (page := run_sync(next_page())) is not None:
+                yield page
+        finally:
+            run_sync(pages.aclose())
 
     def list_dir(self, prefix: str = "") -> ListDirResult:
         """One level below ``prefix``."""

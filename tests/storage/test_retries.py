@@ -103,3 +103,91 @@ def test_two_stores_with_different_options_coexist(linked_s3) -> None:
     assert patient.config.retry.max_attempts == 4
     assert impatient.config.retry.max_attempts == 1
     assert impatient.stats.requests == 1 and direct.stats.requests == 1
+
+
+def test_put_recovers_when_a_5xx_swallows_its_body(linked_s3) -> None:
+    _, link, url, options = linked_s3
+    store = _open(url, options)
+    payload = bytes(range(256)) * 1000
+    link.reset_counters()
+    link.faults.fail_next(1, status=503)
+    store.put("body", payload)
+    c = link.counters()
+    assert c.requests == 2 and c.injected_errors == 1
+    assert c.request_body_bytes == 2 * len(payload)  # sent twice: once swallowed
+    assert bytes(store.get("body")) == payload
+
+
+def test_listing_recovers_from_a_5xx(linked_s3) -> None:
+    _, link, url, options = linked_s3
+    store = _open(url, options)
+    for i in range(5):
+        store.put(f"l/{i}", b"x")
+    link.faults.fail_next(1, status=500)
+    assert len(store.list("l")) == 5
+    link.faults.fail_next(1, status=502)
+    assert len(store.list_dir("l").objects) == 5
+
+
+def test_listing_fault_between_pages_loses_and_repeats_nothing(linked_s3) -> None:
+    import asyncio
+
+    _, link, url, options = linked_s3
+    store = _open(url, options)
+    keys = [f"m/{i:04d}" for i in range(2300)]
+
+    async def fill() -> None:
+        sem = asyncio.Semaphore(32)
+
+        async def one(k: str) -> None:
+            async with sem:
+                await store.aio.put(k, b"")
+
+        await asyncio.gather(*(one(k) for k in keys))
+
+    asyncio.run(fill())
+    link.reset_counters()
+    pages = store.iter_list("m")
+    got = [o.key for o in next(pages)]
+    link.faults.fail_next(1, status=503)  # the next page request fails
+    for page in pages:
+        got.extend(o.key for o in page)
+    assert link.counters().injected_errors == 1
+    assert sorted(got) == keys and len(got) == len(set(got))
+
+
+def test_local_listing_restart_skips_returned_keys(tmp_path, monkeypatch) -> None:
+    from obstore.exceptions import GenericError
+
+    import tessera.storage.store as store_module
+
+    store = _open(tmp_path.as_uri(), {}, list_page_size=4)
+    for i in range(10):
+        store.put(f"k{i}", b"")
+    real_list = store_module.obstore.list
+    opened = {"n": 0}
+
+    def flaky_list(*args, **kwargs):
+        opened["n"] += 1
+        stream = real_list(*args, **kwargs).__aiter__()
+        if opened["n"] > 1:
+            return stream
+
+        class FailsOnSecondPage:
+            pages = 0
+
+            def __aiter__(self):
+                return self
+
+            async def __anext__(self):
+                self.pages += 1
+                if self.pages == 2:
+                    raise GenericError("Server returned non-2xx status code: 503")
+                return await stream.__anext__()
+
+        return FailsOnSecondPage()
+
+    monkeypatch.setattr(store_module.obstore, "list", flaky_list)
+    keys = [o.key for page in store.iter_list() for o in page]
+    assert sorted(keys) == sorted(f"k{i}" for i in range(10)) and len(keys) == 10
+    assert opened["n"] == 2

@@ -162,3 +162,22 @@ def test_counters_match_raw_socket_bytes(s3_server) -> None:
     assert c.bytes_up == len(request) == c.request_head_bytes
     assert c.bytes_down == len(received)
     assert c.response_head_bytes == len(head) + 4 and c.response_body_bytes == 3000
+
+
+def test_bandwidth_is_shared_by_concurrent_connections(s3_server) -> None:
+    import concurrent.futures
+
+    size = 4 << 20
+    direct = tessera.open_store(s3_server.unique_url("shared"), **s3_server.storage_options())
+    direct.put("a", b"a" * size)
+    direct.put("b", b"b" * size)
+    with EmulatedLink(s3_server.port, bandwidth=20e6) as link:
+        stores = [tessera.open_store(str(direct.url), **s3_server.storage_options(
+            endpoint=link.endpoint)) for _ in range(2)]
+        t0 = time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            sizes = list(pool.map(lambda sk: len(sk[0].get(sk[1])), zip(stores, "ab", strict=True)))
+        elapsed = time.perf_counter() - t0
+        assert link.counters().connections >= 2
+    assert sizes == [size, size]
+    assert elapsed >= 2 * size / 20e6  # one line for both, not 20 MB/s each

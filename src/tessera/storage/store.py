@@ -278,7 +278,12 @@ class AsyncStore:
 
     # -- listing ---------------------------------------------------------------------------
     async def iter_list(self, prefix: str = "") -> AsyncGenerator[list[ObjectInfo], None]:
-        """Objects below ``prefix`` (whole path segments), page by page, in no fixed order."""
+        """Objects below ``prefix`` (whole path segments), page by page, in no fixed order.
+
+        A page that fails transiently is retried by restarting the listing where it stopped:
+        after the last key seen on stores that list in key order (cloud and memory), or
+        skipping keys already returned on local folders. No key is lost or repeated.
+        """
         sub = validate_prefix(prefix)
         full = join_key(self._root, sub) if sub else self._root
         page = self.config.list_page_size
@@ -286,25 +291,41 @@ class AsyncStore:
             backend = self._backend()
         except FileNotFoundError:
             return  # a folder that does not exist holds nothing
-        iterator = obstore.list(backend, full or None, chunk_size=page).__aiter__()
+        ordered = self.url.scheme != "file"
+        last_path: str | None = None  # ordered stores: restart after this path
+        seen: set[str] = set()  # local folders: paths already returned
+        stream: Any = None
 
-        async def send() -> list[ObjectInfo] | None:
+        async def send() -> list[Any] | None:
+            nonlocal stream
+            if stream is None:
+                offset = last_path if ordered else None
+                stream = obstore.list(backend, full or None, offset=offset,
+                                      chunk_size=page).__aiter__()
             try:
-                chunk = await iterator.__anext__()
+                return list(await stream.__anext__())
             except StopAsyncIteration:
                 return None
-            return [self._info(m) for m in chunk]
+            except BaseException:
+                stream = None  # a failed stream cannot go on; the retry opens a new one
+                raise
 
         first = True
         while True:
             # The end-of-stream poll after the last page sends nothing; only an empty
             # listing's single request is counted.
-            items = await self._call("list", sub, send,
-                                     requests=_page_counter(first))
-            if items is None:
+            metas = await self._call("list", sub, send, requests=_page_counter(first))
+            if metas is None:
                 return
             first = False
-            yield items
+            if ordered:
+                if metas:
+                    last_path = max(m["path"] for m in metas)
+            else:
+                metas = [m for m in metas if m["path"] not in seen]
+                seen.update(m["path"] for m in metas)
+            if metas:
+                yield [self._info(m) for m in metas]
 
     async def list(self, prefix: str = "") -> list[ObjectInfo]:
         """All objects below ``prefix``, sorted by key."""

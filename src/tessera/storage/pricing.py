@@ -79,23 +79,19 @@ class PriceTable:
         return self.compute_usd_per_gb_s * gb_seconds
 
 
-def _per_thousand(usd: float) -> float:
-    return usd / 1000.0
+def _fees(*, read_per_1000: float, write_per_1000: float,
+          pushdown_per_million: float) -> Mapping[str, float]:
+    """Per-request fees by kind: reads (get, range, head) and writes (put, list) are each one
+    class on every provider; deletes are free; a pushdown is one serverless invocation."""
+    read, write = read_per_1000 / 1000, write_per_1000 / 1000
+    return MappingProxyType({"get": read, "range": read, "head": read, "put": write,
+                             "list": write, "delete": 0.0,
+                             "pushdown": pushdown_per_million / 1e6})
 
 
 _S3 = PriceTable(
     name="s3",
-    request_usd=MappingProxyType(
-        {
-            "get": _per_thousand(0.0004),
-            "range": _per_thousand(0.0004),
-            "head": _per_thousand(0.0004),
-            "put": _per_thousand(0.005),
-            "list": _per_thousand(0.005),
-            "delete": 0.0,
-            "pushdown": 0.20 / 1e6,
-        }
-    ),
+    request_usd=_fees(read_per_1000=0.0004, write_per_1000=0.005, pushdown_per_million=0.20),
     egress_usd_per_gb=0.09,
     compute_usd_per_gb_s=0.0000166667,
     source="https://aws.amazon.com/s3/pricing/ + https://aws.amazon.com/lambda/pricing/",
@@ -103,17 +99,7 @@ _S3 = PriceTable(
 
 _GCS = PriceTable(
     name="gcs",
-    request_usd=MappingProxyType(
-        {
-            "get": _per_thousand(0.0004),
-            "range": _per_thousand(0.0004),
-            "head": _per_thousand(0.0004),
-            "put": _per_thousand(0.005),
-            "list": _per_thousand(0.005),
-            "delete": 0.0,
-            "pushdown": 0.40 / 1e6,
-        }
-    ),
+    request_usd=_fees(read_per_1000=0.0004, write_per_1000=0.005, pushdown_per_million=0.40),
     egress_usd_per_gb=0.12,
     compute_usd_per_gb_s=0.0000165,
     source="https://cloud.google.com/storage/pricing + https://cloud.google.com/functions/pricing",
@@ -121,17 +107,7 @@ _GCS = PriceTable(
 
 _AZURE = PriceTable(
     name="azure",
-    request_usd=MappingProxyType(
-        {
-            "get": 0.0044 / 10_000,
-            "range": 0.0044 / 10_000,
-            "head": 0.0044 / 10_000,
-            "put": 0.065 / 10_000,
-            "list": 0.065 / 10_000,
-            "delete": 0.0,
-            "pushdown": 0.20 / 1e6,
-        }
-    ),
+    request_usd=_fees(read_per_1000=0.00044, write_per_1000=0.0065, pushdown_per_million=0.20),
     egress_usd_per_gb=0.087,
     compute_usd_per_gb_s=0.000016,
     source=(
@@ -142,7 +118,7 @@ _AZURE = PriceTable(
 
 _LOCAL = PriceTable(
     name="local",
-    request_usd=MappingProxyType(dict.fromkeys(_S3.request_usd, 0.0)),
+    request_usd=_fees(read_per_1000=0.0, write_per_1000=0.0, pushdown_per_million=0.0),
     egress_usd_per_gb=0.0,
     compute_usd_per_gb_s=0.0,
     source="a local folder or memory store costs nothing per request",

@@ -7,10 +7,23 @@
 b'world'
 """
 
+from tessera.array import (
+    Array,
+    ArraySchema,
+    Attr,
+    Dim,
+    FragmentInfo,
+    create_array,
+    from_numpy,
+    open_array,
+)
 from tessera.config import RetryPolicy, StoreConfig
 from tessera.errors import (
     AccessDeniedError,
+    ArrayExistsError,
+    ArrayNotFoundError,
     ConfigError,
+    CorruptDataError,
     InvalidKeyError,
     InvalidRangeError,
     InvalidURLError,
@@ -18,6 +31,9 @@ from tessera.errors import (
     ObjectNotFoundError,
     PermanentStorageError,
     PreconditionFailedError,
+    ReadOnlyError,
+    SchemaError,
+    SelectionError,
     StorageError,
     TesseraError,
     TransientStorageError,
@@ -39,8 +55,16 @@ __version__ = "0.1.0"
 __all__ = [
     "PRICING",
     "AccessDeniedError",
+    "Array",
+    "ArrayExistsError",
+    "ArrayNotFoundError",
+    "ArraySchema",
     "AsyncStore",
+    "Attr",
     "ConfigError",
+    "CorruptDataError",
+    "Dim",
+    "FragmentInfo",
     "IOStats",
     "InvalidKeyError",
     "InvalidRangeError",
@@ -52,7 +76,10 @@ __all__ = [
     "PreconditionFailedError",
     "PriceTable",
     "PutResult",
+    "ReadOnlyError",
     "RetryPolicy",
+    "SchemaError",
+    "SelectionError",
     "StorageError",
     "Store",
     "StoreConfig",
@@ -60,5 +87,8 @@ __all__ = [
     "TransientStorageError",
     "__version__",
     "collect_stats",
+    "create_array",
+    "from_numpy",
+    "open_array",
     "open_store",
 ]

@@ -103,3 +103,31 @@ class TransientStorageError(StorageError):
 
 class PermanentStorageError(StorageError):
     """A failure that retrying will not fix (bad request, unsupported operation, ...)."""
+
+
+class SchemaError(TesseraError, ValueError):
+    """An array schema is invalid; the message names the field and why."""
+
+
+class ArrayExistsError(TesseraError, FileExistsError):
+    """Something already exists where an array was to be created."""
+
+
+class ArrayNotFoundError(TesseraError, FileNotFoundError):
+    """No array (no schema object) at that URI."""
+
+
+class ReadOnlyError(TesseraError, PermissionError):
+    """A write was attempted through an array handle opened with mode='r'."""
+
+
+class SelectionError(TesseraError, IndexError):
+    """A selection is out of the array's domain or malformed."""
+
+
+class CorruptDataError(TesseraError):
+    """Stored data failed its checksum, is truncated, or is missing.
+
+    The message names the array, fragment, attribute and tile; the fragment should be
+    restored from a copy or removed (its commit marker first) so readers skip it.
+    """

@@ -1,0 +1,9 @@
+"""The array engine: dense arrays in tiles and immutable fragments (the TileDB paper)."""
+
+from tessera.array.array import Array, create_array, from_numpy, open_array
+from tessera.array.fragment import FragmentInfo
+from tessera.array.reader import ReadReport, TileRead
+from tessera.array.schema import ArraySchema, Attr, Dim
+
+__all__ = ["Array", "ArraySchema", "Attr", "Dim", "FragmentInfo", "ReadReport", "TileRead",
+           "create_array", "from_numpy", "open_array"]

@@ -1,0 +1,304 @@
+"""Dense arrays in tiles and immutable fragments (the TileDB model) on any Tessera store.
+
+>>> import numpy as np, tessera
+>>> arr = tessera.from_numpy("memory://doc-array", np.arange(12).reshape(3, 4), tile=(2, 2))
+>>> arr[1:, ::2]
+array([[ 4,  6],
+       [ 8, 10]])
+>>> arr[0:2, 0:2] = np.zeros((2, 2), dtype=int)      # a new fragment; older cells stay
+>>> arr[:2]
+array([[0, 0, 2, 3],
+       [0, 0, 6, 7]])
+>>> len(arr.fragments)
+2
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import math
+from typing import Any
+
+import numpy as np
+
+from tessera._sync import run_sync
+from tessera.array.fragment import (
+    SCHEMA_KEY,
+    FragmentInfo,
+    FragmentMeta,
+    list_committed,
+    load_meta,
+    name_timestamp,
+    write_dense_fragment,
+)
+from tessera.array.reader import ReadReport, execute_tile_reads, plan_tile_reads
+from tessera.array.schema import ArraySchema, Attr, Dim
+from tessera.errors import (
+    ArrayExistsError,
+    ArrayNotFoundError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    ReadOnlyError,
+    SchemaError,
+    SelectionError,
+)
+from tessera.query.selection import normalize_selection
+from tessera.storage.store import Store, open_store
+
+TimestampLike = int | dt.datetime | None
+
+
+class Array:
+    """An open array. Get one with :func:`open_array`, :func:`create_array` or
+    :func:`from_numpy`.
+
+    A handle opened without ``timestamp`` sees every fragment committed up to each read; one
+    opened with ``timestamp=t`` sees exactly the fragments committed at or before ``t``.
+    """
+
+    def __init__(self, store: Store, schema: ArraySchema, *, mode: str = "r",
+                 timestamp: TimestampLike = None) -> None:
+        if mode not in ("r", "w"):
+            raise ValueError(f"mode must be 'r' or 'w', got {mode!r}")
+        self._store = store
+        self.schema = schema
+        self.mode = mode
+        self.timestamp = _to_ns(timestamp)
+        self._metas: dict[str, FragmentMeta] = {}
+        self.last_read: ReadReport | None = None
+
+    # -- description -----------------------------------------------------------------------
+    @property
+    def uri(self) -> str:
+        """The array's URI."""
+        return str(self._store.url)
+
+    @property
+    def store(self) -> Store:
+        """The store the array lives in."""
+        return self._store
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Cells per dimension."""
+        return self.schema.shape
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return self.schema.ndim
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """dtype of the first attribute (a vector dtype keeps its shape, as numpy's)."""
+        dtype: np.dtype[Any] = np.dtype(self.schema.attrs[0].dtype)
+        return dtype
+
+    @property
+    def fragments(self) -> list[FragmentInfo]:
+        """The fragments this handle sees, oldest first."""
+        return [m.info for m in run_sync(self._visible_metas())]
+
+    def __repr__(self) -> str:
+        return f"<tessera.Array {self.uri} shape={self.shape} mode={self.mode!r}>"
+
+    # -- reads -----------------------------------------------------------------------------
+    def __getitem__(self, sel: Any) -> Any:
+        return self.read(sel)
+
+    def read(self, sel: Any = ..., *, attrs: list[str] | None = None) -> Any:
+        """Read a selection; one attribute gives an ndarray, several a dict name -> ndarray.
+
+        Unwritten cells read as the attribute's fill value; where fragments overlap, the
+        newest wins. ``attrs`` picks a subset of attributes (default: all).
+        """
+        if self.schema.sparse:
+            raise NotImplementedError("reading sparse arrays is not available yet")
+        names = [a.name for a in self.schema.attrs] if attrs is None else list(attrs)
+        for n in names:
+            self.schema.attr(n)
+        selection = normalize_selection(sel, self.schema)
+        with self._store.collect() as stats:
+            outputs, report = run_sync(self._read_async(selection, names))
+        report.stats = stats
+        self.last_read = report
+        keep = tuple(0 if d.drop else slice(None) for d in selection.dims)
+        result = {n: out[keep] for n, out in outputs.items()}
+        return result if attrs is not None or len(names) > 1 else result[names[0]]
+
+    async def _read_async(self, selection: Any, names: list[str],
+                          ) -> tuple[dict[str, np.ndarray], ReadReport]:
+        metas = await self._visible_metas()
+        reads, skipped = plan_tile_reads(self.schema, selection, metas, names)
+        outputs = await execute_tile_reads(self._store.aio, self.schema, selection, reads,
+                                           names, self.uri)
+        used = len({r.fragment for r in reads})
+        return outputs, ReadReport(reads, used, skipped)
+
+    async def _visible_metas(self) -> list[FragmentMeta]:
+        names = await list_committed(self._store.aio)
+        if self.timestamp is not None:
+            names = [n for n in names if name_timestamp(n) <= self.timestamp]
+        missing = [n for n in names if n not in self._metas]
+        loaded = await asyncio.gather(*(load_meta(self._store.aio, n, self.uri)
+                                        for n in missing))
+        for meta in loaded:
+            self._metas[meta.name] = meta
+        return [self._metas[n] for n in names]
+
+    # -- writes ----------------------------------------------------------------------------
+    def __setitem__(self, sel: Any, values: Any) -> None:
+        selection = normalize_selection(sel, self.schema)
+        for d in selection.dims:
+            c = d.coords
+            if len(c) and not np.array_equal(c, np.arange(c[0], c[0] + len(c))):
+                raise SelectionError("writes take a box: ints and slices with step 1")
+        origin = tuple(int(d.coords[0]) if len(d.coords) else 0 for d in selection.dims)
+        shape = selection.full_shape
+        vals = values if isinstance(values, dict) else {self.schema.attrs[0].name: values}
+        shaped = {}
+        for name, v in vals.items():
+            attr = self.schema.attr(name)
+            arr = np.asarray(v)
+            try:
+                shaped[name] = np.broadcast_to(arr, _value_shape(selection, attr)).reshape(
+                    shape + attr.cell_shape)
+            except ValueError:
+                raise ValueError(f"values for attribute {name!r} have shape {arr.shape}; the "
+                                 f"selection needs {_value_shape(selection, attr)}") from None
+        self.write(shaped, origin=origin)
+
+    def write(self, values: Any, origin: tuple[int, ...] | None = None) -> FragmentInfo:
+        """Write a dense box as one new fragment; cells outside it keep their older values.
+
+        Args:
+            values: an ndarray (single-attribute arrays) or a dict attribute -> ndarray, all
+                of the same shape (plus each attribute's cell shape).
+            origin: the box's first coordinate per dimension (default: the domain's start).
+        """
+        self._check_writable()
+        if self.schema.sparse:
+            raise SchemaError("dense box writes need a dense array; this one is sparse")
+        vals = values if isinstance(values, dict) else {self.schema.attrs[0].name: values}
+        unknown = set(vals) - {a.name for a in self.schema.attrs}
+        if unknown:
+            raise SchemaError(f"no attribute {sorted(unknown)[0]!r} in {self.uri}")
+        missing = [a.name for a in self.schema.attrs if a.name not in vals]
+        if missing:
+            raise ValueError(f"a dense write needs every attribute; missing {missing}")
+        arrays = {a.name: _checked(vals[a.name], a) for a in self.schema.attrs}
+        shapes = {n: v.shape[:self.ndim] for n, v in arrays.items()}
+        shape = next(iter(shapes.values()))
+        if len(set(shapes.values())) != 1:
+            raise ValueError(f"all attributes must have the same shape, got {shapes}")
+        for name, arr in arrays.items():
+            if arr.ndim != self.ndim + len(self.schema.attr(name).cell_shape):
+                raise ValueError(f"values for {name!r} have {arr.ndim} dimensions; the array "
+                                 f"has {self.ndim} (plus cell shape "
+                                 f"{self.schema.attr(name).cell_shape})")
+        start = self.schema.lower if origin is None else tuple(int(o) for o in origin)
+        if len(start) != self.ndim:
+            raise SelectionError(f"origin needs {self.ndim} coordinates, got {len(start)}")
+        for d, o, n in zip(self.schema.dims, start, shape, strict=True):
+            if n == 0:
+                raise ValueError(f"nothing to write: dimension {d.name!r} has length 0")
+            if o < d.domain[0] or o + n - 1 > d.domain[1]:
+                raise SelectionError(
+                    f"write box [{o}, {o + n - 1}] leaves dimension {d.name!r}'s domain "
+                    f"[{d.domain[0]}, {d.domain[1]}]")
+        meta = run_sync(write_dense_fragment(self._store.aio, self.schema, arrays, start))
+        self._metas[meta.name] = meta
+        return meta.info
+
+    def _check_writable(self) -> None:
+        if self.mode != "w":
+            raise ReadOnlyError(f"{self.uri} is open read-only; open it with mode='w' to write")
+        if self.timestamp is not None:
+            raise ReadOnlyError(f"{self.uri} is open at a past timestamp; writes need a "
+                                "handle opened without one")
+
+
+def _value_shape(selection: Any, attr: Attr) -> tuple[int, ...]:
+    return tuple(selection.shape) + attr.cell_shape
+
+
+def _checked(values: Any, attr: Attr) -> np.ndarray:
+    arr = np.asarray(values)
+    target = attr.np_dtype
+    if arr.dtype.kind not in "biufc":
+        raise TypeError(f"values for attribute {attr.name!r} have dtype {arr.dtype}; "
+                        f"expected numbers castable to {target}")
+    if not np.can_cast(arr.dtype, target, casting="same_kind"):
+        raise TypeError(f"values for attribute {attr.name!r} have dtype {arr.dtype}, which does "
+                        f"not cast safely to {target}; convert them first")
+    return arr.astype(target, copy=False)
+
+
+def _to_ns(ts: TimestampLike) -> int | None:
+    if ts is None:
+        return None
+    if isinstance(ts, dt.datetime):
+        if ts.tzinfo is None:
+            raise ValueError("timestamp datetimes must be timezone-aware")
+        return int(ts.timestamp() * 1e9)
+    if isinstance(ts, (int, np.integer)) and not isinstance(ts, bool):
+        return int(ts)
+    raise TypeError(f"timestamp must be int nanoseconds or an aware datetime, got {ts!r}")
+
+
+def create_array(uri: str, schema: ArraySchema, *,
+                 storage_options: dict[str, Any] | None = None) -> Array:
+    """Create an empty array at ``uri`` and return it open for writing.
+
+    Raises :class:`~tessera.errors.ArrayExistsError` if anything already exists there.
+    """
+    store = open_store(uri, **(storage_options or {}))
+    if store.list():
+        raise ArrayExistsError(f"cannot create an array at {uri}: objects already exist there")
+    try:
+        store.put(SCHEMA_KEY, schema.to_json().encode(), mode="create")
+    except ObjectExistsError:
+        raise ArrayExistsError(f"an array was created at {uri} concurrently") from None
+    return Array(store, schema, mode="w")
+
+
+def open_array(uri: str, mode: str = "r", timestamp: TimestampLike = None, *,
+               storage_options: dict[str, Any] | None = None) -> Array:
+    """Open the array at ``uri``; ``timestamp`` (ns since the epoch, or an aware datetime)
+    reads it as it was then."""
+    store = open_store(uri, **(storage_options or {}))
+    try:
+        text = bytes(store.get(SCHEMA_KEY))
+    except ObjectNotFoundError:
+        raise ArrayNotFoundError(f"no array at {uri} (no {SCHEMA_KEY})") from None
+    return Array(store, ArraySchema.from_json(text), mode=mode, timestamp=timestamp)
+
+
+def from_numpy(uri: str, ndarray: Any, tile: Any = None, codec: str | None = None,
+               attr: str = "data", *, storage_options: dict[str, Any] | None = None) -> Array:
+    """Create an array from an ndarray (domains ``[0, n-1]``) and write it as one fragment.
+
+    ``tile``: extents per dimension (default: about 1 MiB tiles).
+    """
+    data = np.asarray(ndarray)
+    if data.ndim == 0:
+        raise ValueError("from_numpy needs at least one dimension")
+    extents = _default_tile(data.shape, data.dtype.itemsize) if tile is None else tuple(tile)
+    if len(extents) != data.ndim:
+        raise SchemaError(f"tile has {len(extents)} extents for {data.ndim} dimensions")
+    dims = [Dim(f"d{i}", (0, n - 1), min(int(t), n)) for i, (n, t) in
+            enumerate(zip(data.shape, extents, strict=True))]
+    schema = ArraySchema(dims, [Attr(attr, data.dtype.str, None, codec)])
+    arr = create_array(uri, schema, storage_options=storage_options)
+    arr.write(data)
+    return arr
+
+
+def _default_tile(shape: tuple[int, ...], itemsize: int, target: int = 1 << 20,
+                  ) -> tuple[int, ...]:
+    tile = list(shape)
+    while math.prod(tile) * itemsize > target and max(tile) > 1:
+        i = tile.index(max(tile))
+        tile[i] = -(-tile[i] // 2)
+    return tuple(tile)

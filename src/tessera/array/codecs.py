@@ -1,0 +1,89 @@
+"""Tile codecs: ``None`` (raw little-endian), ``zstd``, ``lz4``, ``gzip``, ``blosc``.
+
+A spec is a name, optionally with a level: ``"zstd:5"``, ``"gzip:9"``, ``"blosc:3"``.
+Compression goes through numcodecs; raw tiles stay byte-addressable, so a reader can fetch
+part of a tile with a range request.
+
+>>> from tessera.array.codecs import get_codec
+>>> codec = get_codec("zstd:3")
+>>> codec.decode(codec.encode(b"abc" * 100)) == b"abc" * 100
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+from tessera.errors import SchemaError
+
+CODEC_NAMES = ("zstd", "lz4", "gzip", "blosc")
+
+
+@dataclasses.dataclass(frozen=True)
+class Codec:
+    """One tile codec. ``spec`` is the canonical text (``None`` for raw tiles)."""
+
+    spec: str | None
+    _impl: Any = dataclasses.field(default=None, compare=False, repr=False)
+
+    @property
+    def is_raw(self) -> bool:
+        """True if tiles are stored as raw little-endian bytes (range-readable)."""
+        return self.spec is None
+
+    def encode(self, data: bytes | memoryview) -> bytes:
+        """Compress one tile's bytes."""
+        if self._impl is None:
+            return bytes(data)
+        return bytes(self._impl.encode(data))
+
+    def decode(self, data: bytes | memoryview) -> bytes:
+        """Decompress one tile's bytes."""
+        if self._impl is None:
+            return bytes(data)
+        return bytes(self._impl.decode(data))
+
+
+def normalize_codec_spec(spec: str | None) -> str | None:
+    """Check a codec spec and return its canonical form (``"ZSTD"`` -> ``"zstd"``)."""
+    if spec is None or spec in ("", "none", "raw"):
+        return None
+    if not isinstance(spec, str):
+        raise SchemaError(f"codec must be a string like 'zstd' or 'zstd:5', got {spec!r}")
+    name, _, level = spec.strip().lower().partition(":")
+    if name not in CODEC_NAMES:
+        raise SchemaError(f"unknown codec {spec!r}; choose None or one of {', '.join(CODEC_NAMES)}"
+                          " (optionally with a level, e.g. 'zstd:5')")
+    if level:
+        if not level.lstrip("-").isdigit():
+            raise SchemaError(f"codec level in {spec!r} must be an integer")
+        lv = int(level)
+        bounds = {"zstd": (-7, 22), "gzip": (0, 9), "blosc": (0, 9), "lz4": (1, 65537)}[name]
+        if not bounds[0] <= lv <= bounds[1]:
+            raise SchemaError(f"codec level {lv} out of range {bounds} for {name}")
+        return f"{name}:{lv}"
+    return name
+
+
+@functools.lru_cache(maxsize=64)
+def get_codec(spec: str | None) -> Codec:
+    """The codec for a spec (cached; codecs are stateless)."""
+    canonical = normalize_codec_spec(spec)
+    if canonical is None:
+        return Codec(None)
+    import numcodecs
+
+    name, _, level = canonical.partition(":")
+    lv = int(level) if level else None
+    if name == "zstd":
+        impl = numcodecs.Zstd(level=3 if lv is None else lv)
+    elif name == "lz4":
+        impl = numcodecs.LZ4(acceleration=1 if lv is None else lv)
+    elif name == "gzip":
+        impl = numcodecs.GZip(level=5 if lv is None else lv)
+    else:
+        impl = numcodecs.Blosc(cname="zstd", clevel=5 if lv is None else lv,
+                               shuffle=numcodecs.Blosc.SHUFFLE)
+    return Codec(canonical, impl)

@@ -1,0 +1,219 @@
+"""Fragments: immutable, timestamped batches of writes, made visible by a commit marker.
+
+Layout below the array's root (all keys relative to it)::
+
+    __schema.json                         the schema (create-only)
+    __fragments/<name>/<attr>.data        tiles of one attribute, in the global tile order
+    __fragments/<name>/__meta.json        bookkeeping: subarray, per-tile offset/size/crc32
+    __commits/<name>                      the commit marker, written last, create-only
+
+A fragment exists for readers only once its commit marker does, so a writer killed at any
+point leaves nothing visible; orphaned objects without a marker are never read. Names are
+``f<timestamp ns, 20 digits>-<random hex>``: they sort by time, and writers in different
+processes never collide, so no lock is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import threading
+import time
+import uuid
+import zlib
+from typing import Any
+
+import numpy as np
+
+from tessera.array.codecs import get_codec
+from tessera.array.layout import Box, tile_box, tile_range, tile_to_bytes, tiles_in_order
+from tessera.array.schema import ArraySchema
+from tessera.errors import CorruptDataError, ObjectNotFoundError
+from tessera.storage.store import AsyncStore
+
+FRAGMENT_VERSION = 1
+SCHEMA_KEY = "__schema.json"
+COMMITS = "__commits"
+FRAGMENTS = "__fragments"
+
+_clock_lock = threading.Lock()
+_last_ns = 0
+
+
+def new_timestamp() -> int:
+    """Nanoseconds since the epoch, strictly increasing within this process."""
+    global _last_ns
+    with _clock_lock:
+        _last_ns = max(time.time_ns(), _last_ns + 1)
+        return _last_ns
+
+
+def fragment_name(timestamp: int) -> str:
+    """A unique, time-sortable fragment name."""
+    return f"f{timestamp:020d}-{uuid.uuid4().hex[:16]}"
+
+
+def name_timestamp(name: str) -> int:
+    """The timestamp encoded in a fragment name."""
+    return int(name[1:21])
+
+
+@dataclasses.dataclass(frozen=True)
+class FragmentInfo:
+    """A committed fragment, as ``arr.fragments`` lists it.
+
+    Attributes:
+        name: unique, time-sortable name.
+        timestamp: commit time in ns since the epoch; ``open_array(timestamp=...)`` takes it.
+        kind: ``dense`` (later also ``sparse``, ``delete``, ``consolidated``).
+        nonempty_domain: inclusive ``(lo, hi)`` per dimension of the cells it writes.
+        cell_count: cells written.
+        nbytes: bytes stored (all attributes, after compression).
+    """
+
+    name: str
+    timestamp: int
+    kind: str
+    nonempty_domain: tuple[tuple[int, int], ...]
+    cell_count: int
+    nbytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class AttrTiles:
+    """Where one attribute's tiles of a fragment lie in its data object."""
+
+    key: str
+    codec: str | None
+    offsets: np.ndarray
+    sizes: np.ndarray
+    crc32: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class FragmentMeta:
+    """A fragment's bookkeeping, loaded from ``__meta.json``."""
+
+    name: str
+    timestamp: int
+    kind: str
+    subarray: Box
+    tile_lo: np.ndarray
+    tile_hi: np.ndarray
+    attrs: dict[str, AttrTiles]
+    cell_count: int
+
+    @property
+    def info(self) -> FragmentInfo:
+        """The public summary."""
+        dom = tuple((int(a), int(b)) for a, b in zip(*self.subarray, strict=True))
+        nbytes = int(sum(int(a.sizes.sum()) for a in self.attrs.values()))
+        return FragmentInfo(self.name, self.timestamp, self.kind, dom, self.cell_count, nbytes)
+
+    def to_json(self) -> bytes:
+        doc = {
+            "format": "tessera.fragment", "version": FRAGMENT_VERSION, "name": self.name,
+            "timestamp": self.timestamp, "kind": self.kind,
+            "subarray": [list(self.subarray[0]), list(self.subarray[1])],
+            "tile_lo": self.tile_lo.tolist(), "tile_hi": self.tile_hi.tolist(),
+            "cell_count": self.cell_count,
+            "attrs": {n: {"key": a.key, "codec": a.codec, "offsets": a.offsets.tolist(),
+                          "sizes": a.sizes.tolist(), "crc32": a.crc32.tolist()}
+                      for n, a in self.attrs.items()},
+        }
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str) -> FragmentMeta:
+        try:
+            doc = json.loads(data)
+            if doc.get("format") != "tessera.fragment":
+                raise ValueError("not a fragment bookkeeping object")
+            if int(doc["version"]) > FRAGMENT_VERSION:
+                raise ValueError(f"fragment format version {doc['version']} is newer than this "
+                                 "Tessera understands; upgrade Tessera")
+            attrs = {n: AttrTiles(a["key"], a["codec"], np.asarray(a["offsets"], np.int64),
+                                  np.asarray(a["sizes"], np.int64),
+                                  np.asarray(a["crc32"], np.uint32))
+                     for n, a in doc["attrs"].items()}
+            return cls(doc["name"], int(doc["timestamp"]), doc["kind"],
+                       (tuple(doc["subarray"][0]), tuple(doc["subarray"][1])),
+                       np.asarray(doc["tile_lo"], np.int64), np.asarray(doc["tile_hi"], np.int64),
+                       attrs, int(doc["cell_count"]))
+        except (ValueError, KeyError, TypeError, IndexError) as err:
+            raise CorruptDataError(f"{where}: unreadable fragment bookkeeping: {err}") from None
+
+
+async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
+                               values: dict[str, np.ndarray], origin: tuple[int, ...],
+                               ) -> FragmentMeta:
+    """Write one dense fragment holding ``values`` (one array per attribute, same shape) at
+    coordinates ``origin``, then commit it. Returns its bookkeeping."""
+    shape = next(iter(values.values())).shape[:schema.ndim]
+    box: Box = (origin, tuple(o + s - 1 for o, s in zip(origin, shape, strict=True)))
+    timestamp = new_timestamp()
+    name = fragment_name(timestamp)
+    tlo, thi = tile_range(schema, box)
+    tiles = tiles_in_order(schema, tlo, thi)
+    attrs: dict[str, AttrTiles] = {}
+    puts = []
+    for attr in schema.attrs:
+        data = values[attr.name]
+        codec = get_codec(attr.codec)
+        chunks = []
+        for index in tiles:
+            tb = tile_box(schema, tuple(int(i) for i in index))
+            tile = _dense_tile(schema, attr.fill_value, data, box, tb, attr.cell_shape)
+            chunks.append(codec.encode(tile_to_bytes(tile, schema)))
+        sizes = np.array([len(c) for c in chunks], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        crcs = np.array([zlib.crc32(c) for c in chunks], dtype=np.uint32)
+        key = f"{FRAGMENTS}/{name}/{attr.name}.data"
+        attrs[attr.name] = AttrTiles(key, attr.codec, offsets, sizes, crcs)
+        puts.append(store.put(key, b"".join(chunks)))
+    await asyncio.gather(*puts)
+    meta = FragmentMeta(name, timestamp, "dense", box, tlo, thi, attrs,
+                        int(np.prod(shape)))
+    await store.put(f"{FRAGMENTS}/{name}/__meta.json", meta.to_json())
+    await _crash_point("before-commit")
+    marker = json.dumps({"name": name, "timestamp": timestamp}).encode()
+    await store.put(f"{COMMITS}/{name}", marker, mode="create")
+    return meta
+
+
+async def _crash_point(label: str) -> None:
+    """Test hook: ``TESSERA_TEST_CRASH_AT=<label>`` kills the process here (crash tests)."""
+    if os.environ.get("TESSERA_TEST_CRASH_AT") == label:
+        os._exit(17)
+
+
+def _dense_tile(schema: ArraySchema, fill: Any, data: np.ndarray, box: Box, tb: Box,
+                cell_shape: tuple[int, ...]) -> np.ndarray:
+    tile = np.full(schema.tile_shape + cell_shape, fill, dtype=data.dtype)
+    inter_lo = [max(a, b) for a, b in zip(box[0], tb[0], strict=True)]
+    inter_hi = [min(a, b) for a, b in zip(box[1], tb[1], strict=True)]
+    src = tuple(slice(lo - o, hi - o + 1) for lo, hi, o in zip(inter_lo, inter_hi, box[0],
+                                                                strict=True))
+    dst = tuple(slice(lo - o, hi - o + 1) for lo, hi, o in zip(inter_lo, inter_hi, tb[0],
+                                                                strict=True))
+    tile[dst] = data[src]
+    return tile
+
+
+async def list_committed(store: AsyncStore) -> list[str]:
+    """Names of the committed fragments, oldest first."""
+    names = [o.key.rsplit("/", 1)[-1] for o in await store.list(COMMITS)]
+    return sorted(n for n in names if n.startswith("f") and len(n) > 21)
+
+
+async def load_meta(store: AsyncStore, name: str, array_url: str) -> FragmentMeta:
+    """Read one committed fragment's bookkeeping."""
+    key = f"{FRAGMENTS}/{name}/__meta.json"
+    try:
+        data = await store.get(key)
+    except ObjectNotFoundError:
+        raise CorruptDataError(f"array {array_url}, fragment {name}: committed but its "
+                               f"bookkeeping object {key} is missing") from None
+    return FragmentMeta.from_json(bytes(data), f"array {array_url}, fragment {name}")

@@ -1,0 +1,118 @@
+"""Tile arithmetic: space tiles, the global tile order, and tile <-> bytes in cell order.
+
+Tiles are the schema's space tiles, padded to full extent at the domain's edges so that every
+tile of an attribute has the same shape and byte size before compression: the byte offset of
+a cell inside a raw tile is a closed formula (what range reads need).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import numpy as np
+
+from tessera.array.schema import ArraySchema, Attr
+
+Box = tuple[tuple[int, ...], tuple[int, ...]]  # inclusive (lo, hi) per dimension
+
+
+def tile_range(schema: ArraySchema, box: Box) -> tuple[np.ndarray, np.ndarray]:
+    """Inclusive index range of the space tiles a box touches, per dimension."""
+    low = np.array(schema.lower, dtype=np.int64)
+    ext = np.array(schema.tile_shape, dtype=np.int64)
+    return ((np.array(box[0]) - low) // ext, (np.array(box[1]) - low) // ext)
+
+
+def tile_box(schema: ArraySchema, index: tuple[int, ...]) -> Box:
+    """Inclusive coordinate box of space tile ``index`` (padded: may pass the domain end)."""
+    lo = tuple(int(lw + i * e) for lw, i, e in zip(schema.lower, index, schema.tile_shape,
+                                                    strict=True))
+    hi = tuple(int(a + e - 1) for a, e in zip(lo, schema.tile_shape, strict=True))
+    return lo, hi
+
+
+def tiles_in_order(schema: ArraySchema, tlo: np.ndarray, thi: np.ndarray) -> np.ndarray:
+    """All tile indices of the tile box [tlo, thi], as rows, in the global tile order."""
+    counts = (thi - tlo + 1).astype(np.int64)
+    order: Literal["C", "F"] = "C" if schema.tile_order == "row-major" else "F"
+    flat = np.arange(int(np.prod(counts)), dtype=np.int64)
+    idx = np.stack(np.unravel_index(flat, tuple(int(c) for c in counts), order=order), axis=1)
+    return np.asarray(idx + tlo, dtype=np.int64)
+
+
+def tile_position(schema: ArraySchema, tlo: np.ndarray, thi: np.ndarray,
+                  index: tuple[int, ...]) -> int:
+    """Position of tile ``index`` within the global order of the tile box [tlo, thi]."""
+    counts = tuple(int(c) for c in (thi - tlo + 1))
+    order: Literal["C", "F"] = "C" if schema.tile_order == "row-major" else "F"
+    rel = tuple(int(i - lo) for i, lo in zip(index, tlo, strict=True))
+    return int(np.ravel_multi_index(rel, counts, order=order))
+
+
+def intersect(a: Box, b: Box) -> Box | None:
+    """The intersection of two boxes, or None."""
+    lo = tuple(max(x, y) for x, y in zip(a[0], b[0], strict=True))
+    hi = tuple(min(x, y) for x, y in zip(a[1], b[1], strict=True))
+    return None if any(lw > h for lw, h in zip(lo, hi, strict=True)) else (lo, hi)
+
+
+def covered(box: Box, others: list[Box], limit: int = 2048) -> bool:
+    """True if ``box`` lies entirely inside the union of ``others`` (box subtraction; gives up
+    and answers False past ``limit`` pieces, which is always safe)."""
+    remaining = [box]
+    for other in others:
+        nxt: list[Box] = []
+        for r in remaining:
+            nxt.extend(_subtract(r, other))
+        remaining = nxt
+        if not remaining:
+            return True
+        if len(remaining) > limit:
+            return False
+    return not remaining
+
+
+def _subtract(a: Box, b: Box) -> list[Box]:
+    inter = intersect(a, b)
+    if inter is None:
+        return [a]
+    pieces: list[Box] = []
+    lo, hi = list(a[0]), list(a[1])
+    for d in range(len(lo)):
+        if lo[d] < inter[0][d]:
+            p_hi = list(hi)
+            p_hi[d] = inter[0][d] - 1
+            pieces.append((tuple(lo), tuple(p_hi)))
+            lo[d] = inter[0][d]
+        if hi[d] > inter[1][d]:
+            p_lo = list(lo)
+            p_lo[d] = inter[1][d] + 1
+            pieces.append((tuple(p_lo), tuple(hi)))
+            hi[d] = inter[1][d]
+    return pieces
+
+
+def tile_nbytes(schema: ArraySchema, attr: Attr) -> int:
+    """Raw bytes of one tile of ``attr``."""
+    return math.prod(schema.tile_shape) * attr.cell_nbytes
+
+
+def tile_to_bytes(tile: np.ndarray, schema: ArraySchema) -> bytes:
+    """Serialise a tile (shape ``tile_shape + cell_shape``) in the schema's cell order."""
+    if schema.cell_order == "col-major":
+        n = schema.ndim
+        axes = tuple(reversed(range(n))) + tuple(range(n, tile.ndim))
+        tile = tile.transpose(axes)
+    return np.ascontiguousarray(tile).astype(tile.dtype.newbyteorder("<"), copy=False).tobytes()
+
+
+def tile_from_bytes(data: Any, schema: ArraySchema, attr: Attr) -> np.ndarray:
+    """Inverse of :func:`tile_to_bytes` (zero-copy view where possible)."""
+    shape = schema.tile_shape
+    flat = np.frombuffer(memoryview(data), dtype=attr.np_dtype)
+    if schema.cell_order == "col-major":
+        n = len(shape)
+        arr = flat.reshape(tuple(reversed(shape)) + attr.cell_shape)
+        return arr.transpose(tuple(reversed(range(n))) + tuple(range(n, arr.ndim)))
+    return flat.reshape(shape + attr.cell_shape)

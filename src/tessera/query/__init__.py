@@ -1,0 +1,1 @@
+"""Query side: selections (and, later, the read planner)."""

@@ -1,0 +1,182 @@
+"""Selections on dense arrays: ints, slices (with steps), ``...`` and per-dimension integer
+lists, as numpy's basic and orthogonal indexing takes them.
+
+Indices are **domain coordinates**. For a dimension whose domain starts at 0 they coincide
+with numpy positions, and negative values count from the end as in numpy; for other domains
+they are the coordinates themselves (as in TileDB). Anything outside the domain raises
+:class:`~tessera.errors.SelectionError` (an ``IndexError``).
+
+>>> from tessera.array.schema import ArraySchema, Dim, Attr
+>>> schema = ArraySchema([Dim("y", (0, 9), 5), Dim("x", (0, 9), 5)], [Attr("v", "i4")])
+>>> sel = normalize_selection((slice(2, 8, 3), [7, 1]), schema)
+>>> [d.coords.tolist() for d in sel.dims], sel.shape
+([[2, 5], [7, 1]], (2, 2))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from tessera.array.schema import ArraySchema, Dim
+from tessera.errors import SelectionError
+
+
+@dataclasses.dataclass(frozen=True)
+class DimSelection:
+    """What one dimension selects.
+
+    Attributes:
+        coords: selected coordinates in output order (int64).
+        drop: True for an integer index (the dimension disappears from the result).
+        sorted_coords: ``coords`` sorted ascending.
+        out_pos: output position of each entry of ``sorted_coords``.
+    """
+
+    coords: np.ndarray
+    drop: bool
+    sorted_coords: np.ndarray
+    out_pos: np.ndarray
+
+    @property
+    def lo(self) -> int:
+        """Smallest selected coordinate."""
+        return int(self.sorted_coords[0])
+
+    @property
+    def hi(self) -> int:
+        """Largest selected coordinate."""
+        return int(self.sorted_coords[-1])
+
+    def within(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(coords, out_pos)`` of the selected coordinates in ``[lo, hi]``."""
+        a = np.searchsorted(self.sorted_coords, lo, side="left")
+        b = np.searchsorted(self.sorted_coords, hi, side="right")
+        return self.sorted_coords[a:b], self.out_pos[a:b]
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """A normalised orthogonal selection: one :class:`DimSelection` per dimension."""
+
+    dims: tuple[DimSelection, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Result shape (dropped dimensions removed; attribute cell shape not included)."""
+        return tuple(len(d.coords) for d in self.dims if not d.drop)
+
+    @property
+    def full_shape(self) -> tuple[int, ...]:
+        """Result shape with every dimension kept."""
+        return tuple(len(d.coords) for d in self.dims)
+
+    @property
+    def empty(self) -> bool:
+        """True if no cell is selected."""
+        return any(len(d.coords) == 0 for d in self.dims)
+
+    def bounds(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Inclusive bounding box of the selected coordinates."""
+        return (tuple(d.lo for d in self.dims), tuple(d.hi for d in self.dims))
+
+
+def normalize_selection(sel: Any, schema: ArraySchema) -> Selection:
+    """Turn a user selection into a :class:`Selection` on ``schema``'s dense domain."""
+    items = sel if isinstance(sel, tuple) else (sel,)
+    n_ell = sum(1 for it in items if it is Ellipsis)
+    if n_ell > 1:
+        raise SelectionError("a selection may contain at most one '...'")
+    if n_ell:
+        at = next(i for i, it in enumerate(items) if it is Ellipsis)
+        fill = schema.ndim - (len(items) - 1)
+        if fill < 0:
+            raise SelectionError(_too_many(len(items) - 1, schema))
+        items = items[:at] + (slice(None),) * fill + items[at + 1:]
+    if len(items) > schema.ndim:
+        raise SelectionError(_too_many(len(items), schema))
+    items = items + (slice(None),) * (schema.ndim - len(items))
+    return Selection(tuple(_one(it, d) for it, d in zip(items, schema.dims, strict=True)))
+
+
+def _too_many(n: int, schema: ArraySchema) -> str:
+    return f"too many indices: {n} for an array of {schema.ndim} dimensions"
+
+
+def _coord(value: Any, dim: Dim, what: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise SelectionError(f"{what} for dimension {dim.name!r} must be an integer, "
+                             f"got {value!r}")
+    lo, hi = int(dim.domain[0]), int(dim.domain[1])
+    v = int(value)
+    if lo == 0 and v < 0:
+        v += dim.size
+    if not lo <= v <= hi:
+        raise SelectionError(f"{what} {value} is outside dimension {dim.name!r}'s domain "
+                             f"[{lo}, {hi}]")
+    return v
+
+
+def _one(item: Any, dim: Dim) -> DimSelection:
+    lo, hi = int(dim.domain[0]), int(dim.domain[1])
+    if isinstance(item, slice):
+        step = 1 if item.step is None else item.step
+        if not isinstance(step, (int, np.integer)) or step == 0:
+            raise SelectionError(f"slice step for dimension {dim.name!r} must be a non-zero "
+                                 f"integer, got {item.step!r}")
+        step = int(step)
+        if step > 0:
+            start = lo if item.start is None else _bound(item.start, dim, "slice start")
+            stop = hi + 1 if item.stop is None else _bound(item.stop, dim, "slice stop")
+        else:
+            start = hi if item.start is None else _bound(item.start, dim, "slice start")
+            stop = lo - 1 if item.stop is None else _bound(item.stop, dim, "slice stop")
+        coords = np.arange(start, stop, step, dtype=np.int64)
+        if step > 0:
+            return DimSelection(coords, False, coords, np.arange(len(coords), dtype=np.int64))
+        return _from_list(coords, False)
+    if isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)):
+        c = np.array([_coord(item, dim, "index")], dtype=np.int64)
+        return DimSelection(c, True, c, np.zeros(1, dtype=np.int64))
+    if item is None:
+        raise SelectionError("np.newaxis/None is not supported in array selections")
+    if isinstance(item, (list, np.ndarray, range)):
+        arr = np.asarray(item)
+        if arr.dtype == bool:
+            raise SelectionError(f"boolean masks are not supported (dimension {dim.name!r}); "
+                                 "pass the integer coordinates instead")
+        if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+            raise SelectionError(f"an index list for dimension {dim.name!r} must be a 1-D list "
+                                 f"of integers, got {item!r:.80}")
+        coords = arr.astype(np.int64)
+        if lo == 0:
+            coords = np.where(coords < 0, coords + dim.size, coords)
+        bad = (coords < lo) | (coords > hi)
+        if bad.any():
+            raise SelectionError(f"index {int(arr[bad][0])} is outside dimension {dim.name!r}'s "
+                                 f"domain [{lo}, {hi}]")
+        return _from_list(coords, False)
+    raise SelectionError(f"unsupported index {item!r:.80} for dimension {dim.name!r}: use an "
+                         "int, a slice, '...' or a list of ints")
+
+
+def _bound(value: Any, dim: Dim, what: str) -> int:
+    """A slice bound: may also be one past either end of the domain."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise SelectionError(f"{what} for dimension {dim.name!r} must be an integer, "
+                             f"got {value!r}")
+    lo, hi = int(dim.domain[0]), int(dim.domain[1])
+    v = int(value)
+    if lo == 0 and v < 0:
+        v += dim.size
+    if not lo - 1 <= v <= hi + 1:
+        raise SelectionError(f"{what} {value} is outside dimension {dim.name!r}'s domain "
+                             f"[{lo}, {hi}]")
+    return v
+
+
+def _from_list(coords: np.ndarray, drop: bool) -> DimSelection:
+    order = np.argsort(coords, kind="stable")
+    return DimSelection(coords, drop, coords[order], order.astype(np.int64))

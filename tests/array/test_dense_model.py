@@ -1,0 +1,154 @@
+"""Property test: dense arrays behave like a numpy model of the same write history."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tessera
+
+DTYPES = ["int32", "uint8", "float64", "int16", "complex64", "(3,)u1"]
+CODECS = [None, "zstd", "lz4", "gzip:1", "blosc"]
+
+
+@st.composite
+def schemas(draw: st.DrawFn) -> tessera.ArraySchema:
+    ndim = draw(st.integers(1, 4))
+    max_size = {1: 40, 2: 14, 3: 7, 4: 5}[ndim]
+    dims = []
+    for i in range(ndim):
+        lo = draw(st.integers(-5, 5))
+        size = draw(st.integers(1, max_size))
+        tile = draw(st.integers(1, size))
+        dims.append(tessera.Dim(f"d{i}", (lo, lo + size - 1), tile))
+    n_attrs = draw(st.integers(1, 2))
+    attrs = [tessera.Attr(f"a{j}", draw(st.sampled_from(DTYPES)),
+                          draw(st.sampled_from([None, 7])), draw(st.sampled_from(CODECS)))
+             for j in range(n_attrs)]
+    return tessera.ArraySchema(dims, attrs,
+                               cell_order=draw(st.sampled_from(["row-major", "col-major"])),
+                               tile_order=draw(st.sampled_from(["row-major", "col-major"])))
+
+
+def _box(draw: st.DrawFn, schema: tessera.ArraySchema) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    lo, hi = [], []
+    for d in schema.dims:
+        a = draw(st.integers(d.domain[0], d.domain[1]))
+        b = draw(st.integers(a, d.domain[1]))
+        lo.append(a)
+        hi.append(b)
+    return tuple(lo), tuple(hi)
+
+
+def _selection(draw: st.DrawFn, schema: tessera.ArraySchema) -> tuple:
+    sel = []
+    for d in schema.dims:
+        lo, hi = d.domain
+        kind = draw(st.sampled_from(["slice", "step", "int", "list", "full"]))
+        if kind == "full":
+            sel.append(slice(None))
+        elif kind == "int":
+            sel.append(draw(st.integers(lo, hi)))
+        elif kind == "list":
+            sel.append(draw(st.lists(st.integers(lo, hi), min_size=1, max_size=6)))
+        else:
+            a = draw(st.integers(lo, hi))
+            b = draw(st.integers(a, hi + 1))
+            step = draw(st.integers(1, 3)) if kind == "step" else 1
+            sel.append(slice(a, b, step))
+    return tuple(sel)
+
+
+def _model_select(model: np.ndarray, sel: tuple, schema: tessera.ArraySchema) -> np.ndarray:
+    """Orthogonal indexing on a numpy array indexed from each domain's lower bound: every
+    dimension is selected independently, ints drop their dimension (zarr's ``oindex``)."""
+    index, drop = [], []
+    for s, d in zip(sel, schema.dims, strict=True):
+        positions = np.arange(d.domain[0], d.domain[1] + 1)
+        if isinstance(s, slice):
+            index.append(np.arange(d.domain[0], d.domain[1] + 1)[
+                slice(None if s.start is None else s.start - d.domain[0],
+                      None if s.stop is None else s.stop - d.domain[0], s.step)] - d.domain[0])
+        elif isinstance(s, list):
+            index.append(np.array(s, dtype=np.int64) - d.domain[0])
+        else:
+            index.append(np.array([s - positions[0]]))
+        drop.append(not isinstance(s, (slice, list)))
+    out = model[np.ix_(*index)]
+    return out[tuple(0 if dr else slice(None) for dr in drop)]
+
+
+def _random_values(rng: np.random.Generator, shape: tuple[int, ...], attr: tessera.Attr):
+    full = shape + attr.cell_shape
+    dt = attr.np_dtype
+    if dt.kind == "c":
+        return (rng.normal(size=full) + 1j * rng.normal(size=full)).astype(dt)
+    if dt.kind == "f":
+        return rng.normal(size=full).astype(dt)
+    info = np.iinfo(dt)
+    return rng.integers(max(info.min, -1000), min(info.max, 1000), size=full).astype(dt)
+
+
+@st.composite
+def histories(draw: st.DrawFn):
+    schema = draw(schemas())
+    writes = [_box(draw, schema) for _ in range(draw(st.integers(0, 4)))]
+    selections = [_selection(draw, schema) for _ in range(3)]
+    seed = draw(st.integers(0, 2**32 - 1))
+    return schema, writes, selections, seed
+
+
+def _check(url: str, options: dict, history) -> None:
+    schema, writes, selections, seed = history
+    rng = np.random.default_rng(seed)
+    arr = tessera.create_array(f"{url.rstrip('/')}/{uuid.uuid4().hex[:10]}", schema,
+                               storage_options=options)
+    model = {a.name: np.full(schema.shape + a.cell_shape, a.fill_value, a.np_dtype)
+             for a in schema.attrs}
+    snapshots = []
+    for lo, hi in writes:
+        shape = tuple(h - lw + 1 for lw, h in zip(lo, hi, strict=True))
+        values = {a.name: _random_values(rng, shape, a) for a in schema.attrs}
+        info = arr.write(values, origin=lo)
+        idx = tuple(slice(lw - d.domain[0], h - d.domain[0] + 1)
+                    for lw, h, d in zip(lo, hi, schema.dims, strict=True))
+        for name, v in values.items():
+            model[name][idx] = v
+        snapshots.append((info.timestamp, {k: v.copy() for k, v in model.items()}))
+    names = [a.name for a in schema.attrs]
+    for sel in selections:
+        got = arr.read(sel, attrs=names)
+        for name in names:
+            np.testing.assert_array_equal(got[name], _model_select(model[name], sel, schema))
+    if snapshots:  # time travel to a random earlier write
+        ts, past = snapshots[int(rng.integers(len(snapshots)))]
+        old = tessera.open_array(arr.uri, timestamp=ts, storage_options=options)
+        got = old.read(..., attrs=names)
+        for name in names:
+            np.testing.assert_array_equal(got[name], past[name])
+
+
+PROFILE = settings(max_examples=40, deadline=None,
+                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                          HealthCheck.function_scoped_fixture])
+
+
+@PROFILE
+@given(history=histories())
+def test_dense_arrays_match_numpy_memory(history) -> None:
+    _check("memory://prop-dense", {}, history)
+
+
+@settings(PROFILE, max_examples=15)
+@given(history=histories())
+def test_dense_arrays_match_numpy_file(tmp_path_factory, history) -> None:
+    _check(tmp_path_factory.mktemp("prop").as_uri(), {}, history)
+
+
+@settings(PROFILE, max_examples=10)
+@given(history=histories())
+def test_dense_arrays_match_numpy_s3(s3_server, history) -> None:
+    _check(s3_server.unique_url("prop"), s3_server.storage_options(), history)

@@ -3,14 +3,15 @@
 Layout below the array's root (all keys relative to it)::
 
     __schema.json                         the schema (create-only)
-    __fragments/<name>/<attr>.data        tiles of one attribute, in the global tile order
-    __fragments/<name>/__meta.json        bookkeeping: subarray, per-tile offset/size/crc32
-    __commits/<name>                      the commit marker, written last, create-only
+    __fragments/<id>/<attr>.data          tiles of one attribute, in the global tile order
+    __fragments/<id>/__meta.json          bookkeeping: subarray, per-tile offset/size/crc32
+    __commits/f<timestamp>-<id>           the commit marker, written last, create-only
 
 A fragment exists for readers only once its commit marker does, so a writer killed at any
-point leaves nothing visible; orphaned objects without a marker are never read. Names are
-``f<timestamp ns, 20 digits>-<random hex>``: they sort by time, and writers in different
-processes never collide, so no lock is needed.
+point leaves nothing visible; orphaned objects without a marker are never read (vacuum
+removes them). ``<id>`` is random, so writers in different processes never collide and need
+no lock. The timestamp (ns since the epoch, 20 digits) is taken when the writer commits,
+after its data is stored: fragment names sort in commit order.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import os
 import threading
 import time
 import uuid
@@ -50,14 +50,24 @@ def new_timestamp() -> int:
         return _last_ns
 
 
-def fragment_name(timestamp: int) -> str:
-    """A unique, time-sortable fragment name."""
-    return f"f{timestamp:020d}-{uuid.uuid4().hex[:16]}"
+def new_fragment_id() -> str:
+    """A random fragment id (the folder of its objects)."""
+    return uuid.uuid4().hex[:16]
+
+
+def fragment_name(timestamp: int, fragment_id: str) -> str:
+    """The time-sortable name a fragment is committed under."""
+    return f"f{timestamp:020d}-{fragment_id}"
 
 
 def name_timestamp(name: str) -> int:
     """The timestamp encoded in a fragment name."""
     return int(name[1:21])
+
+
+def name_id(name: str) -> str:
+    """The fragment id encoded in a fragment name."""
+    return name[22:]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,8 +163,7 @@ async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
     coordinates ``origin``, then commit it. Returns its bookkeeping."""
     shape = next(iter(values.values())).shape[:schema.ndim]
     box: Box = (origin, tuple(o + s - 1 for o, s in zip(origin, shape, strict=True)))
-    timestamp = new_timestamp()
-    name = fragment_name(timestamp)
+    fid = new_fragment_id()
     tlo, thi = tile_range(schema, box)
     tiles = tiles_in_order(schema, tlo, thi)
     attrs: dict[str, AttrTiles] = {}
@@ -170,23 +179,23 @@ async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
         sizes = np.array([len(c) for c in chunks], dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         crcs = np.array([zlib.crc32(c) for c in chunks], dtype=np.uint32)
-        key = f"{FRAGMENTS}/{name}/{attr.name}.data"
+        key = f"{FRAGMENTS}/{fid}/{attr.name}.data"
         attrs[attr.name] = AttrTiles(key, attr.codec, offsets, sizes, crcs)
         puts.append(store.put(key, b"".join(chunks)))
     await asyncio.gather(*puts)
-    meta = FragmentMeta(name, timestamp, "dense", box, tlo, thi, attrs,
-                        int(np.prod(shape)))
-    await store.put(f"{FRAGMENTS}/{name}/__meta.json", meta.to_json())
-    await _crash_point("before-commit")
+    meta = FragmentMeta("", 0, "dense", box, tlo, thi, attrs, int(np.prod(shape)))
+    return await commit_fragment(store, fid, meta)
+
+
+async def commit_fragment(store: AsyncStore, fid: str, meta: FragmentMeta) -> FragmentMeta:
+    """Stamp ``meta`` with the commit time, store it, then write the commit marker."""
+    timestamp = new_timestamp()
+    name = fragment_name(timestamp, fid)
+    meta = dataclasses.replace(meta, name=name, timestamp=timestamp)
+    await store.put(f"{FRAGMENTS}/{fid}/__meta.json", meta.to_json())
     marker = json.dumps({"name": name, "timestamp": timestamp}).encode()
     await store.put(f"{COMMITS}/{name}", marker, mode="create")
     return meta
-
-
-async def _crash_point(label: str) -> None:
-    """Test hook: ``TESSERA_TEST_CRASH_AT=<label>`` kills the process here (crash tests)."""
-    if os.environ.get("TESSERA_TEST_CRASH_AT") == label:
-        os._exit(17)
 
 
 def _dense_tile(schema: ArraySchema, fill: Any, data: np.ndarray, box: Box, tb: Box,
@@ -210,7 +219,7 @@ async def list_committed(store: AsyncStore) -> list[str]:
 
 async def load_meta(store: AsyncStore, name: str, array_url: str) -> FragmentMeta:
     """Read one committed fragment's bookkeeping."""
-    key = f"{FRAGMENTS}/{name}/__meta.json"
+    key = f"{FRAGMENTS}/{name_id(name)}/__meta.json"
     try:
         data = await store.get(key)
     except ObjectNotFoundError:

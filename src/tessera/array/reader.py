@@ -20,7 +20,7 @@ from tessera.array.codecs import get_codec
 from tessera.array.fragment import FragmentMeta
 from tessera.array.layout import Box, covered, intersect, tile_box, tile_from_bytes, tile_position
 from tessera.array.schema import ArraySchema, Attr
-from tessera.errors import CorruptDataError, ObjectNotFoundError
+from tessera.errors import CorruptDataError, InvalidRangeError, ObjectNotFoundError
 from tessera.query.selection import Selection
 from tessera.storage.store import AsyncStore
 
@@ -151,6 +151,8 @@ async def _fetch_tile(store: AsyncStore, schema: ArraySchema, attr: Attr, read: 
         data = await store.get_range(read.key, read.offset, read.length) if read.length else b""
     except ObjectNotFoundError:
         raise CorruptDataError(f"{where}: data object {read.key} is missing") from None
+    except InvalidRangeError:
+        data = b""  # the object ends before this tile starts: truncated
     if len(data) != read.length:
         raise CorruptDataError(f"{where}: data object {read.key} is truncated (wanted "
                                f"{read.length} bytes at {read.offset}, got {len(data)})")

@@ -92,10 +92,23 @@ def _random_values(rng: np.random.Generator, shape: tuple[int, ...], attr: tesse
     return rng.integers(max(info.min, -1000), min(info.max, 1000), size=full).astype(dt)
 
 
+def _cells(draw: st.DrawFn, schema: tessera.ArraySchema) -> tuple[np.ndarray, ...]:
+    n = draw(st.integers(1, 12))
+    return tuple(np.array([draw(st.integers(d.domain[0], d.domain[1])) for _ in range(n)])
+                 for d in schema.dims)
+
+
+def _op(draw: st.DrawFn, schema: tessera.ArraySchema) -> tuple:
+    kind = draw(st.sampled_from(["box", "box", "cells", "delete"]))
+    if kind == "box":
+        return ("box", _box(draw, schema))
+    return (kind, _cells(draw, schema))
+
+
 @st.composite
 def histories(draw: st.DrawFn):
     schema = draw(schemas())
-    writes = [_box(draw, schema) for _ in range(draw(st.integers(0, 4)))]
+    writes = [_op(draw, schema) for _ in range(draw(st.integers(0, 5)))]
     selections = [_selection(draw, schema) for _ in range(3)]
     seed = draw(st.integers(0, 2**32 - 1))
     return schema, writes, selections, seed
@@ -109,14 +122,31 @@ def _check(url: str, options: dict, history) -> None:
     model = {a.name: np.full(schema.shape + a.cell_shape, a.fill_value, a.np_dtype)
              for a in schema.attrs}
     snapshots = []
-    for lo, hi in writes:
-        shape = tuple(h - lw + 1 for lw, h in zip(lo, hi, strict=True))
-        values = {a.name: _random_values(rng, shape, a) for a in schema.attrs}
-        info = arr.write(values, origin=lo)
-        idx = tuple(slice(lw - d.domain[0], h - d.domain[0] + 1)
-                    for lw, h, d in zip(lo, hi, schema.dims, strict=True))
-        for name, v in values.items():
-            model[name][idx] = v
+    for kind, spec in writes:
+        if kind == "box":
+            lo, hi = spec
+            shape = tuple(h - lw + 1 for lw, h in zip(lo, hi, strict=True))
+            values = {a.name: _random_values(rng, shape, a) for a in schema.attrs}
+            info = arr.write(values, origin=lo)
+            idx = tuple(slice(lw - d.domain[0], h - d.domain[0] + 1)
+                        for lw, h, d in zip(lo, hi, schema.dims, strict=True))
+            for name, v in values.items():
+                model[name][idx] = v
+        elif kind == "cells":
+            n = len(spec[0])
+            values = {a.name: _random_values(rng, (n,), a) for a in schema.attrs}
+            info = arr.write_cells(spec, values)
+            for i in range(n):  # one at a time: of repeated coordinates the last one wins
+                cell = tuple(int(c[i]) - d.domain[0] for c, d in zip(spec, schema.dims,
+                                                                      strict=True))
+                for name, v in values.items():
+                    model[name][cell] = v[i]
+        else:
+            info = arr.delete_cells(spec)
+            cell_idx = tuple(np.asarray(c) - d.domain[0] for c, d in zip(spec, schema.dims,
+                                                                         strict=True))
+            for a in schema.attrs:
+                model[a.name][cell_idx] = a.fill_value
         snapshots.append((info.timestamp, {k: v.copy() for k, v in model.items()}))
     names = [a.name for a in schema.attrs]
     for sel in selections:

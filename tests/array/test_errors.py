@@ -71,7 +71,7 @@ def test_bad_writes_write_nothing(store_url) -> None:
         arr[[0, 2], 0:2] = np.ones((2, 2), dtype=np.int32)
     with pytest.raises(tessera.SchemaError, match="no attribute"):
         arr.write({"w": np.ones((2, 2), np.int32)})
-    url, options = store_url
+    _, options = store_url
     reader = tessera.open_array(arr.uri, storage_options=options)
     with pytest.raises(tessera.ReadOnlyError, match="mode='w'"):
         reader[0:2, 0:2] = np.ones((2, 2), dtype=np.int32)
@@ -99,13 +99,13 @@ def test_time_travel_and_fragment_info(store_url) -> None:
     assert first.timestamp < second.timestamp and second.kind == "dense"
     assert second.nonempty_domain == ((0, 3), (0, 3)) and second.cell_count == 16
     assert first.cell_count == 256 and first.nbytes > 0
-    url, options = store_url
+    _, options = store_url
     old = tessera.open_array(arr.uri, timestamp=first.timestamp, storage_options=options)
     assert old[0, 0] == 0 and old[1, 1] == 17 and len(old.fragments) == 1
     assert arr[1, 1] == 0
     import datetime as dt
 
-    before_all = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
+    before_all = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
     empty = tessera.open_array(arr.uri, timestamp=before_all, storage_options=options)
     assert (empty[:, :] == 0).all() and empty.fragments == []
 

@@ -34,6 +34,7 @@ from tessera.array.fragment import (
 )
 from tessera.array.reader import ReadReport, execute_tile_reads, plan_tile_reads
 from tessera.array.schema import ArraySchema, Attr, Dim
+from tessera.array.sparse import check_coords, write_sparse_fragment
 from tessera.errors import (
     ArrayExistsError,
     ArrayNotFoundError,
@@ -130,11 +131,11 @@ class Array:
     async def _read_async(self, selection: Any, names: list[str],
                           ) -> tuple[dict[str, np.ndarray], ReadReport]:
         metas = await self._visible_metas()
-        reads, skipped = plan_tile_reads(self.schema, selection, metas, names)
+        reads, cell_reads, skipped = plan_tile_reads(self.schema, selection, metas, names)
         outputs = await execute_tile_reads(self._store.aio, self.schema, selection, reads,
-                                           names, self.uri)
-        used = len({r.fragment for r in reads})
-        return outputs, ReadReport(reads, used, skipped)
+                                           names, self.uri, cell_reads)
+        used = len({r.fragment for r in reads} | {c.fragment for c in cell_reads})
+        return outputs, ReadReport(reads, used, skipped, cell_reads=cell_reads)
 
     async def _visible_metas(self) -> list[FragmentMeta]:
         names = await list_committed(self._store.aio)
@@ -208,6 +209,50 @@ class Array:
                     f"write box [{o}, {o + n - 1}] leaves dimension {d.name!r}'s domain "
                     f"[{d.domain[0]}, {d.domain[1]}]")
         meta = run_sync(write_dense_fragment(self._store.aio, self.schema, arrays, start))
+        self._metas[meta.name] = meta
+        return meta.info
+
+    def write_cells(self, coords: Any, values: Any) -> FragmentInfo:
+        """Write individual cells as one sparse fragment (on a dense array: a sparse update).
+
+        Args:
+            coords: a tuple of 1-D coordinate arrays, one per dimension (unsorted is fine; of
+                repeated coordinates the last one given wins).
+            values: an ndarray of one value per cell (single-attribute arrays), or a dict
+                attribute -> ndarray covering every attribute.
+        """
+        self._check_writable()
+        cells = check_coords(self.schema, coords)
+        if not len(cells):
+            raise ValueError("write_cells got no cells")
+        vals = values if isinstance(values, dict) else {self.schema.attrs[0].name: values}
+        missing = [a.name for a in self.schema.attrs if a.name not in vals]
+        unknown = sorted(set(vals) - {a.name for a in self.schema.attrs})
+        if unknown:
+            raise SchemaError(f"no attribute {unknown[0]!r} in {self.uri}")
+        if missing:
+            raise ValueError(f"write_cells needs every attribute; missing {missing}")
+        arrays = {}
+        for attr in self.schema.attrs:
+            arr = _checked(vals[attr.name], attr)
+            want = (len(cells), *attr.cell_shape)
+            if arr.shape != want:
+                raise ValueError(f"values for {attr.name!r} have shape {arr.shape}; "
+                                 f"{len(cells)} cells need {want}")
+            arrays[attr.name] = arr
+        meta = run_sync(write_sparse_fragment(self._store.aio, self.schema, cells, arrays))
+        self._metas[meta.name] = meta
+        return meta.info
+
+    def delete_cells(self, coords: Any) -> FragmentInfo:
+        """Delete cells with tombstones (one fragment): on a dense array they read as the
+        fill value again, on a sparse array they disappear."""
+        self._check_writable()
+        cells = check_coords(self.schema, coords)
+        if not len(cells):
+            raise ValueError("delete_cells got no cells")
+        meta = run_sync(write_sparse_fragment(self._store.aio, self.schema, cells, {},
+                                              kind="delete"))
         self._metas[meta.name] = meta
         return meta.info
 

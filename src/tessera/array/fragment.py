@@ -114,12 +114,24 @@ class FragmentMeta:
     tile_hi: np.ndarray
     attrs: dict[str, AttrTiles]
     cell_count: int
+    # Sparse and delete fragments: their data tiles of ``capacity`` cells each.
+    coords: AttrTiles | None = None
+    mbrs: np.ndarray | None = None  # (tiles, 2, ndim): lo and hi of each data tile
+    bounds: np.ndarray | None = None  # (tiles, 2, ndim): first and last cell in global order
+    tile_cells: np.ndarray | None = None  # (tiles,)
+    replaces: tuple[str, ...] = ()  # consolidated fragments: the names they replace
+
+    @property
+    def is_dense(self) -> bool:
+        """True for fragments that hold every cell of their subarray."""
+        return self.coords is None
 
     @property
     def info(self) -> FragmentInfo:
         """The public summary."""
-        dom = tuple((int(a), int(b)) for a, b in zip(*self.subarray, strict=True))
-        nbytes = int(sum(int(a.sizes.sum()) for a in self.attrs.values()))
+        dom = tuple((_num(a), _num(b)) for a, b in zip(*self.subarray, strict=True))
+        pieces = [*self.attrs.values(), *([self.coords] if self.coords else [])]
+        nbytes = int(sum(int(a.sizes.sum()) for a in pieces))
         return FragmentInfo(self.name, self.timestamp, self.kind, dom, self.cell_count, nbytes)
 
     def to_json(self) -> bytes:
@@ -129,10 +141,16 @@ class FragmentMeta:
             "subarray": [list(self.subarray[0]), list(self.subarray[1])],
             "tile_lo": self.tile_lo.tolist(), "tile_hi": self.tile_hi.tolist(),
             "cell_count": self.cell_count,
-            "attrs": {n: {"key": a.key, "codec": a.codec, "offsets": a.offsets.tolist(),
-                          "sizes": a.sizes.tolist(), "crc32": a.crc32.tolist()}
-                      for n, a in self.attrs.items()},
+            "attrs": {n: _tiles_doc(a) for n, a in self.attrs.items()},
+            "replaces": list(self.replaces),
         }
+        if self.coords is not None:
+            assert self.mbrs is not None and self.bounds is not None
+            assert self.tile_cells is not None
+            doc["coords"] = _tiles_doc(self.coords)
+            doc["mbrs"] = self.mbrs.tolist()
+            doc["bounds"] = self.bounds.tolist()
+            doc["tile_cells"] = self.tile_cells.tolist()
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
@@ -144,20 +162,49 @@ class FragmentMeta:
             if int(doc["version"]) > FRAGMENT_VERSION:
                 raise ValueError(f"fragment format version {doc['version']} is newer than this "
                                  "Tessera understands; upgrade Tessera")
-            attrs = {n: AttrTiles(a["key"], a["codec"], np.asarray(a["offsets"], np.int64),
-                                  np.asarray(a["sizes"], np.int64),
-                                  np.asarray(a["crc32"], np.uint32))
-                     for n, a in doc["attrs"].items()}
+            attrs = {n: _tiles_from_doc(a) for n, a in doc["attrs"].items()}
+            sparse = "coords" in doc
             return cls(doc["name"], int(doc["timestamp"]), doc["kind"],
                        (tuple(doc["subarray"][0]), tuple(doc["subarray"][1])),
                        np.asarray(doc["tile_lo"], np.int64), np.asarray(doc["tile_hi"], np.int64),
-                       attrs, int(doc["cell_count"]))
+                       attrs, int(doc["cell_count"]),
+                       coords=_tiles_from_doc(doc["coords"]) if sparse else None,
+                       mbrs=np.asarray(doc["mbrs"]) if sparse else None,
+                       bounds=np.asarray(doc["bounds"]) if sparse else None,
+                       tile_cells=np.asarray(doc["tile_cells"], np.int64) if sparse else None,
+                       replaces=tuple(doc.get("replaces", ())))
         except (ValueError, KeyError, TypeError, IndexError) as err:
             raise CorruptDataError(f"{where}: unreadable fragment bookkeeping: {err}") from None
 
 
+def _num(v: Any) -> Any:
+    return int(v) if float(v).is_integer() and not isinstance(v, float) else float(v)
+
+
+def _tiles_doc(a: AttrTiles) -> dict[str, Any]:
+    return {"key": a.key, "codec": a.codec, "offsets": a.offsets.tolist(),
+            "sizes": a.sizes.tolist(), "crc32": a.crc32.tolist()}
+
+
+def _tiles_from_doc(a: dict[str, Any]) -> AttrTiles:
+    return AttrTiles(a["key"], a["codec"], np.asarray(a["offsets"], np.int64),
+                     np.asarray(a["sizes"], np.int64), np.asarray(a["crc32"], np.uint32))
+
+
+def encode_tiles(key: str, codec_spec: str | None, raw_tiles: list[bytes],
+                 ) -> tuple[AttrTiles, bytes]:
+    """Encode tiles with a codec, checksum them and lay them end to end in one object."""
+    codec = get_codec(codec_spec)
+    chunks = [codec.encode(t) for t in raw_tiles]
+    sizes = np.array([len(c) for c in chunks], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    crcs = np.array([zlib.crc32(c) for c in chunks], dtype=np.uint32)
+    return AttrTiles(key, codec_spec, offsets, sizes, crcs), b"".join(chunks)
+
+
 async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
-                               values: dict[str, np.ndarray], origin: tuple[int, ...],
+                               values: dict[str, np.ndarray], origin: tuple[int, ...], *,
+                               kind: str = "dense", replaces: tuple[str, ...] = (),
                                ) -> FragmentMeta:
     """Write one dense fragment holding ``values`` (one array per attribute, same shape) at
     coordinates ``origin``, then commit it. Returns its bookkeeping."""
@@ -170,20 +217,16 @@ async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
     puts = []
     for attr in schema.attrs:
         data = values[attr.name]
-        codec = get_codec(attr.codec)
-        chunks = []
-        for index in tiles:
-            tb = tile_box(schema, tuple(int(i) for i in index))
-            tile = _dense_tile(schema, attr.fill_value, data, box, tb, attr.cell_shape)
-            chunks.append(codec.encode(tile_to_bytes(tile, schema)))
-        sizes = np.array([len(c) for c in chunks], dtype=np.int64)
-        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        crcs = np.array([zlib.crc32(c) for c in chunks], dtype=np.uint32)
+        raw = [tile_to_bytes(_dense_tile(schema, attr.fill_value, data, box,
+                                         tile_box(schema, tuple(int(i) for i in index)),
+                                         attr.cell_shape), schema)
+               for index in tiles]
         key = f"{FRAGMENTS}/{fid}/{attr.name}.data"
-        attrs[attr.name] = AttrTiles(key, attr.codec, offsets, sizes, crcs)
-        puts.append(store.put(key, b"".join(chunks)))
+        attrs[attr.name], blob = encode_tiles(key, attr.codec, raw)
+        puts.append(store.put(key, blob))
     await asyncio.gather(*puts)
-    meta = FragmentMeta("", 0, "dense", box, tlo, thi, attrs, int(np.prod(shape)))
+    meta = FragmentMeta("", 0, kind, box, tlo, thi, attrs, int(np.prod(shape)),
+                        replaces=replaces)
     return await commit_fragment(store, fid, meta)
 
 

@@ -53,6 +53,31 @@ class TileRead:
     region: Box
 
 
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    """A byte range of an object holding one encoded tile."""
+
+    key: str
+    offset: int
+    length: int
+    codec: str | None
+    crc32: int
+
+
+@dataclasses.dataclass(frozen=True)
+class CellTileRead:
+    """One data tile of a sparse (or delete) fragment that may hold selected cells: its
+    coordinates and, unless it holds tombstones, its attribute values."""
+
+    fragment: str
+    rank: int
+    kind: str
+    tile: int
+    mbr: Box
+    coords: Piece
+    attrs: dict[str, Piece]
+
+
 @dataclasses.dataclass
 class ReadReport:
     """What the latest read did: the tile reads, fragments consulted and skipped, I/O stats."""
@@ -61,25 +86,35 @@ class ReadReport:
     fragments_used: int
     fragments_skipped: int
     stats: Any = None
+    cell_reads: list[CellTileRead] = dataclasses.field(default_factory=list)
 
 
 def plan_tile_reads(schema: ArraySchema, sel: Selection, metas: list[FragmentMeta],
-                    attrs: list[str]) -> tuple[list[TileRead], int]:
+                    attrs: list[str]) -> tuple[list[TileRead], list[CellTileRead], int]:
     """Tile reads for ``sel`` over ``metas`` (oldest first). Tiles whose contribution is fully
-    covered by newer fragments are left out. Returns the reads and the fragments skipped."""
+    covered by newer dense fragments are left out. Returns the dense tile reads, the sparse
+    data-tile reads and the number of fragments skipped."""
     if sel.empty:
-        return [], len(metas)
+        return [], [], len(metas)
     bbox = sel.bounds()
-    boxes: list[Box | None] = [intersect(m.subarray, bbox) for m in metas]
+    boxes: list[Box | None] = [intersect(_int_box(m.subarray), bbox) for m in metas]
     reads: list[TileRead] = []
+    cell_reads: list[CellTileRead] = []
     skipped = 0
     for rank, (meta, fbox) in enumerate(zip(metas, boxes, strict=True)):
         if fbox is None:
             skipped += 1
             continue
-        newer = [b for b in boxes[rank + 1:] if b is not None]
+        # Only dense fragments hide what lies under them; sparse ones hold scattered cells.
+        newer = [b for m, b in zip(metas[rank + 1:], boxes[rank + 1:], strict=True)
+                 if b is not None and m.is_dense]
         if newer and covered(fbox, newer):
             skipped += 1
+            continue
+        if not meta.is_dense:
+            found = _plan_cells(meta, rank, fbox, newer, attrs)
+            cell_reads.extend(found)
+            skipped += 0 if found else 1
             continue
         ext = np.array(schema.tile_shape)
         low = np.array(schema.lower)
@@ -105,7 +140,36 @@ def plan_tile_reads(schema: ArraySchema, sel: Selection, metas: list[FragmentMet
                                       int(at.sizes[pos]), at.codec, int(at.crc32[pos]),
                                       index, tb[0], region))
         skipped += 0 if used else 1
-    return reads, skipped
+    return reads, cell_reads, skipped
+
+
+def _int_box(box: Box) -> Box:
+    """A sparse fragment's MBR on an integer grid (bounds of an empty fragment stay empty)."""
+    return (tuple(int(np.floor(v)) for v in box[0]), tuple(int(np.ceil(v)) for v in box[1]))
+
+
+def _plan_cells(meta: FragmentMeta, rank: int, fbox: Box, newer: list[Box],
+                attrs: list[str]) -> list[CellTileRead]:
+    assert meta.mbrs is not None and meta.coords is not None
+    lo = np.asarray(fbox[0])
+    hi = np.asarray(fbox[1])
+    hit = np.all(meta.mbrs[:, 0] <= hi, axis=1) & np.all(meta.mbrs[:, 1] >= lo, axis=1)
+    out = []
+    for t in np.nonzero(hit)[0]:
+        mbr = _int_box((tuple(meta.mbrs[t, 0]), tuple(meta.mbrs[t, 1])))
+        region = intersect(mbr, fbox)
+        if region is None or (newer and covered(region, newer)):
+            continue
+        names = [] if meta.kind == "delete" else attrs
+        out.append(CellTileRead(meta.name, rank, meta.kind, int(t), mbr,
+                                _piece(meta.coords, int(t)),
+                                {n: _piece(meta.attrs[n], int(t)) for n in names}))
+    return out
+
+
+def _piece(tiles: Any, t: int) -> Piece:
+    return Piece(tiles.key, int(tiles.offsets[t]), int(tiles.sizes[t]), tiles.codec,
+                 int(tiles.crc32[t]))
 
 
 def _selects_any(sel: Selection, region: Box) -> bool:
@@ -115,11 +179,13 @@ def _selects_any(sel: Selection, region: Box) -> bool:
 
 async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Selection,
                              reads: list[TileRead], attrs: list[str], array_url: str,
+                             cell_reads: list[CellTileRead] | None = None,
                              ) -> dict[str, np.ndarray]:
     """Fetch, verify, decode and scatter every tile read; returns full-shape outputs."""
     outputs: dict[str, np.ndarray] = {}
     ranks: dict[str, np.ndarray | None] = {}
-    multi = len({r.rank for r in reads}) > 1
+    cell_reads = cell_reads or []
+    multi = len({r.rank for r in reads} | {c.rank for c in cell_reads}) > 1
     for name in attrs:
         attr = schema.attr(name)
         outputs[name] = np.full(sel.full_shape + attr.cell_shape, attr.fill_value,
@@ -132,7 +198,16 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
             tile = await _fetch_tile(store, schema, schema.attr(read.attr), read, array_url)
         _scatter(outputs[read.attr], ranks[read.attr], tile, read, sel)
 
+    async def cells(read: CellTileRead) -> None:
+        async with limit:
+            coords, values = await fetch_cells(store, schema, read, array_url)
+        for name in attrs:
+            fill = schema.attr(name).fill_value
+            _scatter_cells(outputs[name], ranks[name], coords,
+                           values[name] if read.kind != "delete" else fill, read.rank, sel)
+
     tasks = [asyncio.ensure_future(one(r)) for r in reads]
+    tasks += [asyncio.ensure_future(cells(c)) for c in cell_reads]
     try:
         await asyncio.gather(*tasks)
     except BaseException:
@@ -143,27 +218,93 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
     return outputs
 
 
+async def fetch_piece(store: AsyncStore, piece: Piece, where: str) -> Any:
+    """One encoded tile's bytes, verified against its checksum and decoded."""
+    try:
+        data: Any = (await store.get_range(piece.key, piece.offset, piece.length)
+                     if piece.length else b"")
+    except ObjectNotFoundError:
+        raise CorruptDataError(f"{where}: data object {piece.key} is missing") from None
+    except InvalidRangeError:
+        data = b""  # the object ends before this tile starts: truncated
+    if len(data) != piece.length:
+        raise CorruptDataError(f"{where}: data object {piece.key} is truncated (wanted "
+                               f"{piece.length} bytes at {piece.offset}, got {len(data)})")
+    if zlib.crc32(memoryview(data)) != piece.crc32:
+        raise CorruptDataError(f"{where}: checksum mismatch in {piece.key}; the stored bytes "
+                               "are damaged")
+    return get_codec(piece.codec).decode(memoryview(data)) if piece.codec else data
+
+
 async def _fetch_tile(store: AsyncStore, schema: ArraySchema, attr: Attr, read: TileRead,
                       array_url: str) -> np.ndarray:
     where = (f"array {array_url}, fragment {read.fragment}, attribute {read.attr!r}, "
              f"tile {read.tile_index}")
-    try:
-        data = await store.get_range(read.key, read.offset, read.length) if read.length else b""
-    except ObjectNotFoundError:
-        raise CorruptDataError(f"{where}: data object {read.key} is missing") from None
-    except InvalidRangeError:
-        data = b""  # the object ends before this tile starts: truncated
-    if len(data) != read.length:
-        raise CorruptDataError(f"{where}: data object {read.key} is truncated (wanted "
-                               f"{read.length} bytes at {read.offset}, got {len(data)})")
-    if zlib.crc32(memoryview(data)) != read.crc32:
-        raise CorruptDataError(f"{where}: checksum mismatch in {read.key}; the stored bytes are "
-                               "damaged")
-    raw = get_codec(read.codec).decode(memoryview(data)) if read.codec else data
+    raw = await fetch_piece(store, Piece(read.key, read.offset, read.length, read.codec,
+                                         read.crc32), where)
     try:
         return tile_from_bytes(raw, schema, attr)
     except ValueError as err:
         raise CorruptDataError(f"{where}: decoded tile has the wrong size: {err}") from None
+
+
+async def fetch_cells(store: AsyncStore, schema: ArraySchema, read: CellTileRead,
+                      array_url: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The coordinates ``(n, ndim)`` and attribute values of one sparse data tile."""
+    from tessera.array.sparse import coords_dtype
+
+    where = f"array {array_url}, fragment {read.fragment}, data tile {read.tile}"
+    pieces = [fetch_piece(store, read.coords, f"{where}, coordinates")]
+    pieces += [fetch_piece(store, p, f"{where}, attribute {n!r}") for n, p in read.attrs.items()]
+    raw = await asyncio.gather(*pieces)
+    try:
+        coords = np.frombuffer(memoryview(raw[0]), coords_dtype(schema)).reshape(-1, schema.ndim)
+        values = {}
+        for (name, _), data in zip(read.attrs.items(), raw[1:], strict=True):
+            attr = schema.attr(name)
+            values[name] = np.frombuffer(memoryview(data), attr.np_dtype).reshape(
+                (len(coords), *attr.cell_shape))
+    except ValueError as err:
+        raise CorruptDataError(f"{where}: decoded tile has the wrong size: {err}") from None
+    return coords, values
+
+
+def _scatter_cells(out: np.ndarray, rank_arr: np.ndarray | None, coords: np.ndarray,
+                   values: Any, rank: int, sel: Selection) -> None:
+    """Write cells given by coordinates into the output where they are selected (a
+    coordinate selected twice lands twice), newest fragment winning."""
+    keep = np.arange(len(coords))
+    lefts, counts = [], []
+    for d, dim in enumerate(sel.dims):
+        c = coords[:, d]
+        left = np.searchsorted(dim.sorted_coords, c, side="left")
+        right = np.searchsorted(dim.sorted_coords, c, side="right")
+        lefts.append(left)
+        counts.append(right - left)
+    hit = np.all(np.stack(counts) > 0, axis=0) if counts else np.ones(0, bool)
+    keep = keep[hit]
+    if not len(keep):
+        return
+    positions: list[np.ndarray] = []
+    rows = keep
+    for d, dim in enumerate(sel.dims):
+        cnt = counts[d][rows]
+        if np.all(cnt == 1):
+            positions.append(dim.out_pos[lefts[d][rows]])
+            continue
+        starts = np.repeat(lefts[d][rows], cnt)
+        within = np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+        positions = [np.repeat(p, cnt) for p in positions]
+        positions.append(dim.out_pos[starts + within])
+        rows = np.repeat(rows, cnt)
+    idx = tuple(positions)
+    vals = values[rows] if isinstance(values, np.ndarray) else values
+    if rank_arr is not None:
+        newer = rank_arr[idx] < rank
+        idx = tuple(p[newer] for p in positions)
+        vals = vals[newer] if isinstance(vals, np.ndarray) else vals
+        rank_arr[idx] = rank
+    out[idx] = vals
 
 
 def _scatter(out: np.ndarray, rank_arr: np.ndarray | None, tile: np.ndarray, read: TileRead,

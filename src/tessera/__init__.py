@@ -17,6 +17,7 @@ from tessera.array import (
     from_numpy,
     open_array,
 )
+from tessera.array.maintenance import HistoryVacuumedError
 from tessera.config import RetryPolicy, StoreConfig
 from tessera.errors import (
     AccessDeniedError,
@@ -65,6 +66,7 @@ __all__ = [
     "CorruptDataError",
     "Dim",
     "FragmentInfo",
+    "HistoryVacuumedError",
     "IOStats",
     "InvalidKeyError",
     "InvalidRangeError",

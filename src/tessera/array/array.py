@@ -29,15 +29,16 @@ from tessera.array.fragment import (
     FragmentMeta,
     list_committed,
     load_meta,
-    name_timestamp,
     write_dense_fragment,
 )
+from tessera.array.maintenance import apply_replacements, check_history, vacuum, visible_at
 from tessera.array.reader import ReadReport, execute_tile_reads, plan_tile_reads
 from tessera.array.schema import ArraySchema, Attr, Dim
 from tessera.array.sparse import check_coords, write_sparse_fragment
 from tessera.errors import (
     ArrayExistsError,
     ArrayNotFoundError,
+    CorruptDataError,
     ObjectExistsError,
     ObjectNotFoundError,
     ReadOnlyError,
@@ -131,22 +132,37 @@ class Array:
     async def _read_async(self, selection: Any, names: list[str],
                           ) -> tuple[dict[str, np.ndarray], ReadReport]:
         metas = await self._visible_metas()
-        reads, cell_reads, skipped = plan_tile_reads(self.schema, selection, metas, names)
-        outputs = await execute_tile_reads(self._store.aio, self.schema, selection, reads,
-                                           names, self.uri, cell_reads)
+        while True:
+            reads, cell_reads, skipped = plan_tile_reads(self.schema, selection, metas, names)
+            try:
+                outputs = await execute_tile_reads(self._store.aio, self.schema, selection,
+                                                   reads, names, self.uri, cell_reads)
+                break
+            except CorruptDataError:
+                # A vacuum may have removed fragments this read listed a moment ago: read
+                # again with a fresh list; if the list did not change, the damage is real.
+                fresh = await self._visible_metas()
+                if [m.name for m in fresh] == [m.name for m in metas]:
+                    raise
+                metas = fresh
         used = len({r.fragment for r in reads} | {c.fragment for c in cell_reads})
         return outputs, ReadReport(reads, used, skipped, cell_reads=cell_reads)
 
-    async def _visible_metas(self) -> list[FragmentMeta]:
-        names = await list_committed(self._store.aio)
-        if self.timestamp is not None:
-            names = [n for n in names if name_timestamp(n) <= self.timestamp]
+    async def _committed_metas(self) -> list[FragmentMeta]:
+        """Every committed fragment at this handle's timestamp, replaced ones included."""
+        names = visible_at(await list_committed(self._store.aio), self.timestamp)
         missing = [n for n in names if n not in self._metas]
         loaded = await asyncio.gather(*(load_meta(self._store.aio, n, self.uri)
                                         for n in missing))
         for meta in loaded:
             self._metas[meta.name] = meta
         return [self._metas[n] for n in names]
+
+    async def _visible_metas(self) -> list[FragmentMeta]:
+        """The fragments reads use, oldest first: replaced fragments hidden."""
+        if self.timestamp is not None:
+            await check_history(self._store.aio, self.timestamp, self.uri)
+        return apply_replacements(await self._committed_metas())
 
     # -- writes ----------------------------------------------------------------------------
     def __setitem__(self, sel: Any, values: Any) -> None:
@@ -255,6 +271,54 @@ class Array:
                                               kind="delete"))
         self._metas[meta.name] = meta
         return meta.info
+
+    def consolidate(self, fragments: list[str] | None = None) -> FragmentInfo:
+        """Merge fragments (default: all visible ones) into one; readers and writers go on.
+
+        ``fragments`` takes fragment names (``arr.fragments[i].name``). Returns the new
+        fragment's info; the merged ones stay readable for time travel until :meth:`vacuum`.
+        """
+        self._check_writable()
+        metas = run_sync(self._visible_metas())
+        if fragments is None:
+            chosen = metas
+        else:
+            by_name = {m.name: m for m in metas}
+            unknown = [n for n in fragments if n not in by_name]
+            if unknown:
+                raise ValueError(f"cannot consolidate {unknown[0]!r}: not a visible fragment "
+                                 f"of {self.uri}")
+            chosen = [by_name[n] for n in dict.fromkeys(fragments)]
+        if not chosen:
+            raise ValueError(f"{self.uri} has no fragments to consolidate")
+        if len(chosen) == 1 and chosen[0].is_dense:
+            return chosen[0].info  # already one dense fragment: nothing to merge
+        t_max = max(m.timestamp for m in chosen)
+        lo = tuple(min(int(np.floor(m.subarray[0][d])) for m in chosen) for d in range(self.ndim))
+        hi = tuple(max(int(np.ceil(m.subarray[1][d])) for m in chosen) for d in range(self.ndim))
+        lo = tuple(max(a, int(d.domain[0])) for a, d in zip(lo, self.schema.dims, strict=True))
+        hi = tuple(min(b, int(d.domain[1])) for b, d in zip(hi, self.schema.dims, strict=True))
+        snapshot = Array(self._store, self.schema, mode="r", timestamp=t_max)
+        snapshot._metas = self._metas
+        box = tuple(slice(a, b + 1) for a, b in zip(lo, hi, strict=True))
+        names = [a.name for a in self.schema.attrs]
+        values = snapshot.read(box, attrs=names)
+        meta = run_sync(write_dense_fragment(
+            self._store.aio, self.schema, values, lo, kind="consolidated",
+            replaces=tuple(m.name for m in chosen), timestamp=t_max))
+        self._metas[meta.name] = meta
+        return meta.info
+
+    def vacuum(self, *, orphan_grace_s: float = 3600.0) -> int:
+        """Remove fragments that a consolidation replaced, and objects of writers that died
+        before committing (once older than ``orphan_grace_s``). Returns objects removed.
+
+        Time travel into the span a vacuum removed raises
+        :class:`~tessera.array.maintenance.HistoryVacuumedError` from then on.
+        """
+        self._check_writable()
+        metas = run_sync(self._committed_metas())
+        return run_sync(vacuum(self._store.aio, metas, orphan_grace_s))
 
     def _check_writable(self) -> None:
         if self.mode != "w":

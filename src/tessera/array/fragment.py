@@ -37,6 +37,7 @@ FRAGMENT_VERSION = 1
 SCHEMA_KEY = "__schema.json"
 COMMITS = "__commits"
 FRAGMENTS = "__fragments"
+VACUUMED = "__vacuumed"
 
 _clock_lock = threading.Lock()
 _last_ns = 0
@@ -205,7 +206,7 @@ def encode_tiles(key: str, codec_spec: str | None, raw_tiles: list[bytes],
 async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
                                values: dict[str, np.ndarray], origin: tuple[int, ...], *,
                                kind: str = "dense", replaces: tuple[str, ...] = (),
-                               ) -> FragmentMeta:
+                               timestamp: int | None = None) -> FragmentMeta:
     """Write one dense fragment holding ``values`` (one array per attribute, same shape) at
     coordinates ``origin``, then commit it. Returns its bookkeeping."""
     shape = next(iter(values.values())).shape[:schema.ndim]
@@ -227,12 +228,14 @@ async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
     await asyncio.gather(*puts)
     meta = FragmentMeta("", 0, kind, box, tlo, thi, attrs, int(np.prod(shape)),
                         replaces=replaces)
-    return await commit_fragment(store, fid, meta)
+    return await commit_fragment(store, fid, meta, timestamp)
 
 
-async def commit_fragment(store: AsyncStore, fid: str, meta: FragmentMeta) -> FragmentMeta:
-    """Stamp ``meta`` with the commit time, store it, then write the commit marker."""
-    timestamp = new_timestamp()
+async def commit_fragment(store: AsyncStore, fid: str, meta: FragmentMeta,
+                          timestamp: int | None = None) -> FragmentMeta:
+    """Stamp ``meta`` with the commit time (or ``timestamp``: consolidation places its
+    fragment at the newest merged one's time), store it, then write the commit marker."""
+    timestamp = new_timestamp() if timestamp is None else timestamp
     name = fragment_name(timestamp, fid)
     meta = dataclasses.replace(meta, name=name, timestamp=timestamp)
     await store.put(f"{FRAGMENTS}/{fid}/__meta.json", meta.to_json())

@@ -1,0 +1,110 @@
+"""Consolidation and vacuum (the TileDB paper, section 4.3), and the visibility rule they need.
+
+Consolidating a set S of fragments writes one fragment C that holds what a reader at
+``t_max`` (the newest timestamp in S) sees inside the bounding box of S. C is named at
+``t_max`` and lists S as replaced. Readers apply one rule: a visible fragment that replaces
+others hides them. C's commit marker is written create-only, last, so a reader sees either S
+(before) or C (after), never both and never neither. Fragments newer than ``t_max`` keep
+outranking C; fragments older than ``t_max`` that are not in S are outranked by C only inside
+its box, where C already holds their effect.
+
+Vacuum removes replaced fragments. It first records ``__vacuumed/<C's name>`` with the time
+span of what it removes, so that a reader travelling back into that span gets a clear error
+instead of a silently incomplete array. It also removes orphaned objects of writers that died
+before committing, once they are older than a grace period (a writer still working is never
+touched).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+
+from tessera.array.fragment import (
+    COMMITS,
+    FRAGMENTS,
+    VACUUMED,
+    FragmentMeta,
+    name_id,
+    name_timestamp,
+)
+from tessera.errors import TesseraError
+from tessera.storage.store import AsyncStore
+
+
+class HistoryVacuumedError(TesseraError, LookupError):
+    """Time travel asked for a moment whose fragments were vacuumed after a consolidation."""
+
+
+def apply_replacements(metas: list[FragmentMeta]) -> list[FragmentMeta]:
+    """The fragments a reader uses: those not replaced by a visible consolidated fragment."""
+    replaced = {r for m in metas for r in m.replaces}
+    return [m for m in metas if m.name not in replaced]
+
+
+async def check_history(store: AsyncStore, timestamp: int, array_url: str) -> None:
+    """Raise :class:`HistoryVacuumedError` if fragments visible at ``timestamp`` are gone."""
+    for info in await store.list(VACUUMED):
+        try:
+            span = json.loads(bytes(await store.get(info.key)))
+            t_min, t_max = int(span["t_min"]), int(span["t_max"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        if t_min <= timestamp < t_max:
+            raise HistoryVacuumedError(
+                f"{array_url} at timestamp {timestamp}: the fragments written between "
+                f"{_iso(t_min)} and {_iso(t_max)} were consolidated and vacuumed; open the "
+                f"array at {t_max} or later, or before {t_min}")
+
+
+async def vacuum(store: AsyncStore, metas: list[FragmentMeta], orphan_grace_s: float) -> int:
+    """Remove what visible consolidated fragments replaced, and stale orphans. Returns the
+    number of objects removed."""
+    committed = {m.name: m for m in metas}
+    removed = 0
+    for c in metas:
+        gone = [committed[r] for r in c.replaces if r in committed]
+        if not gone or c.name not in {m.name for m in apply_replacements(metas)}:
+            continue
+        span = {"t_min": min(g.timestamp for g in gone), "t_max": c.timestamp,
+                "replaced": [g.name for g in gone]}
+        await store.put(f"{VACUUMED}/{c.name}", json.dumps(span).encode())
+        await asyncio.gather(*(store.delete(f"{COMMITS}/{g.name}") for g in gone))
+        removed += len(gone)
+        for g in gone:
+            removed += await _delete_prefix(store, f"{FRAGMENTS}/{name_id(g.name)}")
+    live = {name_id(n) for n in committed} | {name_id(n) for m in metas for n in m.replaces
+                                               if n in committed}
+    now = dt.datetime.now(dt.UTC)
+    listing = await store.list(FRAGMENTS)
+    orphans: dict[str, list[str]] = {}
+    fresh: set[str] = set()
+    for info in listing:
+        fid = info.key.split("/")[1]
+        if fid in live:
+            continue
+        if (now - info.last_modified).total_seconds() < orphan_grace_s:
+            fresh.add(fid)
+        orphans.setdefault(fid, []).append(info.key)
+    for fid, keys in orphans.items():
+        if fid in fresh:
+            continue
+        await asyncio.gather(*(store.delete(k) for k in keys))
+        removed += len(keys)
+    return removed
+
+
+async def _delete_prefix(store: AsyncStore, prefix: str) -> int:
+    keys = [o.key for o in await store.list(prefix)]
+    await asyncio.gather(*(store.delete(k) for k in keys))
+    return len(keys)
+
+
+def _iso(ns: int) -> str:
+    return dt.datetime.fromtimestamp(ns / 1e9, dt.UTC).isoformat()
+
+
+def visible_at(names: list[str], timestamp: int | None) -> list[str]:
+    """Committed names at or before ``timestamp`` (all when None)."""
+    return names if timestamp is None else [n for n in names if name_timestamp(n) <= timestamp]

@@ -1,0 +1,116 @@
+"""Consolidation, vacuum, the visibility rule and orphan clean-up."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera._sync import run_sync
+
+
+def _history(store_url) -> tuple[tessera.Array, list[np.ndarray]]:
+    url, options = store_url
+    schema = tessera.ArraySchema([tessera.Dim("y", (0, 11), 4), tessera.Dim("x", (0, 11), 4)],
+                                 [tessera.Attr("v", "int32", fill=-1, codec="zstd")])
+    arr = tessera.create_array(f"{url.rstrip('/')}/m", schema, storage_options=options)
+    states = []
+    arr.write(np.arange(144, dtype=np.int32).reshape(12, 12))
+    states.append(arr[:, :])
+    arr[2:5, 2:9] = np.full((3, 7), 500, np.int32)
+    states.append(arr[:, :])
+    arr.write_cells((np.array([0, 11]), np.array([11, 0])), np.array([7, 8], np.int32))
+    states.append(arr[:, :])
+    arr.delete_cells((np.array([3]), np.array([3])))
+    states.append(arr[:, :])
+    return arr, states
+
+
+def test_consolidate_all_then_vacuum(store_url) -> None:
+    arr, states = _history(store_url)
+    _, options = store_url
+    old = [f.timestamp for f in arr.fragments]
+    info = arr.consolidate()
+    assert info.kind == "consolidated" and info.timestamp == old[-1]
+    assert [f.name for f in arr.fragments] == [info.name]
+    np.testing.assert_array_equal(arr[:, :], states[-1])
+    for ts, state in zip(old, states, strict=True):  # history stays readable until vacuum
+        np.testing.assert_array_equal(
+            tessera.open_array(arr.uri, timestamp=ts, storage_options=options)[:, :], state)
+    removed = arr.vacuum(orphan_grace_s=0)
+    assert removed >= 4 + 8  # four commit markers, their data and bookkeeping objects
+    assert len(arr.store.list("__commits")) == 1
+    np.testing.assert_array_equal(arr[:, :], states[-1])
+    with pytest.raises(tessera.HistoryVacuumedError, match="consolidated and vacuumed"):
+        tessera.open_array(arr.uri, timestamp=old[1], storage_options=options)[:, :]
+    at_c = tessera.open_array(arr.uri, timestamp=info.timestamp, storage_options=options)
+    np.testing.assert_array_equal(at_c[:, :], states[-1])
+    assert arr.vacuum(orphan_grace_s=0) == 0  # nothing left to do
+
+
+def test_consolidate_a_subset_keeps_newer_fragments_on_top(store_url) -> None:
+    arr, states = _history(store_url)
+    names = [f.name for f in arr.fragments]
+    arr.consolidate(names[:2])
+    kinds = [f.kind for f in arr.fragments]
+    assert kinds == ["consolidated", "sparse", "delete"]
+    np.testing.assert_array_equal(arr[:, :], states[-1])
+    arr[0:1, 0:12] = np.zeros((1, 12), np.int32)  # newer than everything
+    arr.consolidate([arr.fragments[1].name, arr.fragments[2].name])
+    expected = states[-1].copy()
+    expected[0, :] = 0
+    np.testing.assert_array_equal(arr[:, :], expected)
+
+
+def test_consolidation_is_atomic_for_readers(store_url) -> None:
+    arr, states = _history(store_url)
+    _, options = store_url
+    reader = tessera.open_array(arr.uri, storage_options=options)
+    np.testing.assert_array_equal(reader[:, :], states[-1])
+    arr.consolidate()
+    np.testing.assert_array_equal(reader[:, :], states[-1])
+    assert len(reader.fragments) == 1
+    assert reader.last_read.fragments_used == 1
+
+
+def test_reader_with_a_stale_list_rereads_after_vacuum(store_url) -> None:
+    arr, states = _history(store_url)
+    _, options = store_url
+    reader = tessera.open_array(arr.uri, storage_options=options)
+    stale = reader._visible_metas
+    listed = run_sync(stale())  # what the reader saw before
+    arr.consolidate()
+    arr.vacuum(orphan_grace_s=0)
+    calls = {"n": 0}
+
+    async def first_stale_then_fresh():
+        calls["n"] += 1
+        return listed if calls["n"] == 1 else await stale()
+
+    reader._visible_metas = first_stale_then_fresh
+    np.testing.assert_array_equal(reader[:, :], states[-1])
+    assert calls["n"] == 2
+
+
+def test_orphans_of_dead_writers_are_removed_after_the_grace_period(store_url) -> None:
+    arr, _ = _history(store_url)
+    arr.store.put("__fragments/deadbeef00000000/v.data", b"half a write")
+    arr.store.put("__fragments/deadbeef00000000/__meta.json", b"{}")
+    assert arr.vacuum() == 0  # too young: might be a writer still at work
+    assert arr.vacuum(orphan_grace_s=0) == 2
+    assert not arr.store.list("__fragments/deadbeef00000000")
+    assert len(arr.fragments) == 4
+
+
+def test_maintenance_needs_a_writable_handle_and_known_names(store_url) -> None:
+    arr, _ = _history(store_url)
+    _, options = store_url
+    reader = tessera.open_array(arr.uri, storage_options=options)
+    with pytest.raises(tessera.ReadOnlyError):
+        reader.consolidate()
+    with pytest.raises(tessera.ReadOnlyError):
+        reader.vacuum()
+    with pytest.raises(ValueError, match="not a visible fragment"):
+        arr.consolidate(["f000-nope"])
+    one = arr.consolidate()
+    assert arr.consolidate() == one  # a single dense fragment: nothing to merge

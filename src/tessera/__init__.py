@@ -18,6 +18,7 @@ from tessera.array import (
     open_array,
 )
 from tessera.array.maintenance import HistoryVacuumedError
+from tessera.array.sparse_read import SparseResult
 from tessera.config import RetryPolicy, StoreConfig
 from tessera.errors import (
     AccessDeniedError,
@@ -82,6 +83,7 @@ __all__ = [
     "RetryPolicy",
     "SchemaError",
     "SelectionError",
+    "SparseResult",
     "StorageError",
     "Store",
     "StoreConfig",

@@ -114,3 +114,15 @@ def test_maintenance_needs_a_writable_handle_and_known_names(store_url) -> None:
         arr.consolidate(["f000-nope"])
     one = arr.consolidate()
     assert arr.consolidate() == one  # a single dense fragment: nothing to merge
+
+
+def test_vacuum_after_nested_consolidations_removes_everything_hidden(store_url) -> None:
+    arr, states = _history(store_url)
+    names = [f.name for f in arr.fragments]
+    arr.consolidate(names[2:])  # sparse + delete -> C1
+    arr.consolidate()  # dense, dense, C1 -> C2
+    assert [f.kind for f in arr.fragments] == ["consolidated"]
+    arr.vacuum(orphan_grace_s=0)
+    assert [f.kind for f in arr.fragments] == ["consolidated"]
+    assert len(arr.store.list("__commits")) == 1
+    np.testing.assert_array_equal(arr[:, :], states[-1])

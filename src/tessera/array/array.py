@@ -35,6 +35,14 @@ from tessera.array.maintenance import apply_replacements, check_history, vacuum,
 from tessera.array.reader import ReadReport, execute_tile_reads, plan_tile_reads
 from tessera.array.schema import ArraySchema, Attr, Dim
 from tessera.array.sparse import check_coords, write_sparse_fragment
+from tessera.array.sparse_read import (
+    TOMBSTONE_ATTR,
+    SparseResult,
+    SparseSelection,
+    normalize_sparse_selection,
+    plan_cell_reads,
+    read_sparse,
+)
 from tessera.errors import (
     ArrayExistsError,
     ArrayNotFoundError,
@@ -115,19 +123,24 @@ class Array:
         Unwritten cells read as the attribute's fill value; where fragments overlap, the
         newest wins. ``attrs`` picks a subset of attributes (default: all).
         """
-        if self.schema.sparse:
-            raise NotImplementedError("reading sparse arrays is not available yet")
         names = [a.name for a in self.schema.attrs] if attrs is None else list(attrs)
         for n in names:
             self.schema.attr(n)
+        if self.schema.sparse:
+            ssel = normalize_sparse_selection(sel, self.schema)
+            with self._store.collect() as stats:
+                result, report = run_sync(self._read_sparse_async(ssel, names))
+            report.stats = stats
+            self.last_read = report
+            return result
         selection = normalize_selection(sel, self.schema)
         with self._store.collect() as stats:
             outputs, report = run_sync(self._read_async(selection, names))
         report.stats = stats
         self.last_read = report
         keep = tuple(0 if d.drop else slice(None) for d in selection.dims)
-        result = {n: out[keep] for n, out in outputs.items()}
-        return result if attrs is not None or len(names) > 1 else result[names[0]]
+        dense = {n: out[keep] for n, out in outputs.items()}
+        return dense if attrs is not None or len(names) > 1 else dense[names[0]]
 
     async def _read_async(self, selection: Any, names: list[str],
                           ) -> tuple[dict[str, np.ndarray], ReadReport]:
@@ -148,6 +161,23 @@ class Array:
         used = len({r.fragment for r in reads} | {c.fragment for c in cell_reads})
         return outputs, ReadReport(reads, used, skipped, cell_reads=cell_reads)
 
+    async def _read_sparse_async(self, ssel: SparseSelection, names: list[str],
+                                 ) -> tuple[SparseResult, ReadReport]:
+        metas = await self._visible_metas()
+        while True:
+            reads = plan_cell_reads(ssel, metas, names)
+            try:
+                result, _ = await read_sparse(self._store.aio, self.schema, ssel, reads, names,
+                                              self.uri)
+                break
+            except CorruptDataError:  # see _read_async
+                fresh = await self._visible_metas()
+                if [m.name for m in fresh] == [m.name for m in metas]:
+                    raise
+                metas = fresh
+        used = len({r.fragment for r in reads})
+        return result, ReadReport([], used, len(metas) - used, cell_reads=reads)
+
     async def _committed_metas(self) -> list[FragmentMeta]:
         """Every committed fragment at this handle's timestamp, replaced ones included."""
         names = visible_at(await list_committed(self._store.aio), self.timestamp)
@@ -166,6 +196,8 @@ class Array:
 
     # -- writes ----------------------------------------------------------------------------
     def __setitem__(self, sel: Any, values: Any) -> None:
+        if self.schema.sparse:
+            raise SchemaError("sparse arrays take cells: use arr.write_cells(coords, values)")
         selection = normalize_selection(sel, self.schema)
         for d in selection.dims:
             c = d.coords
@@ -294,6 +326,8 @@ class Array:
         if len(chosen) == 1 and chosen[0].is_dense:
             return chosen[0].info  # already one dense fragment: nothing to merge
         t_max = max(m.timestamp for m in chosen)
+        if self.schema.sparse:
+            return self._consolidate_sparse(chosen, t_max)
         lo = tuple(min(int(np.floor(m.subarray[0][d])) for m in chosen) for d in range(self.ndim))
         hi = tuple(max(int(np.ceil(m.subarray[1][d])) for m in chosen) for d in range(self.ndim))
         lo = tuple(max(a, int(d.domain[0])) for a, d in zip(lo, self.schema.dims, strict=True))
@@ -305,6 +339,41 @@ class Array:
         values = snapshot.read(box, attrs=names)
         meta = run_sync(write_dense_fragment(
             self._store.aio, self.schema, values, lo, kind="consolidated",
+            replaces=tuple(m.name for m in chosen), timestamp=t_max))
+        self._metas[meta.name] = meta
+        return meta.info
+
+    def _consolidate_sparse(self, chosen: list[FragmentMeta], t_max: int) -> FragmentInfo:
+        """Sparse consolidation: the live cells at ``t_max`` inside the merged fragments' box,
+        plus tombstones where an older fragment outside the merge still holds a deleted cell
+        (with no such fragment, deletions are purged)."""
+        nd = self.ndim
+        lo = tuple(min(m.subarray[0][d] for m in chosen) for d in range(nd))
+        hi = tuple(max(m.subarray[1][d] for m in chosen) for d in range(nd))
+        box = SparseSelection(lo, hi, (False,) * nd, (None,) * nd)
+        snapshot = Array(self._store, self.schema, mode="r", timestamp=t_max)
+        snapshot._metas = self._metas
+        metas = run_sync(snapshot._visible_metas())
+        names = [a.name for a in self.schema.attrs]
+        result, dead = run_sync(read_sparse(self._store.aio, self.schema, box,
+                                            plan_cell_reads(box, metas, names), names,
+                                            self.uri, keep_tombstones=True))
+        merged = {m.name for m in chosen}
+        others = [m for m in metas if m.name not in merged and m.kind != "delete"
+                  and all(m.subarray[0][d] <= hi[d] and m.subarray[1][d] >= lo[d]
+                          for d in range(nd))]
+        if not others:
+            dead = dead[:0]
+        coords = np.concatenate([np.stack(result.coords, axis=1).reshape(-1, nd), dead])
+        values: dict[str, np.ndarray] = {}
+        for attr in self.schema.attrs:
+            filler = np.full((len(dead), *attr.cell_shape), attr.fill_value, attr.np_dtype)
+            values[attr.name] = np.concatenate([result.values[attr.name], filler])
+        if len(dead):
+            values[TOMBSTONE_ATTR] = np.concatenate([np.zeros(len(result), np.uint8),
+                                                     np.ones(len(dead), np.uint8)])
+        meta = run_sync(write_sparse_fragment(
+            self._store.aio, self.schema, coords, values, kind="consolidated",
             replaces=tuple(m.name for m in chosen), timestamp=t_max))
         self._metas[meta.name] = meta
         return meta.info

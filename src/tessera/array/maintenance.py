@@ -63,14 +63,15 @@ async def vacuum(store: AsyncStore, metas: list[FragmentMeta], orphan_grace_s: f
     number of objects removed."""
     committed = {m.name: m for m in metas}
     removed = 0
-    for c in metas:
-        gone = [committed[r] for r in c.replaces if r in committed]
-        if not gone or c.name not in {m.name for m in apply_replacements(metas)}:
+    for c in apply_replacements(metas):
+        gone = _replaced_closure(c, committed)
+        if not gone:
             continue
         span = {"t_min": min(g.timestamp for g in gone), "t_max": c.timestamp,
                 "replaced": [g.name for g in gone]}
         await store.put(f"{VACUUMED}/{c.name}", json.dumps(span).encode())
-        await asyncio.gather(*(store.delete(f"{COMMITS}/{g.name}") for g in gone))
+        for g in gone:
+            await store.delete(f"{COMMITS}/{g.name}")
         removed += len(gone)
         for g in gone:
             removed += await _delete_prefix(store, f"{FRAGMENTS}/{name_id(g.name)}")
@@ -93,6 +94,23 @@ async def vacuum(store: AsyncStore, metas: list[FragmentMeta], orphan_grace_s: f
         await asyncio.gather(*(store.delete(k) for k in keys))
         removed += len(keys)
     return removed
+
+
+def _replaced_closure(c: FragmentMeta, committed: dict[str, FragmentMeta]) -> list[FragmentMeta]:
+    """Every committed fragment ``c`` hides, directly or through fragments it replaced,
+    deepest first (so that removing them in order never uncovers one still to remove)."""
+    out: list[FragmentMeta] = []
+    seen: set[str] = set()
+
+    def visit(meta: FragmentMeta) -> None:
+        for name in meta.replaces:
+            if name in committed and name not in seen:
+                seen.add(name)
+                visit(committed[name])
+                out.append(committed[name])
+
+    visit(c)
+    return out
 
 
 async def _delete_prefix(store: AsyncStore, prefix: str) -> int:

@@ -261,6 +261,9 @@ async def fetch_cells(store: AsyncStore, schema: ArraySchema, read: CellTileRead
         coords = np.frombuffer(memoryview(raw[0]), coords_dtype(schema)).reshape(-1, schema.ndim)
         values = {}
         for (name, _), data in zip(read.attrs.items(), raw[1:], strict=True):
+            if name.startswith("__"):  # internal per-cell flags, e.g. tombstones
+                values[name] = np.frombuffer(memoryview(data), np.uint8)
+                continue
             attr = schema.attr(name)
             values[name] = np.frombuffer(memoryview(data), attr.np_dtype).reshape(
                 (len(coords), *attr.cell_shape))

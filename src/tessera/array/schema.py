@@ -144,6 +144,8 @@ class ArraySchema:
             raise SchemaError("schema.attrs: an array needs at least one attribute")
         names = [d.name for d in self.dims] + [a.name for a in self.attrs]
         for i, name in enumerate(names):
+            if isinstance(name, str) and name.startswith("__"):
+                raise SchemaError(f"name {name!r}: names starting with '__' are reserved")
             if not isinstance(name, str) or not _NAME.match(name):
                 raise SchemaError(f"name {name!r} is invalid: use letters, digits, '_', '.', '-'"
                                   ", starting with a letter or '_' (at most 64 characters)")
@@ -211,7 +213,9 @@ class ArraySchema:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """Cells per dimension (integer domains)."""
+        """Cells per dimension (integer domains only)."""
+        if not all(d.is_integer for d in self.dims):
+            raise SchemaError("an array with float dimensions has no shape; use its domains")
         return tuple(d.size for d in self.dims)
 
     @property

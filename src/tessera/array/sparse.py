@@ -103,11 +103,12 @@ async def write_sparse_fragment(store: AsyncStore, schema: ArraySchema, coords: 
     puts = [store.put(coord_key, coord_blob)]
     attrs = {}
     for name, vals in values.items():
-        attr = schema.attr(name)
+        internal = name.startswith("__")
+        dtype = np.dtype(np.uint8) if internal else schema.attr(name).np_dtype
         key = f"{FRAGMENTS}/{fid}/{name}.data"
-        raw = [np.ascontiguousarray(vals[a:b]).astype(attr.np_dtype).tobytes()
-               for a, b in bounds_idx]
-        attrs[name], blob = encode_tiles(key, attr.codec, raw)
+        raw = [np.ascontiguousarray(vals[a:b]).astype(dtype).tobytes() for a, b in bounds_idx]
+        attrs[name], blob = encode_tiles(key, "zstd" if internal else schema.attr(name).codec,
+                                         raw)
         puts.append(store.put(key, blob))
     await asyncio.gather(*puts)
     mbrs = np.array([[coords[a:b].min(axis=0), coords[a:b].max(axis=0)] for a, b in bounds_idx]

@@ -64,3 +64,24 @@ def test_errors_are_one_readable_line(args: list[str], message: str) -> None:
 def test_bad_option_is_a_usage_error() -> None:
     result = runner.invoke(app, ["ls", "memory://", "-o", "no-equals-sign"])
     assert result.exit_code == 2 and "KEY=VALUE" in result.output
+
+
+def test_info_prints_schema_and_fragments(tmp_path) -> None:
+    import numpy as np
+
+    uri = (tmp_path / "arr").as_uri()
+    arr = tessera.from_numpy(uri, np.zeros((8, 8), np.int16), tile=(4, 4), codec="zstd")
+    arr.write_cells((np.array([1]), np.array([2])), np.array([5], np.int16))
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["info", uri])
+    assert result.exit_code == 0, result.output
+    for text in ("dense", "d0", "[0, 7]", "zstd", "sparse", arr.fragments[1].name,
+                 "2 fragments"):
+        assert text in result.output
+    old = CliRunner(env={"COLUMNS": "200"}).invoke(
+        app, ["info", uri, "--timestamp", str(arr.fragments[0].timestamp)])
+    assert "1 fragments" in old.output
+
+
+def test_info_on_a_missing_array_is_one_line() -> None:
+    proc = _tessera("info", "file:///definitely/not/an/array")
+    assert proc.returncode == 1 and proc.stderr.startswith("error: no array at")

@@ -6,6 +6,7 @@ status 1; usage errors exit with 2. Set ``TESSERA_DEBUG=1`` for full tracebacks.
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 from pathlib import PurePosixPath
 from typing import Annotated, Any
@@ -141,6 +142,49 @@ def stat(
     if info.version:
         table.add_row("version", info.version)
     out.print(table)
+
+
+@app.command("info")
+def info(
+    uri: Annotated[str, typer.Argument(help="Array URI, e.g. s3://bucket/arrays/images")],
+    timestamp: Annotated[int | None, typer.Option(
+        help="Show the array as of this timestamp (ns since the epoch).")] = None,
+    endpoint: EndpointOpt = None,
+    region: RegionOpt = None,
+    allow_http: AllowHttpOpt = False,
+    option: OptionOpt = None,
+) -> None:
+    """Print an array's schema and its fragments."""
+    arr = tessera.open_array(uri, timestamp=timestamp, storage_options=_options(
+        endpoint, region, allow_http, option))
+    schema = arr.schema
+    kind = "sparse" if schema.sparse else "dense"
+    out.print(f"[bold]{uri}[/]  {kind}, cell order {schema.cell_order}, tile order "
+              f"{schema.tile_order}" + (f", capacity {schema.capacity}" if schema.sparse else ""))
+    dims = Table("dimension", "domain", "tile", title="dimensions", title_justify="left")
+    for d in schema.dims:
+        dims.add_row(d.name, f"[{d.domain[0]}, {d.domain[1]}]", str(d.tile or "whole"))
+    out.print(dims)
+    attrs = Table("attribute", "dtype", "fill", "codec", title="attributes",
+                  title_justify="left")
+    for a in schema.attrs:
+        attrs.add_row(a.name, str(a.dtype), str(a.fill_value), a.codec or "none (raw)")
+    out.print(attrs)
+    frags = Table(title="fragments", title_justify="left")
+    frags.add_column("#")
+    frags.add_column("name", no_wrap=True)
+    frags.add_column("committed (UTC)", no_wrap=True)
+    for col in ("kind", "non-empty domain", "cells", "size"):
+        frags.add_column(col)
+    total = 0
+    for i, f in enumerate(arr.fragments):
+        when = _dt.datetime.fromtimestamp(f.timestamp / 1e9, _dt.UTC)
+        domain = " x ".join(f"[{lo}, {hi}]" for lo, hi in f.nonempty_domain)
+        frags.add_row(str(i), f.name, when.strftime("%Y-%m-%d %H:%M:%S"), f.kind, domain,
+                      str(f.cell_count), _human(f.nbytes))
+        total += f.nbytes
+    out.print(frags)
+    out.print(f"[dim]{len(arr.fragments)} fragments, {_human(total)}[/]")
 
 
 def main() -> None:

@@ -33,10 +33,10 @@ class Codec:
         """True if tiles are stored as raw little-endian bytes (range-readable)."""
         return self.spec is None
 
-    def encode(self, data: bytes | memoryview) -> bytes:
-        """Compress one tile's bytes."""
+    def encode(self, data: bytes | memoryview) -> bytes | memoryview:
+        """Compress one tile's bytes (raw tiles pass through without a copy)."""
         if self._impl is None:
-            return bytes(data)
+            return data
         return bytes(self._impl.encode(data))
 
     def decode(self, data: bytes | memoryview) -> bytes:

@@ -192,7 +192,7 @@ def _tiles_from_doc(a: dict[str, Any]) -> AttrTiles:
                      np.asarray(a["sizes"], np.int64), np.asarray(a["crc32"], np.uint32))
 
 
-def encode_tiles(key: str, codec_spec: str | None, raw_tiles: list[bytes],
+def encode_tiles(key: str, codec_spec: str | None, raw_tiles: list[Any],
                  ) -> tuple[AttrTiles, bytes]:
     """Encode tiles with a codec, checksum them and lay them end to end in one object."""
     codec = get_codec(codec_spec)
@@ -246,11 +246,14 @@ async def commit_fragment(store: AsyncStore, fid: str, meta: FragmentMeta,
 
 def _dense_tile(schema: ArraySchema, fill: Any, data: np.ndarray, box: Box, tb: Box,
                 cell_shape: tuple[int, ...]) -> np.ndarray:
-    tile = np.full(schema.tile_shape + cell_shape, fill, dtype=data.dtype)
+    """The space tile ``tb`` of a box write: the box's cells, the fill value elsewhere."""
     inter_lo = [max(a, b) for a, b in zip(box[0], tb[0], strict=True)]
     inter_hi = [min(a, b) for a, b in zip(box[1], tb[1], strict=True)]
     src = tuple(slice(lo - o, hi - o + 1) for lo, hi, o in zip(inter_lo, inter_hi, box[0],
                                                                 strict=True))
+    if inter_lo == list(tb[0]) and inter_hi == list(tb[1]):
+        return data[src]  # the tile lies inside the box: a view, serialised once later
+    tile = np.full(schema.tile_shape + cell_shape, fill, dtype=data.dtype)
     dst = tuple(slice(lo - o, hi - o + 1) for lo, hi, o in zip(inter_lo, inter_hi, tb[0],
                                                                 strict=True))
     tile[dst] = data[src]

@@ -98,13 +98,15 @@ def tile_nbytes(schema: ArraySchema, attr: Attr) -> int:
     return math.prod(schema.tile_shape) * attr.cell_nbytes
 
 
-def tile_to_bytes(tile: np.ndarray, schema: ArraySchema) -> bytes:
-    """Serialise a tile (shape ``tile_shape + cell_shape``) in the schema's cell order."""
+def tile_to_bytes(tile: np.ndarray, schema: ArraySchema) -> memoryview:
+    """Serialise a tile (shape ``tile_shape + cell_shape``) in the schema's cell order, as a
+    flat little-endian byte view (copied only if the layout requires it)."""
     if schema.cell_order == "col-major":
         n = schema.ndim
         axes = tuple(reversed(range(n))) + tuple(range(n, tile.ndim))
         tile = tile.transpose(axes)
-    return np.ascontiguousarray(tile).astype(tile.dtype.newbyteorder("<"), copy=False).tobytes()
+    flat = np.ascontiguousarray(tile).astype(tile.dtype.newbyteorder("<"), copy=False)
+    return memoryview(flat.reshape(-1).view(np.uint8).data)
 
 
 def tile_from_bytes(data: Any, schema: ArraySchema, attr: Attr) -> np.ndarray:

@@ -5,6 +5,7 @@ Layout below the array's root (all keys relative to it)::
     __schema.json                         the schema (create-only)
     __fragments/<id>/<attr>.data          tiles of one attribute, in the global tile order
     __fragments/<id>/__meta.json          bookkeeping: subarray, per-tile offset/size/crc32
+                                          (small sparse fragments: their tiles inline)
     __commits/f<timestamp>-<id>           the commit marker, written last, create-only
 
 A fragment exists for readers only once its commit marker does, so a writer killed at any
@@ -17,8 +18,12 @@ after its data is stored: fragment names sort in commit order.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import dataclasses
+import itertools
 import json
+import os
 import threading
 import time
 import uuid
@@ -28,12 +33,26 @@ from typing import Any
 import numpy as np
 
 from tessera.array.codecs import get_codec
-from tessera.array.layout import Box, tile_box, tile_range, tile_to_bytes, tiles_in_order
-from tessera.array.schema import ArraySchema
+from tessera.array.layout import (
+    Box,
+    tile_box,
+    tile_nbytes,
+    tile_range,
+    tile_to_bytes,
+    tiles_in_order,
+)
+from tessera.array.schema import ArraySchema, Attr
 from tessera.errors import CorruptDataError, ObjectNotFoundError
 from tessera.storage.store import AsyncStore
 
-FRAGMENT_VERSION = 1
+FRAGMENT_VERSION = 2  # 2: small sparse fragments may keep their tiles inline
+#: Sparse fragments whose encoded tiles (all attributes and coordinates) fit in this many
+#: bytes, and whose cells take at most INLINE_RAW_BYTES decoded, keep their tiles inside
+#: their bookkeeping object, which readers load once per handle: a small update then costs
+#: no extra request on later reads, and a handle keeps at most INLINE_RAW_BYTES of decoded
+#: cells per such fragment.
+INLINE_BYTES = 64 << 10
+INLINE_RAW_BYTES = 256 << 10
 SCHEMA_KEY = "__schema.json"
 COMMITS = "__commits"
 FRAGMENTS = "__fragments"
@@ -101,6 +120,7 @@ class AttrTiles:
     offsets: np.ndarray
     sizes: np.ndarray
     crc32: np.ndarray
+    inline: bytes | None = None  # small sparse fragments keep their tiles here, not in key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,6 +141,9 @@ class FragmentMeta:
     bounds: np.ndarray | None = None  # (tiles, 2, ndim): first and last cell in global order
     tile_cells: np.ndarray | None = None  # (tiles,)
     replaces: tuple[str, ...] = ()  # consolidated fragments: the names they replace
+    #: Decoded inline tiles, filled by readers of this handle (the fragment never changes).
+    decoded: dict[Any, Any] = dataclasses.field(default_factory=dict, compare=False,
+                                                repr=False)
 
     @property
     def is_dense(self) -> bool:
@@ -174,7 +197,7 @@ class FragmentMeta:
                        bounds=np.asarray(doc["bounds"]) if sparse else None,
                        tile_cells=np.asarray(doc["tile_cells"], np.int64) if sparse else None,
                        replaces=tuple(doc.get("replaces", ())))
-        except (ValueError, KeyError, TypeError, IndexError) as err:
+        except (ValueError, KeyError, TypeError, IndexError, binascii.Error) as err:
             raise CorruptDataError(f"{where}: unreadable fragment bookkeeping: {err}") from None
 
 
@@ -183,20 +206,30 @@ def _num(v: Any) -> Any:
 
 
 def _tiles_doc(a: AttrTiles) -> dict[str, Any]:
-    return {"key": a.key, "codec": a.codec, "offsets": a.offsets.tolist(),
-            "sizes": a.sizes.tolist(), "crc32": a.crc32.tolist()}
+    doc = {"key": a.key, "codec": a.codec, "offsets": a.offsets.tolist(),
+           "sizes": a.sizes.tolist(), "crc32": a.crc32.tolist()}
+    if a.inline is not None:
+        doc["inline"] = base64.b64encode(a.inline).decode("ascii")
+    return doc
 
 
 def _tiles_from_doc(a: dict[str, Any]) -> AttrTiles:
+    inline = base64.b64decode(a["inline"], validate=True) if "inline" in a else None
     return AttrTiles(a["key"], a["codec"], np.asarray(a["offsets"], np.int64),
-                     np.asarray(a["sizes"], np.int64), np.asarray(a["crc32"], np.uint32))
+                     np.asarray(a["sizes"], np.int64), np.asarray(a["crc32"], np.uint32),
+                     inline)
 
 
 def encode_tiles(key: str, codec_spec: str | None, raw_tiles: list[Any],
                  ) -> tuple[AttrTiles, bytes]:
     """Encode tiles with a codec, checksum them and lay them end to end in one object."""
     codec = get_codec(codec_spec)
-    chunks = [codec.encode(t) for t in raw_tiles]
+    return pack_tiles(key, codec_spec, [codec.encode(t) for t in raw_tiles])
+
+
+def pack_tiles(key: str, codec_spec: str | None, chunks: list[Any],
+               ) -> tuple[AttrTiles, bytes]:
+    """Checksum tiles already encoded with ``codec_spec`` and lay them end to end."""
     sizes = np.array([len(c) for c in chunks], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     crcs = np.array([zlib.crc32(c) for c in chunks], dtype=np.uint32)
@@ -217,18 +250,86 @@ async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
     attrs: dict[str, AttrTiles] = {}
     puts = []
     for attr in schema.attrs:
-        data = values[attr.name]
-        raw = [tile_to_bytes(_dense_tile(schema, attr.fill_value, data, box,
-                                         tile_box(schema, tuple(int(i) for i in index)),
-                                         attr.cell_shape), schema)
-               for index in tiles]
         key = f"{FRAGMENTS}/{fid}/{attr.name}.data"
-        attrs[attr.name], blob = encode_tiles(key, attr.codec, raw)
+        attrs[attr.name], blob = await _encode_dense_attr(schema, attr, values[attr.name], box,
+                                                          tiles, key)
         puts.append(store.put(key, blob))
     await asyncio.gather(*puts)
     meta = FragmentMeta("", 0, kind, box, tlo, thi, attrs, int(np.prod(shape)),
                         replaces=replaces)
     return await commit_fragment(store, fid, meta, timestamp)
+
+
+async def _encode_dense_attr(schema: ArraySchema, attr: Attr, data: np.ndarray, box: Box,
+                             tiles: np.ndarray, key: str) -> tuple[AttrTiles, Any]:
+    """Serialise, encode and checksum one attribute's tiles of a box write.
+
+    Raw tiles are written straight into one preallocated buffer (one copy of the data in
+    all); compressed tiles are encoded one by one. Either way the work is split over worker
+    threads (numpy copies, zlib and the codecs release the GIL) when the write is large.
+    """
+    n = len(tiles)
+    boxes = [tile_box(schema, tuple(int(i) for i in index)) for index in tiles]
+    groups = _work_groups(n, data.nbytes)
+    if attr.codec is None:
+        tile_bytes = tile_nbytes(schema, attr)
+        blob = np.empty(n * tile_bytes, dtype=np.uint8)
+        crcs = np.zeros(n, dtype=np.uint32)
+
+        def raw_group(lo: int, hi: int) -> None:
+            for i in range(lo, hi):
+                dest = blob[i * tile_bytes:(i + 1) * tile_bytes]
+                _fill_raw_tile(dest, schema, attr, data, box, boxes[i])
+                crcs[i] = zlib.crc32(memoryview(dest.data))
+
+        await _run_groups(raw_group, groups)
+        sizes = np.full(n, tile_bytes, dtype=np.int64)
+        offsets = np.arange(n, dtype=np.int64) * tile_bytes
+        return AttrTiles(key, None, offsets, sizes, crcs), blob
+    chunks: list[Any] = [b""] * n
+
+    def encoded_group(lo: int, hi: int) -> None:
+        for i in range(lo, hi):
+            tile = _dense_tile(schema, attr.fill_value, data, box, boxes[i], attr.cell_shape)
+            chunks[i] = get_codec(attr.codec).encode(tile_to_bytes(tile, schema))
+
+    await _run_groups(encoded_group, groups)
+    return pack_tiles(key, attr.codec, chunks)
+
+
+def _work_groups(n: int, nbytes: int, min_bytes: int = 8 << 20) -> list[tuple[int, int]]:
+    """Split ``n`` tiles into contiguous groups, one per worker; one group for small writes."""
+    workers = min(n, os.cpu_count() or 1, max(1, nbytes // min_bytes))
+    bounds = np.linspace(0, n, workers + 1).astype(int)
+    return [(int(a), int(b)) for a, b in itertools.pairwise(bounds) if b > a]
+
+
+async def _run_groups(fn: Any, groups: list[tuple[int, int]]) -> None:
+    if len(groups) == 1:
+        fn(*groups[0])
+        return
+    await asyncio.gather(*(asyncio.to_thread(fn, lo, hi) for lo, hi in groups))
+
+
+def _fill_raw_tile(dest: np.ndarray, schema: ArraySchema, attr: Attr, data: np.ndarray,
+                   box: Box, tb: Box) -> None:
+    """Write space tile ``tb`` of a box write into ``dest`` (its raw bytes, in cell order)."""
+    view = dest.view(attr.np_dtype.newbyteorder("<"))
+    if schema.cell_order == "col-major":
+        n = schema.ndim
+        view = view.reshape(tuple(reversed(schema.tile_shape)) + attr.cell_shape)
+        view = view.transpose(tuple(reversed(range(n))) + tuple(range(n, view.ndim)))
+    else:
+        view = view.reshape(schema.tile_shape + attr.cell_shape)
+    inter_lo = [max(a, b) for a, b in zip(box[0], tb[0], strict=True)]
+    inter_hi = [min(a, b) for a, b in zip(box[1], tb[1], strict=True)]
+    src = tuple(slice(lo - o, hi - o + 1) for lo, hi, o in zip(inter_lo, inter_hi, box[0],
+                                                                strict=True))
+    if inter_lo != list(tb[0]) or inter_hi != list(tb[1]):
+        view[...] = attr.fill_value
+    dst = tuple(slice(lo - o, hi - o + 1) for lo, hi, o in zip(inter_lo, inter_hi, tb[0],
+                                                                strict=True))
+    view[dst] = data[src]
 
 
 async def commit_fragment(store: AsyncStore, fid: str, meta: FragmentMeta,

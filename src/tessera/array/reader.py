@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import zlib
 from typing import Any
 
@@ -52,6 +53,11 @@ class TileRead:
     tile_origin: tuple[int, ...]
     region: Box
 
+    @property
+    def piece(self) -> Piece:
+        """The stored bytes this read fetches."""
+        return Piece(self.key, self.offset, self.length, self.codec, self.crc32)
+
 
 @dataclasses.dataclass(frozen=True)
 class Piece:
@@ -62,6 +68,7 @@ class Piece:
     length: int
     codec: str | None
     crc32: int
+    inline: bytes | None = None  # the bytes themselves, for tiles kept in the bookkeeping
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +83,15 @@ class CellTileRead:
     mbr: Box
     coords: Piece
     attrs: dict[str, Piece]
+    #: The fragment's cache of decoded inline tiles (fragments are immutable, so an open
+    #: handle decodes each small update once).
+    cache: dict[Any, Any] | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    @property
+    def inline(self) -> bool:
+        """True if every piece lives in the fragment's bookkeeping (no request needed)."""
+        return self.coords.inline is not None and all(
+            p.inline is not None for p in self.attrs.values())
 
 
 @dataclasses.dataclass
@@ -101,13 +117,19 @@ def plan_tile_reads(schema: ArraySchema, sel: Selection, metas: list[FragmentMet
     reads: list[TileRead] = []
     cell_reads: list[CellTileRead] = []
     skipped = 0
+    # Only dense fragments hide what lies under them; sparse ones hold scattered cells.
+    newer_dense: list[list[Box]] = [[] for _ in metas]
+    acc: list[Box] = []
+    for rank in range(len(metas) - 1, -1, -1):
+        newer_dense[rank] = acc
+        fb = boxes[rank]
+        if fb is not None and metas[rank].is_dense:
+            acc = [fb, *acc]
     for rank, (meta, fbox) in enumerate(zip(metas, boxes, strict=True)):
         if fbox is None:
             skipped += 1
             continue
-        # Only dense fragments hide what lies under them; sparse ones hold scattered cells.
-        newer = [b for m, b in zip(metas[rank + 1:], boxes[rank + 1:], strict=True)
-                 if b is not None and m.is_dense]
+        newer = newer_dense[rank]
         if newer and covered(fbox, newer):
             skipped += 1
             continue
@@ -162,14 +184,17 @@ def _plan_cells(meta: FragmentMeta, rank: int, fbox: Box, newer: list[Box],
             continue
         names = [] if meta.kind == "delete" else attrs
         out.append(CellTileRead(meta.name, rank, meta.kind, int(t), mbr,
-                                _piece(meta.coords, int(t)),
-                                {n: _piece(meta.attrs[n], int(t)) for n in names}))
+                                tile_piece(meta.coords, int(t)),
+                                {n: tile_piece(meta.attrs[n], int(t)) for n in names},
+                                meta.decoded))
     return out
 
 
-def _piece(tiles: Any, t: int) -> Piece:
-    return Piece(tiles.key, int(tiles.offsets[t]), int(tiles.sizes[t]), tiles.codec,
-                 int(tiles.crc32[t]))
+def tile_piece(tiles: Any, t: int) -> Piece:
+    """Tile ``t`` of a fragment's :class:`~tessera.array.fragment.AttrTiles` as a piece."""
+    off, size = int(tiles.offsets[t]), int(tiles.sizes[t])
+    inline = None if tiles.inline is None else tiles.inline[off:off + size]
+    return Piece(tiles.key, off, size, tiles.codec, int(tiles.crc32[t]), inline)
 
 
 def _selects_any(sel: Selection, region: Box) -> bool:
@@ -181,52 +206,146 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
                              reads: list[TileRead], attrs: list[str], array_url: str,
                              cell_reads: list[CellTileRead] | None = None,
                              ) -> dict[str, np.ndarray]:
-    """Fetch, verify, decode and scatter every tile read; returns full-shape outputs."""
+    """Fetch, verify, decode and scatter every tile read; returns full-shape outputs.
+
+    Newest wins per cell. In the common *layered* case (the dense tiles all come from one
+    fragment and every sparse fragment is newer) the dense tiles land as they arrive, large
+    ones decoded and copied on worker threads, and the sparse cells are merged in one
+    vectorised pass afterwards; otherwise a per-cell rank array arbitrates.
+    """
+    cell_reads = cell_reads or []
+    dense_ranks = {r.rank for r in reads}
+    cell_ranks = {c.rank for c in cell_reads}
+    layered = len(dense_ranks) <= 1 and (not dense_ranks or not cell_ranks
+                                         or min(cell_ranks) > max(dense_ranks))
+    full = layered and _covers_selection(reads, attrs, sel)
     outputs: dict[str, np.ndarray] = {}
     ranks: dict[str, np.ndarray | None] = {}
-    cell_reads = cell_reads or []
-    multi = len({r.rank for r in reads} | {c.rank for c in cell_reads}) > 1
     for name in attrs:
         attr = schema.attr(name)
-        outputs[name] = np.full(sel.full_shape + attr.cell_shape, attr.fill_value,
-                                dtype=attr.np_dtype)
-        ranks[name] = np.full(sel.full_shape, -1, dtype=np.int32) if multi else None
+        shape = sel.full_shape + attr.cell_shape
+        outputs[name] = (np.empty(shape, dtype=attr.np_dtype) if full
+                         else np.full(shape, attr.fill_value, dtype=attr.np_dtype))
+        ranks[name] = None if layered else np.full(sel.full_shape, -1, dtype=np.int32)
     limit = asyncio.Semaphore(store.config.max_concurrency)
 
     async def one(read: TileRead) -> None:
         async with limit:
-            tile = await _fetch_tile(store, schema, schema.attr(read.attr), read, array_url)
-        _scatter(outputs[read.attr], ranks[read.attr], tile, read, sel)
+            data = await fetch_bytes(store, read.piece, _where(array_url, read))
+        if layered and read.length >= THREAD_BYTES:
+            await asyncio.to_thread(_land_tile, schema, outputs[read.attr], None, data, read,
+                                    sel, array_url)
+        else:
+            _land_tile(schema, outputs[read.attr], ranks[read.attr], data, read, sel, array_url)
+
+    found: list[tuple[CellTileRead, np.ndarray, dict[str, np.ndarray]]] = []
 
     async def cells(read: CellTileRead) -> None:
         async with limit:
             coords, values = await fetch_cells(store, schema, read, array_url)
+        if layered:
+            found.append((read, coords, values))
+            return
         for name in attrs:
             fill = schema.attr(name).fill_value
             _scatter_cells(outputs[name], ranks[name], coords,
                            values[name] if read.kind != "delete" else fill, read.rank, sel)
 
     tasks = [asyncio.ensure_future(one(r)) for r in reads]
-    tasks += [asyncio.ensure_future(cells(c)) for c in cell_reads]
+    tasks += [asyncio.ensure_future(cells(c)) for c in cell_reads if not c.inline]
     try:
+        for c in cell_reads:
+            if c.inline:  # no request: decoded (once per handle) right here
+                await cells(c)
         await asyncio.gather(*tasks)
     except BaseException:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+    if found:
+        _merge_cells(schema, outputs, found, attrs, sel)
     return outputs
 
 
-async def fetch_piece(store: AsyncStore, piece: Piece, where: str) -> Any:
-    """One encoded tile's bytes, verified against its checksum and decoded."""
+#: Tiles at least this large are verified, decoded and copied on a worker thread.
+THREAD_BYTES = 1 << 20
+
+
+def _covers_selection(reads: list[TileRead], attrs: list[str], sel: Selection) -> bool:
+    """True if one fragment's tile reads reach every selected cell (so the output needs no
+    fill). Regions of one fragment's tiles are disjoint and inside the selection's bounds,
+    so comparing volumes decides it."""
+    if not reads or sel.empty:
+        return False
+    lo, hi = sel.bounds()
+    want = math.prod(b - a + 1 for a, b in zip(lo, hi, strict=True))
+    for name in attrs:
+        got = sum(math.prod(b - a + 1 for a, b in zip(*r.region, strict=True))
+                  for r in reads if r.attr == name)
+        if got != want:
+            return False
+    return True
+
+
+def _where(array_url: str, read: TileRead) -> str:
+    return (f"array {array_url}, fragment {read.fragment}, attribute {read.attr!r}, "
+            f"tile {read.tile_index}")
+
+
+def _land_tile(schema: ArraySchema, out: np.ndarray, rank_arr: np.ndarray | None, data: Any,
+               read: TileRead, sel: Selection, array_url: str) -> None:
+    """Verify and decode one fetched tile and scatter its selected cells into ``out``."""
+    where = _where(array_url, read)
+    tile = _decode_tile(schema, schema.attr(read.attr), verify_piece(data, read.piece, where),
+                        where)
+    _scatter(out, rank_arr, tile, read, sel)
+
+
+def _merge_cells(schema: ArraySchema, outputs: dict[str, np.ndarray],
+                 found: list[tuple[CellTileRead, np.ndarray, dict[str, np.ndarray]]],
+                 attrs: list[str], sel: Selection) -> None:
+    """Scatter the cells of every sparse data tile at once, the newest fragment winning."""
+    found.sort(key=lambda f: f[0].rank)
+    lo, hi = (np.asarray(b) for b in sel.bounds())
+    coords = np.concatenate([c for _, c, _ in found])
+    inside = np.all((coords >= lo) & (coords <= hi), axis=1)
+    coords = coords[inside]
+    if not len(coords):
+        return
+    seq = np.arange(len(coords))
+    # Sort by coordinate, then by arrival in rank order; keep the last of each coordinate.
+    order = np.lexsort((seq, *[coords[:, d] for d in reversed(range(coords.shape[1]))]))
+    ordered = coords[order]
+    last = np.ones(len(order), dtype=bool)
+    if len(order) > 1:
+        last[:-1] = np.any(ordered[1:] != ordered[:-1], axis=1)
+    keep = order[last]
+    for name in attrs:
+        attr = schema.attr(name)
+        fill = np.full((1, *attr.cell_shape), attr.fill_value, dtype=attr.np_dtype)
+        values = np.concatenate([
+            v[name] if read.kind != "delete"
+            else np.broadcast_to(fill, (len(c), *attr.cell_shape))
+            for read, c, v in found])[inside]
+        _scatter_cells(outputs[name], None, coords[keep], values[keep], 0, sel)
+
+
+async def fetch_bytes(store: AsyncStore, piece: Piece, where: str) -> Any:
+    """One encoded tile's stored bytes (not yet verified); inline pieces need no request."""
+    if piece.inline is not None:
+        return piece.inline
     try:
-        data: Any = (await store.get_range(piece.key, piece.offset, piece.length)
-                     if piece.length else b"")
+        return (await store.get_range(piece.key, piece.offset, piece.length)
+                if piece.length else b"")
     except ObjectNotFoundError:
         raise CorruptDataError(f"{where}: data object {piece.key} is missing") from None
     except InvalidRangeError:
-        data = b""  # the object ends before this tile starts: truncated
+        return b""  # the object ends before this tile starts: truncated
+
+
+def verify_piece(data: Any, piece: Piece, where: str) -> Any:
+    """Check a piece's length and checksum, then decode it with its codec."""
     if len(data) != piece.length:
         raise CorruptDataError(f"{where}: data object {piece.key} is truncated (wanted "
                                f"{piece.length} bytes at {piece.offset}, got {len(data)})")
@@ -236,12 +355,12 @@ async def fetch_piece(store: AsyncStore, piece: Piece, where: str) -> Any:
     return get_codec(piece.codec).decode(memoryview(data)) if piece.codec else data
 
 
-async def _fetch_tile(store: AsyncStore, schema: ArraySchema, attr: Attr, read: TileRead,
-                      array_url: str) -> np.ndarray:
-    where = (f"array {array_url}, fragment {read.fragment}, attribute {read.attr!r}, "
-             f"tile {read.tile_index}")
-    raw = await fetch_piece(store, Piece(read.key, read.offset, read.length, read.codec,
-                                         read.crc32), where)
+async def fetch_piece(store: AsyncStore, piece: Piece, where: str) -> Any:
+    """One encoded tile's bytes, verified against its checksum and decoded."""
+    return verify_piece(await fetch_bytes(store, piece, where), piece, where)
+
+
+def _decode_tile(schema: ArraySchema, attr: Attr, raw: Any, where: str) -> np.ndarray:
     try:
         return tile_from_bytes(raw, schema, attr)
     except ValueError as err:
@@ -251,12 +370,36 @@ async def _fetch_tile(store: AsyncStore, schema: ArraySchema, attr: Attr, read: 
 async def fetch_cells(store: AsyncStore, schema: ArraySchema, read: CellTileRead,
                       array_url: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The coordinates ``(n, ndim)`` and attribute values of one sparse data tile."""
-    from tessera.array.sparse import coords_dtype
-
+    if read.inline:
+        return inline_cells(schema, read, array_url)
     where = f"array {array_url}, fragment {read.fragment}, data tile {read.tile}"
     pieces = [fetch_piece(store, read.coords, f"{where}, coordinates")]
     pieces += [fetch_piece(store, p, f"{where}, attribute {n!r}") for n, p in read.attrs.items()]
-    raw = await asyncio.gather(*pieces)
+    return _parse_cells(schema, read, await asyncio.gather(*pieces), where)
+
+
+def inline_cells(schema: ArraySchema, read: CellTileRead, array_url: str,
+                 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """:func:`fetch_cells` for a data tile kept inline: verified and decoded once per handle,
+    then served from the fragment's cache."""
+    key = (read.tile, tuple(read.attrs))
+    if read.cache is not None and key in read.cache:
+        coords, values = read.cache[key]
+        return coords, dict(values)
+    where = f"array {array_url}, fragment {read.fragment}, data tile {read.tile}"
+    raw = [verify_piece(read.coords.inline, read.coords, f"{where}, coordinates")]
+    raw += [verify_piece(p.inline, p, f"{where}, attribute {n!r}")
+            for n, p in read.attrs.items()]
+    coords, values = _parse_cells(schema, read, raw, where)
+    if read.cache is not None:
+        read.cache[key] = (coords, values)
+    return coords, dict(values)
+
+
+def _parse_cells(schema: ArraySchema, read: CellTileRead, raw: list[Any], where: str,
+                 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    from tessera.array.sparse import coords_dtype
+
     try:
         coords = np.frombuffer(memoryview(raw[0]), coords_dtype(schema)).reshape(-1, schema.ndim)
         values = {}

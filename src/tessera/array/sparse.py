@@ -9,12 +9,15 @@ first and last cell in the global order); both live in the fragment's bookkeepin
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import numpy as np
 
 from tessera.array.fragment import (
     FRAGMENTS,
+    INLINE_BYTES,
+    INLINE_RAW_BYTES,
     FragmentMeta,
     commit_fragment,
     encode_tiles,
@@ -100,17 +103,21 @@ async def write_sparse_fragment(store: AsyncStore, schema: ArraySchema, coords: 
     coord_tiles, coord_blob = encode_tiles(
         coord_key, "zstd", [np.ascontiguousarray(coords[a:b]).astype(
             coords.dtype.newbyteorder("<")).tobytes() for a, b in bounds_idx])
-    puts = [store.put(coord_key, coord_blob)]
+    blobs = {coord_key: coord_blob}
     attrs = {}
     for name, vals in values.items():
         internal = name.startswith("__")
         dtype = np.dtype(np.uint8) if internal else schema.attr(name).np_dtype
         key = f"{FRAGMENTS}/{fid}/{name}.data"
         raw = [np.ascontiguousarray(vals[a:b]).astype(dtype).tobytes() for a, b in bounds_idx]
-        attrs[name], blob = encode_tiles(key, "zstd" if internal else schema.attr(name).codec,
-                                         raw)
-        puts.append(store.put(key, blob))
-    await asyncio.gather(*puts)
+        attrs[name], blobs[key] = encode_tiles(
+            key, "zstd" if internal else schema.attr(name).codec, raw)
+    raw_bytes = coords.nbytes + sum(v.nbytes for v in values.values())
+    if sum(len(b) for b in blobs.values()) <= INLINE_BYTES and raw_bytes <= INLINE_RAW_BYTES:
+        coord_tiles = dataclasses.replace(coord_tiles, inline=coord_blob)
+        attrs = {n: dataclasses.replace(t, inline=blobs[t.key]) for n, t in attrs.items()}
+    else:
+        await asyncio.gather(*(store.put(k, b) for k, b in blobs.items()))
     mbrs = np.array([[coords[a:b].min(axis=0), coords[a:b].max(axis=0)] for a, b in bounds_idx]
                     ).reshape(len(bounds_idx), 2, schema.ndim)
     first_last = np.array([[coords[a], coords[b - 1]] for a, b in bounds_idx]

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from tessera.array.fragment import FragmentMeta
-from tessera.array.reader import CellTileRead, Piece, fetch_cells
+from tessera.array.reader import CellTileRead, fetch_cells, tile_piece
 from tessera.array.schema import ArraySchema
 from tessera.array.sparse import global_order
 from tessera.errors import SelectionError
@@ -137,14 +137,10 @@ def plan_cell_reads(sel: SparseSelection, metas: list[FragmentMeta], attrs: list
                 names.append(TOMBSTONE_ATTR)
             mbr = (tuple(meta.mbrs[t, 0]), tuple(meta.mbrs[t, 1]))
             reads.append(CellTileRead(meta.name, rank, meta.kind, int(t), mbr,
-                                      _piece(meta.coords, int(t)),
-                                      {n: _piece(meta.attrs[n], int(t)) for n in names}))
+                                      tile_piece(meta.coords, int(t)),
+                                      {n: tile_piece(meta.attrs[n], int(t)) for n in names},
+                                      meta.decoded))
     return reads
-
-
-def _piece(tiles: Any, t: int) -> Piece:
-    return Piece(tiles.key, int(tiles.offsets[t]), int(tiles.sizes[t]), tiles.codec,
-                 int(tiles.crc32[t]))
 
 
 async def read_sparse(store: AsyncStore, schema: ArraySchema, sel: SparseSelection,

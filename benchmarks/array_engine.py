@@ -1,0 +1,218 @@
+"""Measures the array engine on a local folder store beside the raw file system, in one run.
+
+1. dense write of SIZE uncompressed (int32, square, 4 MiB tiles) vs a raw sequential file
+   write of the same bytes (goal: >= 70% of raw speed);
+2. full read of that array vs a raw file read (goal: >= 70% of raw speed);
+3. 100,000 random cell updates to a dense array as one sparse fragment (goal: < 1 s);
+4. a random 1K x 1K box read from an 8K x 8K int32 array with 1 dense fragment, then with
+   100 and 1000 sparse update fragments of 1,000 random cells each on top, then after
+   consolidation (the TileDB paper's Figure 12; goals: 100 updates within 1.2x of one
+   fragment, back within 1.05x after consolidation). Every read is checked against numpy.
+
+Prints a table; writes benchmarks/out/array_engine.csv.
+
+    python benchmarks/array_engine.py [--size-gib 1] [--repeats 5] [--dir DIR] [--quick]
+
+``--quick`` shrinks every size (a smoke run for tests, not figures to report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.progress import track
+from rich.table import Table
+
+import tessera
+from tessera import ArraySchema, Attr, Dim
+
+console = Console(highlight=False, width=150)
+MiB = 2**20
+
+
+def best_of(fn: Callable[[], Any], repeats: int) -> float:
+    """The fastest of ``repeats`` runs of ``fn``, in seconds."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def raw_write(path: Path, data: np.ndarray) -> None:
+    with open(path, "wb") as f:
+        f.write(memoryview(data).cast("B"))
+
+
+def raw_read(path: Path) -> np.ndarray:
+    return np.fromfile(path, dtype=np.uint8)
+
+
+def dense_schema(n: int, tile: int) -> ArraySchema:
+    return ArraySchema([Dim("y", (0, n - 1), tile), Dim("x", (0, n - 1), tile)],
+                       [Attr("v", "<i4")])
+
+
+def bench_bulk(root: Path, size_bytes: int, repeats: int) -> list[dict[str, Any]]:
+    n = int((size_bytes // 4) ** 0.5)
+    tile = min(1024, n)
+    data = np.random.default_rng(1).integers(0, 2**31 - 1, (n, n), dtype=np.int32)
+    nbytes = data.nbytes
+    raw_path = root / "raw.bin"
+
+    def tessera_write() -> None:
+        shutil.rmtree(root / "bulk", ignore_errors=True)
+        arr = tessera.create_array(f"file://{root}/bulk", dense_schema(n, tile))
+        arr.write(data)
+
+    t_raw_w = best_of(lambda: raw_write(raw_path, data), repeats)
+    t_tes_w = best_of(tessera_write, repeats)
+    arr = tessera.open_array(f"file://{root}/bulk")
+    t_raw_r = best_of(lambda: raw_read(raw_path), repeats)
+    t_tes_r = best_of(lambda: arr[:, :], repeats)
+    if not np.array_equal(arr[:, :], data):
+        raise SystemExit("full read returned wrong cells")
+    mb = nbytes / 1e6
+    return [
+        {"experiment": "dense write", "case": f"{nbytes / MiB:.0f} MiB, {tile}x{tile} tiles",
+         "tessera_s": t_tes_w, "raw_s": t_raw_w, "tessera_MBps": mb / t_tes_w,
+         "raw_MBps": mb / t_raw_w, "ratio": t_raw_w / t_tes_w, "goal": ">= 0.70 of raw"},
+        {"experiment": "full read", "case": f"{nbytes / MiB:.0f} MiB, {tile}x{tile} tiles",
+         "tessera_s": t_tes_r, "raw_s": t_raw_r, "tessera_MBps": mb / t_tes_r,
+         "raw_MBps": mb / t_raw_r, "ratio": t_raw_r / t_tes_r, "goal": ">= 0.70 of raw"},
+    ]
+
+
+def bench_updates(root: Path, n: int, cells: int, repeats: int) -> dict[str, Any]:
+    rng = np.random.default_rng(2)
+    arr = tessera.create_array(f"file://{root}/updates", dense_schema(n, min(1024, n)))
+    arr.write(np.zeros((n, n), np.int32))
+    flat = rng.choice(n * n, cells, replace=False)
+    coords = (flat // n, flat % n)
+    values = rng.integers(1, 1000, cells, dtype=np.int32)
+    t = best_of(lambda: arr.write_cells(coords, values), repeats)
+    expect = np.zeros((n, n), np.int32)
+    expect[coords] = values
+    if not np.array_equal(arr[:, :], expect):
+        raise SystemExit("sparse updates read back wrong")
+    return {"experiment": "sparse updates", "case": f"{cells:,} random cells, {n}x{n} int32",
+            "tessera_s": t, "raw_s": None, "tessera_MBps": None, "raw_MBps": None,
+            "ratio": None, "goal": "< 1 s"}
+
+
+def bench_fragments(root: Path, n: int, box: int, counts: list[int], cells: int,
+                    repeats: int, queries: int) -> list[dict[str, Any]]:
+    rng = np.random.default_rng(3)
+    uri = f"file://{root}/frag"
+    truth = rng.integers(0, 2**31 - 1, (n, n), dtype=np.int32)
+    arr = tessera.create_array(uri, dense_schema(n, min(1024, n)))
+    arr.write(truth)
+    starts = rng.integers(0, n - box + 1, (queries, 2))
+    reader = tessera.open_array(uri)
+
+    def read_boxes() -> float:
+        """Median over the queries of the best-of-``repeats`` time per box."""
+        times = []
+        for y, x in starts:
+            sel = (slice(int(y), int(y) + box), slice(int(x), int(x) + box))
+            got = reader[sel]  # warms the fragment metadata, checks the answer
+            if not np.array_equal(got, truth[sel]):
+                raise SystemExit(f"box read at {(y, x)} with {len(reader.fragments)} "
+                                 "fragments returned wrong cells")
+            times.append(best_of(lambda sel=sel: reader[sel], repeats))
+        return statistics.median(times)
+
+    rows: list[dict[str, Any]] = []
+    base = read_boxes()
+    rows.append({"case": "1 fragment", "tessera_s": base})
+    written = 0
+    for target in counts:
+        for _ in track(range(target - written), description=f"updates to {target}",
+                       console=console, transient=True):
+            flat = rng.choice(n * n, cells, replace=False)
+            coords = (flat // n, flat % n)
+            values = rng.integers(0, 2**31 - 1, cells, dtype=np.int32)
+            arr.write_cells(coords, values)
+            truth[coords] = values
+        written = target
+        rows.append({"case": f"1 + {target} update fragments", "tessera_s": read_boxes()})
+    t0 = time.perf_counter()
+    arr.consolidate()
+    t_cons = time.perf_counter() - t0
+    arr.vacuum(orphan_grace_s=0)
+    rows.append({"case": f"after consolidation ({t_cons:.1f} s to consolidate)",
+                 "tessera_s": read_boxes()})
+    for r in rows:
+        r.update(experiment=f"{box}x{box} box read", raw_s=None, tessera_MBps=None,
+                 raw_MBps=None, ratio=r["tessera_s"] / base,
+                 goal=("<= 1.2x of 1 fragment" if "100 " in r["case"] else
+                       "<= 1.05x of 1 fragment" if "consolidation" in r["case"] else ""))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-gib", type=float, default=1.0)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--queries", type=int, default=8)
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="folder for the stores (default: a temporary folder)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    size = int(args.size_gib * 2**30)
+    n_upd, n_frag, box, counts, cells = 4096, 8192, 1024, [100, 1000], 1000
+    if args.quick:
+        size, n_upd, n_frag, box, counts, cells = 4 * MiB, 256, 512, 64, [3, 6], 50
+        args.repeats, args.queries = 1, 2
+    root = Path(tempfile.mkdtemp(prefix="tessera-bench-", dir=args.dir))
+    try:
+        console.print(f"stores under {root}")
+        rows = bench_bulk(root, size, args.repeats)
+        rows.append(bench_updates(root, n_upd, 100_000 if not args.quick else 1000,
+                                  args.repeats))
+        rows += bench_fragments(root, n_frag, box, counts, cells, args.repeats, args.queries)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+    table = Table(title=f"array engine on a local folder store ({os.cpu_count()} cores)")
+    for col in ("experiment", "case", "tessera s", "raw s", "tessera MB/s", "raw MB/s",
+                "ratio", "goal"):
+        table.add_column(col, justify="left" if col in ("experiment", "case", "goal")
+                         else "right")
+
+    def fmt(v: Any, spec: str) -> str:
+        return "" if v is None else format(v, spec)
+
+    for r in rows:
+        table.add_row(r["experiment"], r["case"], fmt(r["tessera_s"], ".4f"),
+                      fmt(r["raw_s"], ".4f"), fmt(r["tessera_MBps"], ".0f"),
+                      fmt(r["raw_MBps"], ".0f"), fmt(r["ratio"], ".2f"), r["goal"])
+    console.print(table)
+    console.print("ratio: raw time / tessera time for bulk rows (1.0 = raw speed); "
+                  "read time / 1-fragment read time for box rows")
+    path = args.out / "array_engine.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["experiment", "case", "tessera_s", "raw_s",
+                                          "tessera_MBps", "raw_MBps", "ratio", "goal"])
+        w.writeheader()
+        w.writerows(rows)
+    console.print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

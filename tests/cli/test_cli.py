@@ -79,7 +79,7 @@ def test_info_prints_schema_and_fragments(tmp_path) -> None:
         assert text in result.output
     old = CliRunner(env={"COLUMNS": "200"}).invoke(
         app, ["info", uri, "--timestamp", str(arr.fragments[0].timestamp)])
-    assert "1 fragments" in old.output
+    assert "1 fragment," in old.output
 
 
 def test_info_on_a_missing_array_is_one_line() -> None:

@@ -177,14 +177,16 @@ def info(
     for col in ("kind", "non-empty domain", "cells", "size"):
         frags.add_column(col)
     total = 0
-    for i, f in enumerate(arr.fragments):
+    fragments = arr.fragments
+    for i, f in enumerate(fragments):
         when = _dt.datetime.fromtimestamp(f.timestamp / 1e9, _dt.UTC)
         domain = " x ".join(f"[{lo}, {hi}]" for lo, hi in f.nonempty_domain)
         frags.add_row(str(i), f.name, when.strftime("%Y-%m-%d %H:%M:%S"), f.kind, domain,
                       str(f.cell_count), _human(f.nbytes))
         total += f.nbytes
     out.print(frags)
-    out.print(f"[dim]{len(arr.fragments)} fragments, {_human(total)}[/]")
+    count = len(fragments)
+    out.print(f"[dim]{count} fragment{'' if count == 1 else 's'}, {_human(total)}[/]")
 
 
 def main() -> None:

@@ -1,0 +1,207 @@
+"""The cost model of the ArrayMorph paper (section 4.1): ``Cost = T + phi * F``.
+
+``T`` comes from a :class:`StoreProfile` (bandwidth as a function of concurrent requests,
+interpolated between measured points; per-request handling latency ``T_R``; pushdown time
+``T_lambda(size) = alpha * size + beta``; client concurrency ``t``)::
+
+    T = bytes / BW(requests) + T_R * ceil(requests / t) + T_lambda * ceil(pushdowns / t)
+
+``F`` comes from a :class:`~tessera.storage.pricing.PriceTable`: request fees per method,
+egress per byte, and pushdown compute per GB-second (``M_lambda * T_lambda``).
+
+>>> model = CostModel(DEFAULT_PROFILES["cloud"], "s3", phi=0.0)
+>>> one = model.estimate(RequestMix(range_requests=1, range_bytes=1 << 20))
+>>> round(one.seconds, 3), f"{one.dollars:.7f}"
+(0.072, '0.0000883')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from types import MappingProxyType
+
+import numpy as np
+
+from tessera.errors import ConfigError
+from tessera.storage.pricing import PriceTable, get_pricing
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreProfile:
+    """What the micro-profiler measured for one store endpoint (or a built-in default).
+
+    Attributes:
+        name: where it comes from (an endpoint, or ``default:<kind>``).
+        bandwidth: ``(concurrent requests N, bytes per second)`` points, ascending in N.
+        request_latency_s: ``T_R``, server handling time of one Get or Range request.
+        concurrency: ``t``, requests the client keeps in flight.
+        pushdown_alpha_s_per_byte, pushdown_beta_s: ``T_lambda(size) = alpha*size + beta``;
+            ``None`` when no pushdown server was profiled.
+        pushdown_memory_gb: ``M_lambda``, memory billed per pushdown invocation.
+    """
+
+    name: str
+    bandwidth: tuple[tuple[int, float], ...]
+    request_latency_s: float
+    concurrency: int = 32
+    pushdown_alpha_s_per_byte: float | None = None
+    pushdown_beta_s: float | None = None
+    pushdown_memory_gb: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.bandwidth:
+            raise ConfigError(f"profile {self.name!r} has no bandwidth points")
+        ns = [n for n, _ in self.bandwidth]
+        if ns != sorted(ns) or len(set(ns)) != len(ns) or ns[0] < 1:
+            raise ConfigError(f"profile {self.name!r}: bandwidth points need distinct, "
+                              f"ascending concurrency levels >= 1, got {ns}")
+        if any(bw <= 0 for _, bw in self.bandwidth):
+            raise ConfigError(f"profile {self.name!r}: bandwidths must be positive")
+        if self.request_latency_s < 0 or self.concurrency < 1:
+            raise ConfigError(f"profile {self.name!r}: latency must be >= 0 and concurrency "
+                              ">= 1")
+
+    def bw(self, requests: float) -> float:
+        """Bytes per second with ``requests`` in flight, interpolated linearly between the
+        measured points (flat beyond them)."""
+        ns = np.array([n for n, _ in self.bandwidth], dtype=float)
+        bws = np.array([b for _, b in self.bandwidth], dtype=float)
+        return float(np.interp(max(1.0, min(float(requests), float(self.concurrency))),
+                               ns, bws))
+
+    @property
+    def min_range_bytes(self) -> int:
+        """Bytes one request moves while waiting for its answer (bandwidth-delay product):
+        halving a single range below this cannot pay off, latency dominates."""
+        return max(1, int(self.bw(1) * self.request_latency_s))
+
+    @property
+    def has_pushdown(self) -> bool:
+        """True if pushdown time was profiled."""
+        return self.pushdown_alpha_s_per_byte is not None and self.pushdown_beta_s is not None
+
+    def pushdown_s(self, tile_bytes: float) -> float:
+        """``T_lambda``: server time to read and slice a tile of ``tile_bytes``."""
+        if not self.has_pushdown:
+            return math.inf
+        assert self.pushdown_alpha_s_per_byte is not None and self.pushdown_beta_s is not None
+        return self.pushdown_alpha_s_per_byte * tile_bytes + self.pushdown_beta_s
+
+    def _peak_range(self) -> tuple[int, int]:
+        peak = max(b for _, b in self.bandwidth)
+        good = [n for n, b in self.bandwidth if b >= 0.9 * peak]
+        return min(good), max(good)
+
+    @property
+    def n_min(self) -> int:
+        """Fewest concurrent requests reaching 90% of the peak bandwidth."""
+        return self._peak_range()[0]
+
+    @property
+    def n_max(self) -> int:
+        """Most concurrent requests still reaching 90% of the peak bandwidth."""
+        return self._peak_range()[1]
+
+
+DEFAULT_PROFILES: Mapping[str, StoreProfile] = MappingProxyType({
+    # A local folder or memory store: fast, low latency, little gain from concurrency.
+    "local": StoreProfile("default:local", ((1, 1.5e9), (4, 3.0e9), (16, 3.0e9)),
+                          request_latency_s=50e-6, concurrency=16),
+    # A cloud object store seen from outside its region (the paper's Figure 4 shape: S3
+    # needs several requests in flight to fill the link; ~30 ms to first byte).
+    "cloud": StoreProfile("default:cloud", ((1, 25e6), (8, 90e6), (32, 100e6), (256, 80e6)),
+                          request_latency_s=0.030, concurrency=32,
+                          pushdown_alpha_s_per_byte=None, pushdown_beta_s=None),
+})
+"""Built-in profiles used until a store has been profiled."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestMix:
+    """A set of requests to estimate: counts and bytes per method.
+
+    ``pushdown_tile_bytes`` is the size of the tiles the pushdowns read on the server side
+    (their ``T_lambda`` depends on it); ``pushdown_bytes`` what they send back.
+    """
+
+    get_requests: int = 0
+    get_bytes: int = 0
+    range_requests: int = 0
+    range_bytes: int = 0
+    pushdowns: int = 0
+    pushdown_bytes: int = 0
+    pushdown_tile_bytes: int = 0
+
+    def __add__(self, other: RequestMix) -> RequestMix:
+        return RequestMix(*(a + b for a, b in zip(dataclasses.astuple(self),
+                                                   dataclasses.astuple(other), strict=True)))
+
+    @property
+    def requests(self) -> int:
+        """Requests of every method."""
+        return self.get_requests + self.range_requests + self.pushdowns
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes sent to the client."""
+        return self.get_bytes + self.range_bytes + self.pushdown_bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """Estimated seconds and dollars of a request mix, and ``cost = seconds + phi*dollars``."""
+
+    seconds: float
+    dollars: float
+    cost: float
+
+
+class CostModel:
+    """``Cost = T + phi * F`` for one store profile and price table.
+
+    ``phi`` says how many seconds a read may take longer to save one dollar: 0 minimises
+    time, a huge value minimises dollars.
+    """
+
+    def __init__(self, profile: StoreProfile, pricing: str | PriceTable = "local",
+                 phi: float = 0.0) -> None:
+        if not phi >= 0:
+            raise ConfigError(f"phi must be a number >= 0, got {phi!r}")
+        self.profile = profile
+        self.prices = get_pricing(pricing)
+        self.phi = float(phi)
+
+    def dollars(self, mix: RequestMix) -> float:
+        """``F``: request fees, egress and pushdown compute (Table 3 of the paper)."""
+        p = self.prices
+        compute_gb_s = 0.0
+        if mix.pushdowns:
+            per = self.profile.pushdown_s(mix.pushdown_tile_bytes / mix.pushdowns)
+            compute_gb_s = self.profile.pushdown_memory_gb * per * mix.pushdowns
+        return (p.request_fee("get", mix.get_requests)
+                + p.request_fee("range", mix.range_requests)
+                + p.request_fee("pushdown", mix.pushdowns)
+                + p.egress_usd(mix.nbytes) + p.compute_usd(compute_gb_s))
+
+    def seconds(self, mix: RequestMix) -> float:
+        """``T``: transfer at the bandwidth of that many concurrent requests, plus request
+        handling and pushdown execution in waves of ``t`` concurrent requests."""
+        prof = self.profile
+        n = mix.requests
+        if n == 0:
+            return 0.0
+        t = prof.concurrency
+        transfer = mix.nbytes / prof.bw(n)
+        handling = prof.request_latency_s * math.ceil((mix.get_requests + mix.range_requests) / t)
+        lam = 0.0
+        if mix.pushdowns:
+            lam = (prof.pushdown_s(mix.pushdown_tile_bytes / mix.pushdowns)
+                   * math.ceil(mix.pushdowns / t))
+        return transfer + handling + lam
+
+    def estimate(self, mix: RequestMix) -> Estimate:
+        """Seconds, dollars and their combined cost."""
+        s, d = self.seconds(mix), self.dollars(mix)
+        return Estimate(s, d, s + self.phi * d if self.phi else s)

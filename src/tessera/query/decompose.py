@@ -1,0 +1,88 @@
+"""Decomposition (the ArrayMorph paper, section 4.2): the cells a selection needs from one raw
+tile become sorted, merged byte ranges of that tile, vectorised with numpy.
+
+A tile holds ``prod(tile_shape)`` cells of ``cell_nbytes`` bytes in row- or column-major
+order. The selection inside the tile is one array of in-tile indices per dimension (an
+orthogonal selection, as hyperslabs and per-dimension lists give); a union of several is
+decomposed one by one and merged with :func:`merge_ranges`.
+
+>>> import numpy as np
+>>> tile_byte_ranges((4, 4), 1, "row-major", [np.array([1, 2]), np.array([1, 2])]).tolist()
+[[5, 7], [9, 11]]
+>>> tile_byte_ranges((4, 4), 1, "row-major", [np.array([1, 2]), np.arange(4)]).tolist()
+[[4, 12]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def tile_byte_ranges(tile_shape: Sequence[int], cell_nbytes: int, cell_order: str,
+                     index_sets: Sequence[np.ndarray]) -> np.ndarray:
+    """Byte ranges ``[start, stop)`` (an ``(n, 2)`` int64 array, sorted, disjoint, and
+    merged where they touch) covering the selected cells of one tile.
+
+    Args:
+        tile_shape: cells per dimension of the tile.
+        cell_nbytes: bytes per cell (itemsize times the cell shape).
+        cell_order: ``"row-major"`` or ``"col-major"``.
+        index_sets: per dimension, the selected in-tile indices (any order, repeats allowed).
+    """
+    shape = [int(s) for s in tile_shape]
+    sets = [np.unique(np.asarray(ix, dtype=np.int64)) for ix in index_sets]
+    if len(sets) != len(shape):
+        raise ValueError(f"{len(sets)} index sets for a {len(shape)}-dimensional tile")
+    for d, (ix, n) in enumerate(zip(sets, shape, strict=True)):
+        if len(ix) and (ix[0] < 0 or ix[-1] >= n):
+            raise ValueError(f"in-tile indices of dimension {d} leave [0, {n})")
+    if any(len(ix) == 0 for ix in sets):
+        return np.empty((0, 2), dtype=np.int64)
+    if cell_order == "col-major":
+        shape, sets = shape[::-1], sets[::-1]
+    elif cell_order != "row-major":
+        raise ValueError(f"cell_order must be 'row-major' or 'col-major', got {cell_order!r}")
+    # Runs of consecutive indices along the fastest dimension.
+    last = sets[-1]
+    breaks = np.flatnonzero(np.diff(last) != 1) + 1
+    run_start = last[np.concatenate(([0], breaks))]
+    run_len = np.diff(np.concatenate(([0], breaks, [len(last)])))
+    # Offsets (in cells) of every combination of the slower dimensions, in ascending order.
+    strides = np.cumprod([1, *shape[:0:-1]])[::-1]  # cells per step of each dimension
+    outer = np.zeros(1, dtype=np.int64)
+    for ix, stride in zip(sets[:-1], strides[:-1], strict=True):
+        outer = np.add.outer(outer, ix * stride).ravel()
+    starts = (outer[:, None] + run_start[None, :]).ravel()
+    stops = starts + np.broadcast_to(run_len, (len(outer), len(run_len))).ravel()
+    return _merge_sorted(starts * cell_nbytes, stops * cell_nbytes)
+
+
+def merge_ranges(ranges: np.ndarray) -> np.ndarray:
+    """Sort ``[start, stop)`` ranges and merge those that overlap or touch.
+
+    >>> merge_ranges(np.array([[8, 10], [0, 4], [2, 6], [6, 7]])).tolist()
+    [[0, 7], [8, 10]]
+    """
+    r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+    if not len(r):
+        return np.empty((0, 2), dtype=np.int64)
+    r = r[np.argsort(r[:, 0], kind="stable")]
+    reach = np.maximum.accumulate(r[:, 1])
+    new = np.ones(len(r), dtype=bool)
+    new[1:] = r[1:, 0] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.concatenate((first[1:], [len(r)])) - 1
+    return np.stack((r[first, 0], reach[last]), axis=1)
+
+
+def _merge_sorted(starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+    """Merge sorted, disjoint ranges where one ends exactly where the next begins."""
+    if not len(starts):
+        return np.empty((0, 2), dtype=np.int64)
+    new = np.ones(len(starts), dtype=bool)
+    new[1:] = starts[1:] != stops[:-1]
+    first = np.flatnonzero(new)
+    last = np.concatenate((first[1:], [len(starts)])) - 1
+    return np.stack((starts[first], stops[last]), axis=1).astype(np.int64)

@@ -1,0 +1,264 @@
+"""Range refinement and method selection (the ArrayMorph paper, section 4.2, Algorithm 1).
+
+For each tile a read needs, :func:`plan_tiles` chooses among
+
+- **get**: the whole stored tile in one request;
+- **range**: the decomposed byte ranges grouped into requests by Algorithm 1 (only for raw,
+  range-readable tiles);
+- **pushdown**: one call to the pushdown server, which returns just the selected cells
+  (only when the profile has pushdown figures and the caller allows it).
+
+Costs are the paper's ``T + phi * F`` (:mod:`tessera.query.cost`), always evaluated for the
+**whole read**: a tile's alternatives are compared as *context + alternative*, where the
+context is the rest of the plan (all other tiles' current choices). This accounts for the
+interdependence the paper notes (requests of all tiles share the link, and ``BW`` depends on
+how many are in flight): splitting a range may pay off alone yet not when a hundred other
+requests already fill the link. The heuristic starts from one request per tile for its
+selected bytes, then re-chooses the tiles one at a time against the plan as it stands
+(coordinate descent: no step raises the estimated cost of the whole read), and sweeps again
+until no choice changes (at most ``rounds`` sweeps). Finally, range requests of neighbouring
+tiles of the same object are merged left to right while that lowers the cost of the whole
+plan (:func:`plan_requests`; tiles lie in the global order, so neighbours are neighbouring
+bytes).
+
+>>> import numpy as np
+>>> from tessera.query.cost import CostModel, DEFAULT_PROFILES
+>>> model = CostModel(DEFAULT_PROFILES["cloud"], "s3")
+>>> need = TileNeed("t", "frag/v.data", 0, 1 << 20, True, np.array([[0, 4096]]), 4096)
+>>> plan_tiles([need], model)[0].method
+'range'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+
+from tessera.errors import ConfigError
+from tessera.query.cost import CostModel, RequestMix
+
+METHODS = ("auto", "get", "merge", "fetch", "pushdown")
+
+
+@dataclasses.dataclass(frozen=True)
+class TileNeed:
+    """What a read needs from one stored tile.
+
+    Attributes:
+        tile: a label for the tile (e.g. fragment, attribute and tile index).
+        key: the object holding it; ``offset``, ``length``: the tile's stored bytes there.
+        raw: True if the tile is stored raw (byte ranges inside it are meaningful).
+        ranges: decomposed ``[start, stop)`` byte ranges *relative to the tile*, sorted and
+            merged (see :mod:`tessera.query.decompose`); unused for compressed tiles.
+        selected_bytes: bytes of the selected cells (what a pushdown returns).
+    """
+
+    tile: str
+    key: str
+    offset: int
+    length: int
+    raw: bool
+    ranges: np.ndarray
+    selected_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TileChoice:
+    """The method chosen for one tile and the requests it issues.
+
+    ``requests``: ``[start, stop)`` byte ranges of the object (absolute offsets); for a
+    ``get`` the whole tile, for a ``pushdown`` the tile it reads on the server.
+    """
+
+    need: TileNeed
+    method: str
+    requests: np.ndarray
+    mix: RequestMix
+
+
+def refine_ranges(ranges: np.ndarray, cost: Callable[[list[tuple[int, int]]], float],
+                  min_split_bytes: int = 1) -> list[tuple[int, int]]:
+    """Algorithm 1: group sorted, disjoint ranges into range requests.
+
+    Start with one request covering everything; take a group and split it at its largest gap
+    (ties: the most even split), or a single range in half; keep the split if it lowers the
+    cost, else assign the group as it is. Costs are always of the tile's whole current set
+    of requests (the other groups, assigned or pending, included), so that the model sees
+    how many requests share the link.
+
+    Args:
+        ranges: ``(n, 2)`` sorted, disjoint ``[start, stop)`` ranges.
+        cost: estimated cost of issuing a list of ``(start, stop)`` requests.
+        min_split_bytes: a single range is only halved into pieces of at least this many
+            bytes, at multiples of it (pass the larger of the cell size and the profile's
+            :attr:`~tessera.query.cost.StoreProfile.min_range_bytes`).
+    """
+    r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+    if not len(r):
+        return []
+    assigned: list[tuple[int, int]] = []
+    pending: deque[tuple[int, int, int, int]] = deque([(0, len(r) - 1, int(r[0, 0]),
+                                                        int(r[-1, 1]))])
+    while pending:
+        i, j, start, stop = pending.popleft()
+        if i == j:
+            size = stop - start
+            half = (size // 2 // min_split_bytes) * min_split_bytes
+            if half < min_split_bytes or half <= 0:
+                assigned.append((start, stop))
+                continue
+            sg1 = (i, i, start, start + half)
+            sg2 = (i, i, start + half, stop)
+        else:
+            gaps = r[i + 1:j + 1, 0] - r[i:j, 1]
+            widest = np.flatnonzero(gaps == gaps.max()) + i + 1  # candidates: first of sg2
+            middle = (i + j + 1) / 2
+            k = int(widest[np.argmin(np.abs(widest - middle))])
+            sg1 = (i, k - 1, start, int(r[k - 1, 1]))
+            sg2 = (k, j, int(r[k, 0]), stop)
+        others = assigned + [(p[2], p[3]) for p in pending]
+        if cost([*others, (start, stop)]) > cost([*others, (sg1[2], sg1[3]),
+                                                  (sg2[2], sg2[3])]):
+            pending.extend([sg1, sg2])
+        else:
+            assigned.append((start, stop))
+    return sorted(assigned)
+
+
+def _mix(method: str, requests: list[tuple[int, int]], need: TileNeed) -> RequestMix:
+    nbytes = sum(b - a for a, b in requests)
+    if method == "get":
+        return RequestMix(get_requests=1, get_bytes=need.length)
+    if method == "pushdown":
+        return RequestMix(pushdowns=1, pushdown_bytes=need.selected_bytes,
+                          pushdown_tile_bytes=need.length)
+    return RequestMix(range_requests=len(requests), range_bytes=nbytes)
+
+
+def _choose(need: TileNeed, method: str, model: CostModel, context: RequestMix,
+            allow_pushdown: bool, cell_nbytes: int, keep: TileChoice | None = None,
+            ) -> TileChoice:
+    whole = [(need.offset, need.offset + need.length)]
+    absolute = need.ranges + need.offset if len(need.ranges) else need.ranges
+
+    def choice(m: str, reqs: list[tuple[int, int]]) -> TileChoice:
+        return TileChoice(need, m, np.array(reqs, dtype=np.int64).reshape(-1, 2),
+                          _mix(m, reqs, need))
+
+    if method == "pushdown":
+        if not allow_pushdown:
+            raise ConfigError("method='pushdown' needs a pushdown server and a profile with "
+                              "its alpha and beta (tessera.profile_store(url, pushdown=...))")
+        return choice("pushdown", whole)
+    if method == "get" or not need.raw:
+        candidates = [choice("get", whole)]
+        if method == "auto" and allow_pushdown:
+            candidates.append(choice("pushdown", whole))
+    elif method == "merge":
+        return choice("range", [(int(absolute[0, 0]), int(absolute[-1, 1]))])
+    elif method == "fetch":
+        return choice("range", [(int(a), int(b)) for a, b in absolute])
+    else:
+        def cost(reqs: list[tuple[int, int]]) -> float:
+            return model.estimate(context + _mix("range", reqs, need)).cost
+
+        step = max(cell_nbytes, (model.profile.min_range_bytes // cell_nbytes) * cell_nbytes)
+        groups = refine_ranges(absolute, cost, step)
+        candidates = [choice("range", groups), choice("get", whole)]
+        if allow_pushdown:
+            candidates.append(choice("pushdown", whole))
+    if keep is not None:
+        candidates.append(keep)  # never worse than the choice this tile already has
+    if len(candidates) == 1:
+        return candidates[0]
+    costs = [model.estimate(context + c.mix).cost for c in candidates]
+    return candidates[int(np.argmin(costs))]
+
+
+def plan_tiles(needs: list[TileNeed], model: CostModel, method: str = "auto", *,
+               allow_pushdown: bool | None = None, cell_nbytes: int = 1,
+               rounds: int = 3) -> list[TileChoice]:
+    """Choose a method and requests for every tile of a read (see the module docs).
+
+    Args:
+        needs: the tiles and what is needed from each.
+        model: the cost model (profile, prices, phi).
+        method: ``auto`` (default), or a forced ``get``, ``merge`` (one range per tile
+            covering its cells), ``fetch`` (every decomposed range) or ``pushdown``.
+            Compressed tiles can only be fetched whole or pushed down.
+        allow_pushdown: whether pushdown may be chosen (default: the profile has it).
+        cell_nbytes: bytes per cell; single ranges are halved at cell boundaries.
+        rounds: most sweeps over the tiles (each re-chooses every tile in turn).
+    """
+    if method not in METHODS:
+        raise ConfigError(f"unknown read method {method!r}; choose one of {', '.join(METHODS)}")
+    can_push = model.profile.has_pushdown if allow_pushdown is None else allow_pushdown
+    if not needs:
+        return []
+    current = [RequestMix(range_requests=1, range_bytes=n.selected_bytes) for n in needs]
+    total = sum(current, RequestMix())
+    choices: list[TileChoice | None] = [None] * len(needs)
+    for _ in range(max(1, rounds)):
+        changed = False
+        for i, need in enumerate(needs):
+            # One tile at a time, against the rest of the plan as it stands: every step
+            # lowers (or keeps) the estimated cost of the whole read, so this settles.
+            context = _minus(total, current[i])
+            old = choices[i]
+            new = _choose(need, method, model, context, can_push, cell_nbytes, old)
+            if old is None or old.method != new.method or not np.array_equal(old.requests,
+                                                                              new.requests):
+                changed = True
+            choices[i] = new
+            current[i] = new.mix
+            total = context + new.mix
+        if not changed or method != "auto":
+            break
+    return [c for c in choices if c is not None]
+
+
+def _minus(a: RequestMix, b: RequestMix) -> RequestMix:
+    return RequestMix(*(max(0, x - y) for x, y in zip(dataclasses.astuple(a),
+                                                       dataclasses.astuple(b), strict=True)))
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedRequest:
+    """One request of a plan: ``method`` on ``key`` bytes ``[start, stop)``, serving the
+    tiles at positions ``tiles`` of the choice list (several when neighbours were merged)."""
+
+    method: str
+    key: str
+    start: int
+    stop: int
+    tiles: tuple[int, ...]
+
+
+def plan_requests(choices: list[TileChoice], model: CostModel,
+                  merge_neighbours: bool = True) -> list[PlannedRequest]:
+    """The requests of a plan, with range requests of neighbouring tiles of one object
+    merged left to right while that lowers the cost of the whole plan."""
+    reqs = [PlannedRequest(c.method, c.need.key, int(a), int(b), (i,))
+            for i, c in enumerate(choices) for a, b in c.requests]
+    if not merge_neighbours:
+        return reqs
+    total = sum((c.mix for c in choices), RequestMix())
+    ranged = sorted((r for r in reqs if r.method == "range"), key=lambda r: (r.key, r.start))
+    others = [r for r in reqs if r.method != "range"]
+    merged: list[PlannedRequest] = []
+    for r in ranged:
+        prev = merged[-1] if merged else None
+        if (prev is not None and prev.key == r.key and prev.stop <= r.start
+                and set(prev.tiles) != set(r.tiles)):
+            trial = dataclasses.replace(total, range_requests=total.range_requests - 1,
+                                        range_bytes=total.range_bytes + r.start - prev.stop)
+            if model.estimate(trial).cost < model.estimate(total).cost:
+                merged[-1] = PlannedRequest("range", r.key, prev.start, r.stop,
+                                            tuple(sorted(set(prev.tiles) | set(r.tiles))))
+                total = trial
+                continue
+        merged.append(r)
+    return others + merged

@@ -1,0 +1,57 @@
+"""The cost model follows the paper's formulas."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tessera import ConfigError
+from tessera.query.cost import DEFAULT_PROFILES, CostModel, RequestMix, StoreProfile
+from tessera.storage.pricing import get_pricing
+
+PROFILE = StoreProfile("test", ((1, 10e6), (8, 80e6), (32, 100e6)), request_latency_s=0.02,
+                       concurrency=16, pushdown_alpha_s_per_byte=1e-8, pushdown_beta_s=0.1,
+                       pushdown_memory_gb=2.0)
+
+
+def test_bandwidth_is_interpolated_and_clamped() -> None:
+    assert PROFILE.bw(1) == 10e6
+    assert PROFILE.bw(4.5) == pytest.approx(45e6)
+    assert PROFILE.bw(0) == 10e6
+    assert PROFILE.bw(1000) == PROFILE.bw(16)  # never more in flight than the client allows
+    assert (PROFILE.n_min, PROFILE.n_max) == (32, 32)
+    flat = StoreProfile("f", ((1, 50e6), (8, 95e6), (64, 100e6), (256, 60e6)), 0.01)
+    assert (flat.n_min, flat.n_max) == (8, 64)
+
+
+def test_time_and_fees_match_the_formulas() -> None:
+    model = CostModel(PROFILE, "s3", phi=10.0)
+    mix = RequestMix(get_requests=2, get_bytes=4_000_000, range_requests=20,
+                     range_bytes=1_000_000, pushdowns=3, pushdown_bytes=30_000,
+                     pushdown_tile_bytes=3 * 8_000_000)
+    n = 25
+    t_lambda = 1e-8 * 8_000_000 + 0.1
+    seconds = (5_030_000 / PROFILE.bw(n) + 0.02 * math.ceil(22 / 16)
+               + t_lambda * math.ceil(3 / 16))
+    s3 = get_pricing("s3")
+    dollars = (s3.request_fee("get", 2) + s3.request_fee("range", 20)
+               + s3.request_fee("pushdown", 3) + s3.egress_usd(5_030_000)
+               + s3.compute_usd(2.0 * t_lambda * 3))
+    est = model.estimate(mix)
+    assert est.seconds == pytest.approx(seconds)
+    assert est.dollars == pytest.approx(dollars)
+    assert est.cost == pytest.approx(seconds + 10.0 * dollars)
+    assert model.estimate(RequestMix()).seconds == 0.0
+
+
+def test_profile_and_model_validation() -> None:
+    with pytest.raises(ConfigError, match="ascending"):
+        StoreProfile("x", ((8, 1e6), (1, 1e6)), 0.01)
+    with pytest.raises(ConfigError, match="positive"):
+        StoreProfile("x", ((1, 0.0),), 0.01)
+    with pytest.raises(ConfigError, match="phi"):
+        CostModel(PROFILE, "s3", phi=-1)
+    assert not DEFAULT_PROFILES["cloud"].has_pushdown
+    assert DEFAULT_PROFILES["cloud"].pushdown_s(1e6) == math.inf
+    assert DEFAULT_PROFILES["cloud"].min_range_bytes == int(25e6 * 0.03)

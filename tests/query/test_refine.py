@@ -1,0 +1,120 @@
+"""Range refinement (Algorithm 1), method choice and request merging."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tessera import ConfigError
+from tessera.query.cost import DEFAULT_PROFILES, CostModel, StoreProfile
+from tessera.query.decompose import tile_byte_ranges
+from tessera.query.refine import TileNeed, plan_requests, plan_tiles, refine_ranges
+
+CLOUD = DEFAULT_PROFILES["cloud"]
+PUSHY = StoreProfile("pushy", ((1, 25e6), (8, 90e6), (32, 100e6)), 0.03, 32,
+                     pushdown_alpha_s_per_byte=1e-10, pushdown_beta_s=0.002)
+MiB = 1 << 20
+
+
+@st.composite
+def sorted_ranges(draw):
+    n = draw(st.integers(1, 12))
+    gaps = draw(st.lists(st.integers(1, 5000), min_size=n, max_size=n))
+    sizes = draw(st.lists(st.integers(1, 5000), min_size=n, max_size=n))
+    out, pos = [], 0
+    for g, s in zip(gaps, sizes, strict=True):
+        pos += g
+        out.append([pos, pos + s])
+        pos += s
+    return np.array(out, dtype=np.int64)
+
+
+@settings(max_examples=200, deadline=None)
+@given(sorted_ranges(), st.floats(0, 1e-3), st.floats(0, 1e-6))
+def test_groups_cover_every_range_once(ranges, per_request, per_byte) -> None:
+    def cost(reqs):
+        return len(reqs) * per_request + sum(b - a for a, b in reqs) * per_byte
+
+    groups = refine_ranges(ranges, cost)
+    assert groups == sorted(groups)
+    assert all(a < b for a, b in groups)
+    assert all(g1[1] <= g2[0] for g1, g2 in itertools.pairwise(groups))
+    for a, b in ranges.tolist():  # every range lies inside exactly one group
+        assert sum(ga <= a and b <= gb for ga, gb in groups) == 1
+
+
+def test_extreme_costs_give_one_request_or_exact_ranges() -> None:
+    ranges = np.array([[0, 10], [100, 110], [1000, 1010]])
+    assert refine_ranges(ranges, lambda reqs: len(reqs)) == [(0, 1010)]
+    exact = refine_ranges(ranges, lambda reqs: sum(b - a for a, b in reqs),
+                          min_split_bytes=10)
+    assert exact == [(0, 10), (100, 110), (1000, 1010)]
+
+
+def test_largest_gap_is_split_first() -> None:
+    seen = []
+
+    def cost(reqs):
+        seen.append(sorted(reqs))
+        return 0.0  # never split: we only look at the first proposal
+
+    refine_ranges(np.array([[0, 1], [2, 3], [50, 51], [52, 53]]), cost)
+    assert seen[1] == [(0, 3), (50, 53)]
+
+
+def _column_needs(tiles: int = 4) -> list[TileNeed]:
+    r = tile_byte_ranges((1024, 1024), 4, "row-major", [np.arange(1024), np.arange(10, 20)])
+    return [TileNeed(f"t{i}", "obj", i * 4 * MiB, 4 * MiB, True, r, 1024 * 10 * 4)
+            for i in range(tiles)]
+
+
+@pytest.mark.parametrize("method", ["get", "merge", "fetch"])
+def test_forced_methods(method) -> None:
+    needs = _column_needs()
+    choices = plan_tiles(needs, CostModel(CLOUD, "s3"), method, cell_nbytes=4)
+    for c in choices:
+        if method == "get":
+            assert c.method == "get" and c.requests.tolist() == [[c.need.offset,
+                                                                  c.need.offset + 4 * MiB]]
+        elif method == "merge":
+            assert c.method == "range" and len(c.requests) == 1
+            assert c.requests[0, 0] == c.need.offset + 40
+        else:
+            assert c.method == "range" and len(c.requests) == 1024
+
+
+def test_compressed_tiles_are_fetched_whole_or_pushed_down() -> None:
+    need = TileNeed("z", "obj", 0, MiB, False, np.empty((0, 2), np.int64), 100)
+    for method in ("auto", "merge", "fetch", "get"):
+        assert plan_tiles([need], CostModel(CLOUD, "s3"), method)[0].method == "get"
+    assert plan_tiles([need], CostModel(PUSHY, "s3"))[0].method == "pushdown"
+    with pytest.raises(ConfigError, match="pushdown server"):
+        plan_tiles([need], CostModel(CLOUD, "s3"), "pushdown")
+    with pytest.raises(ConfigError, match="unknown read method"):
+        plan_tiles([need], CostModel(CLOUD, "s3"), "teleport")
+
+
+def test_phi_trades_time_for_dollars() -> None:
+    needs = _column_needs(8)
+    fast = plan_tiles(needs, CostModel(CLOUD, "s3", phi=0.0), cell_nbytes=4)
+    cheap = plan_tiles(needs, CostModel(CLOUD, "s3", phi=1e7), cell_nbytes=4)
+    model = CostModel(CLOUD, "s3")
+    total = [sum((c.mix for c in plan), start=type(plan[0].mix)()) for plan in (fast, cheap)]
+    assert model.estimate(total[0]).seconds <= model.estimate(total[1]).seconds
+    assert model.estimate(total[1]).dollars <= model.estimate(total[0]).dollars
+
+
+def test_neighbouring_tiles_share_a_request_when_it_pays() -> None:
+    row = tile_byte_ranges((64, 64), 4, "row-major", [np.arange(64), np.arange(64)])
+    needs = [TileNeed(f"t{i}", "obj", i * 16384, 16384, True, row - [[0, 4]], 16380)
+             for i in range(3)]  # each tile needs all but its last cell: tiny gaps
+    model = CostModel(CLOUD, "s3", phi=1e6)
+    choices = plan_tiles(needs, model, cell_nbytes=4)
+    requests = plan_requests(choices, model)
+    assert len(requests) == 1 and requests[0].tiles == (0, 1, 2)
+    assert (requests[0].start, requests[0].stop) == (0, 3 * 16384 - 4)
+    assert len(plan_requests(choices, model, merge_neighbours=False)) == 3

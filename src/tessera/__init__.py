@@ -19,7 +19,7 @@ from tessera.array import (
 )
 from tessera.array.maintenance import HistoryVacuumedError
 from tessera.array.sparse_read import SparseResult
-from tessera.config import RetryPolicy, StoreConfig
+from tessera.config import PlannerConfig, RetryPolicy, StoreConfig
 from tessera.errors import (
     AccessDeniedError,
     ArrayExistsError,
@@ -76,6 +76,7 @@ __all__ = [
     "ObjectInfo",
     "ObjectNotFoundError",
     "PermanentStorageError",
+    "PlannerConfig",
     "PreconditionFailedError",
     "PriceTable",
     "PutResult",

@@ -94,6 +94,35 @@ class StoreConfig:
         return dataclasses.replace(self, **changes)
 
 
+@dataclasses.dataclass(frozen=True)
+class PlannerConfig:
+    """Defaults of the read planner (``TESSERA_PLANNER_*`` variables).
+
+    Attributes:
+        method: ``auto`` (cost-based), or a forced ``get``, ``merge``, ``fetch``,
+            ``pushdown`` for every read that does not pass ``method=``.
+        phi: seconds a read may take longer to save one dollar (0: fastest).
+        pricing: price table for the dollars in plans (``s3``, ``gcs``, ``azure``,
+            ``local``); empty: chosen from the store's URL scheme.
+    """
+
+    method: str = "auto"
+    phi: float = 0.0
+    pricing: str = ""
+
+    def __post_init__(self) -> None:
+        if self.method not in ("auto", "get", "merge", "fetch", "pushdown"):
+            raise ConfigError(f"planner.method must be auto, get, merge, fetch or pushdown, "
+                              f"got {self.method!r}")
+        if not self.phi >= 0:
+            raise ConfigError(f"planner.phi must be >= 0, got {self.phi!r}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> PlannerConfig:
+        """Defaults overridden by ``TESSERA_PLANNER_*`` variables."""
+        return _from_env(cls, "TESSERA_PLANNER_", os.environ if environ is None else environ)
+
+
 def _from_env(cls: type[T], prefix: str, env: Mapping[str, str], **fixed: Any) -> T:
     """Build dataclass ``cls`` from ``prefix + FIELD`` variables for its scalar fields."""
     hints = get_type_hints(cls)

@@ -109,12 +109,12 @@ def test_phi_trades_time_for_dollars() -> None:
 
 
 def test_neighbouring_tiles_share_a_request_when_it_pays() -> None:
-    row = tile_byte_ranges((64, 64), 4, "row-major", [np.arange(64), np.arange(64)])
-    needs = [TileNeed(f"t{i}", "obj", i * 16384, 16384, True, row - [[0, 4]], 16380)
-             for i in range(3)]  # each tile needs all but its last cell: tiny gaps
+    needs = [TileNeed(f"t{i}", "obj", i * 16384, 16384, True, np.array([[0, 15360]]), 15360)
+             for i in range(3)]  # each tile needs its first 15 KiB: 1 KiB gaps between
     model = CostModel(CLOUD, "s3", phi=1e6)
     choices = plan_tiles(needs, model, cell_nbytes=4)
+    assert [c.method for c in choices] == ["range"] * 3
     requests = plan_requests(choices, model)
     assert len(requests) == 1 and requests[0].tiles == (0, 1, 2)
-    assert (requests[0].start, requests[0].stop) == (0, 3 * 16384 - 4)
+    assert (requests[0].start, requests[0].stop) == (0, 2 * 16384 + 15360)
     assert len(plan_requests(choices, model, merge_neighbours=False)) == 3

@@ -43,9 +43,11 @@ from tessera.array.sparse_read import (
     plan_cell_reads,
     read_sparse,
 )
+from tessera.config import PlannerConfig
 from tessera.errors import (
     ArrayExistsError,
     ArrayNotFoundError,
+    ConfigError,
     CorruptDataError,
     ObjectExistsError,
     ObjectNotFoundError,
@@ -53,6 +55,8 @@ from tessera.errors import (
     SchemaError,
     SelectionError,
 )
+from tessera.query.plan import Plan, plan_read
+from tessera.query.refine import METHODS
 from tessera.query.selection import normalize_selection
 from tessera.storage.store import Store, open_store
 
@@ -75,6 +79,7 @@ class Array:
         self.schema = schema
         self.mode = mode
         self.timestamp = _to_ns(timestamp)
+        self.planner = PlannerConfig.from_env()
         self._metas: dict[str, FragmentMeta] = {}
         self.last_read: ReadReport | None = None
 
@@ -117,11 +122,25 @@ class Array:
     def __getitem__(self, sel: Any) -> Any:
         return self.read(sel)
 
-    def read(self, sel: Any = ..., *, attrs: list[str] | None = None) -> Any:
+    def read(self, sel: Any = ..., *, attrs: list[str] | None = None,
+             method: str | None = None, phi: float | None = None) -> Any:
         """Read a selection; one attribute gives an ndarray, several a dict name -> ndarray.
 
         Unwritten cells read as the attribute's fill value; where fragments overlap, the
         newest wins. ``attrs`` picks a subset of attributes (default: all).
+
+        ``method`` (``auto``, ``get``, ``merge``, ``fetch``, ``pushdown``) and ``phi``
+        (seconds worth one dollar) steer the read planner for dense tiles; defaults come
+        from :class:`~tessera.config.PlannerConfig` (``TESSERA_PLANNER_*``).
+        ``arr.last_read`` then holds the plan beside the measured I/O.
+
+        >>> import numpy as np, tessera
+        >>> arr = tessera.from_numpy("memory://doc-read", np.arange(64).reshape(8, 8),
+        ...                          tile=(4, 4))
+        >>> arr.read((slice(1, 3), slice(0, 8)), method="fetch").tolist()[0]
+        [8, 9, 10, 11, 12, 13, 14, 15]
+        >>> arr.last_read.plan.methods
+        {'range': 2}
         """
         names = [a.name for a in self.schema.attrs] if attrs is None else list(attrs)
         for n in names:
@@ -134,22 +153,60 @@ class Array:
             self.last_read = report
             return result
         selection = normalize_selection(sel, self.schema)
+        method, phi = self._planner_choice(method, phi)
         with self._store.collect() as stats:
-            outputs, report = run_sync(self._read_async(selection, names))
+            outputs, report = run_sync(self._read_async(selection, names, method, phi))
         report.stats = stats
         self.last_read = report
         keep = tuple(0 if d.drop else slice(None) for d in selection.dims)
         dense = {n: out[keep] for n, out in outputs.items()}
         return dense if attrs is not None or len(names) > 1 else dense[names[0]]
 
-    async def _read_async(self, selection: Any, names: list[str],
-                          ) -> tuple[dict[str, np.ndarray], ReadReport]:
+    def _planner_choice(self, method: str | None, phi: float | None) -> tuple[str, float]:
+        method = self.planner.method if method is None else method
+        if method not in METHODS:
+            raise ConfigError(f"unknown read method {method!r}; choose one of "
+                              f"{', '.join(METHODS)}")
+        phi = self.planner.phi if phi is None else float(phi)
+        if not phi >= 0:
+            raise ConfigError(f"phi must be a number >= 0, got {phi!r}")
+        return method, phi
+
+    def _plan(self, selection: Any, reads: list[Any], method: str, phi: float) -> Plan:
+        return plan_read(self.schema, selection, reads, url=self._store.url, method=method,
+                         phi=phi, pricing=self.planner.pricing or None)
+
+    def explain(self, sel: Any = ..., *, attrs: list[str] | None = None,
+                method: str | None = None, phi: float | None = None) -> Plan:
+        """The plan a read of ``sel`` would follow, without reading any data: per tile the
+        method, requests and bytes, and the estimated seconds and dollars (``print`` it).
+
+        >>> import numpy as np, tessera
+        >>> arr = tessera.from_numpy("memory://doc-explain", np.zeros((8, 8)), tile=(4, 4))
+        >>> arr.explain((slice(0, 8), 1), method="get").methods
+        {'get': 2}
+        """
+        if self.schema.sparse:
+            raise SchemaError("explain() plans dense reads; sparse arrays fetch their data "
+                              "tiles whole")
+        names = [a.name for a in self.schema.attrs] if attrs is None else list(attrs)
+        for n in names:
+            self.schema.attr(n)
+        selection = normalize_selection(sel, self.schema)
+        method, phi = self._planner_choice(method, phi)
+        metas = run_sync(self._visible_metas())
+        reads, _, _ = plan_tile_reads(self.schema, selection, metas, names)
+        return self._plan(selection, reads, method, phi)
+
+    async def _read_async(self, selection: Any, names: list[str], method: str = "auto",
+                          phi: float = 0.0) -> tuple[dict[str, np.ndarray], ReadReport]:
         metas = await self._visible_metas()
         while True:
             reads, cell_reads, skipped = plan_tile_reads(self.schema, selection, metas, names)
+            plan = self._plan(selection, reads, method, phi) if reads else None
             try:
                 outputs = await execute_tile_reads(self._store.aio, self.schema, selection,
-                                                   reads, names, self.uri, cell_reads)
+                                                   reads, names, self.uri, cell_reads, plan)
                 break
             except CorruptDataError:
                 # A vacuum may have removed fragments this read listed a moment ago: read
@@ -159,7 +216,7 @@ class Array:
                     raise
                 metas = fresh
         used = len({r.fragment for r in reads} | {c.fragment for c in cell_reads})
-        return outputs, ReadReport(reads, used, skipped, cell_reads=cell_reads)
+        return outputs, ReadReport(reads, used, skipped, cell_reads=cell_reads, plan=plan)
 
     async def _read_sparse_async(self, ssel: SparseSelection, names: list[str],
                                  ) -> tuple[SparseResult, ReadReport]:

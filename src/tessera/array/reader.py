@@ -96,13 +96,16 @@ class CellTileRead:
 
 @dataclasses.dataclass
 class ReadReport:
-    """What the latest read did: the tile reads, fragments consulted and skipped, I/O stats."""
+    """What the latest read did: the tile reads, fragments consulted and skipped, the plan
+    it followed (:class:`~tessera.query.plan.Plan`, with its estimates) and the measured
+    I/O stats."""
 
     tile_reads: list[TileRead]
     fragments_used: int
     fragments_skipped: int
     stats: Any = None
     cell_reads: list[CellTileRead] = dataclasses.field(default_factory=list)
+    plan: Any = None
 
 
 def plan_tile_reads(schema: ArraySchema, sel: Selection, metas: list[FragmentMeta],
@@ -205,8 +208,14 @@ def _selects_any(sel: Selection, region: Box) -> bool:
 async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Selection,
                              reads: list[TileRead], attrs: list[str], array_url: str,
                              cell_reads: list[CellTileRead] | None = None,
-                             ) -> dict[str, np.ndarray]:
+                             plan: Any = None) -> dict[str, np.ndarray]:
     """Fetch, verify, decode and scatter every tile read; returns full-shape outputs.
+
+    Without a ``plan`` every tile is fetched whole and checked against its crc32. With a
+    :class:`~tessera.query.plan.Plan`, tiles follow their chosen method: ``get`` as above,
+    ``range`` fetches only the planned byte ranges (shared with a neighbouring tile where
+    the plan merged them) into a tile buffer; the selected cells all lie in those ranges.
+    Partial fetches cannot be checked against the whole tile's checksum.
 
     Newest wins per cell. In the common *layered* case (the dense tiles all come from one
     fragment and every sparse fragment is newer) the dense tiles land as they arrive, large
@@ -229,7 +238,51 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
         ranks[name] = None if layered else np.full(sel.full_shape, -1, dtype=np.int32)
     limit = asyncio.Semaphore(store.config.max_concurrency)
 
-    async def one(read: TileRead) -> None:
+    shared: dict[tuple[str, int, int], asyncio.Task[Any]] = {}
+
+    async def fetch_request(key: str, start: int, stop: int, where: str) -> Any:
+        data: Any
+        async with limit:
+            try:
+                data = await store.get_range(key, start, stop - start)
+            except ObjectNotFoundError:
+                raise CorruptDataError(f"{where}: data object {key} is missing") from None
+            except InvalidRangeError:
+                data = b""
+        if len(data) != stop - start:
+            raise CorruptDataError(f"{where}: data object {key} is truncated (wanted "
+                                   f"{stop - start} bytes at {start}, got {len(data)})")
+        return data
+
+    async def ranged(position: int, read: TileRead) -> None:
+        where = _where(array_url, read)
+        buf = np.empty(read.length, dtype=np.uint8)
+        requests = plan.requests_for(position)
+        whole = any(r.start <= read.offset and r.stop >= read.offset + read.length
+                    for r in requests)
+        for req in requests:
+            ident = (req.key, req.start, req.stop)
+            if ident not in shared:
+                shared[ident] = asyncio.ensure_future(
+                    fetch_request(req.key, req.start, req.stop, where))
+            data = np.frombuffer(memoryview(await shared[ident]), dtype=np.uint8)
+            lo, hi = max(req.start, read.offset), min(req.stop, read.offset + read.length)
+            buf[lo - read.offset:hi - read.offset] = data[lo - req.start:hi - req.start]
+        # The whole tile came (possibly inside a request shared with neighbours): check it
+        # and decode it like a get. Otherwise the tile is raw and the selected cells all
+        # lie in the fetched ranges.
+        raw = verify_piece(buf.data, read.piece, where) if whole else buf.data
+        tile = _decode_tile(schema, schema.attr(read.attr), raw, where)
+        if layered and read.length >= THREAD_BYTES:
+            await asyncio.to_thread(_scatter, outputs[read.attr], None, tile, read, sel)
+        else:
+            _scatter(outputs[read.attr], ranks[read.attr], tile, read, sel)
+
+    async def one(position: int, read: TileRead) -> None:
+        if plan is not None and (plan.choices[position].method == "range"
+                                 or position in plan.shared_tiles):
+            await ranged(position, read)
+            return
         async with limit:
             data = await fetch_bytes(store, read.piece, _where(array_url, read))
         if layered and read.length >= THREAD_BYTES:
@@ -251,7 +304,7 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
             _scatter_cells(outputs[name], ranks[name], coords,
                            values[name] if read.kind != "delete" else fill, read.rank, sel)
 
-    tasks = [asyncio.ensure_future(one(r)) for r in reads]
+    tasks = [asyncio.ensure_future(one(i, r)) for i, r in enumerate(reads)]
     tasks += [asyncio.ensure_future(cells(c)) for c in cell_reads if not c.inline]
     try:
         for c in cell_reads:
@@ -259,9 +312,9 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
                 await cells(c)
         await asyncio.gather(*tasks)
     except BaseException:
-        for t in tasks:
+        for t in [*tasks, *shared.values()]:
             t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, *shared.values(), return_exceptions=True)
         raise
     if found:
         _merge_cells(schema, outputs, found, attrs, sel)

@@ -41,6 +41,8 @@ from tessera.errors import ConfigError
 from tessera.query.cost import CostModel, RequestMix
 
 METHODS = ("auto", "get", "merge", "fetch", "pushdown")
+#: Factor on the estimated cost of range plans when they compete with a get (see _choose).
+RANGE_MARGIN = 1.02
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,15 +168,23 @@ def _choose(need: TileNeed, method: str, model: CostModel, context: RequestMix,
             return model.estimate(context + _mix("range", reqs, need)).cost
 
         step = max(cell_nbytes, (model.profile.min_range_bytes // cell_nbytes) * cell_nbytes)
+        if len(absolute) == 1 and absolute[0, 1] - absolute[0, 0] == need.length:
+            return choice("get", whole)  # every byte of the tile: the same as a get
         groups = refine_ranges(absolute, cost, step)
-        candidates = [choice("range", groups), choice("get", whole)]
+        # A get first: on a tie it wins, and a whole tile is checked against its checksum.
+        candidates = [choice("get", whole), choice("range", groups)]
         if allow_pushdown:
             candidates.append(choice("pushdown", whole))
     if keep is not None:
         candidates.append(keep)  # never worse than the choice this tile already has
     if len(candidates) == 1:
         return candidates[0]
-    costs = [model.estimate(context + c.mix).cost for c in candidates]
+    # Each candidate's marginal cost on top of the rest of the plan; ranges must beat a get
+    # by RANGE_MARGIN: a get is checked against the tile's checksum and needs no reassembly
+    # on the client, costs the model does not count.
+    base = model.estimate(context).cost
+    costs = [(model.estimate(context + c.mix).cost - base)
+             * (RANGE_MARGIN if c.method == "range" else 1.0) for c in candidates]
     return candidates[int(np.argmin(costs))]
 
 
@@ -206,7 +216,7 @@ def plan_tiles(needs: list[TileNeed], model: CostModel, method: str = "auto", *,
         for i, need in enumerate(needs):
             # One tile at a time, against the rest of the plan as it stands: every step
             # lowers (or keeps) the estimated cost of the whole read, so this settles.
-            context = _minus(total, current[i])
+            context = total - current[i]
             old = choices[i]
             new = _choose(need, method, model, context, can_push, cell_nbytes, old)
             if old is None or old.method != new.method or not np.array_equal(old.requests,
@@ -218,11 +228,6 @@ def plan_tiles(needs: list[TileNeed], model: CostModel, method: str = "auto", *,
         if not changed or method != "auto":
             break
     return [c for c in choices if c is not None]
-
-
-def _minus(a: RequestMix, b: RequestMix) -> RequestMix:
-    return RequestMix(*(max(0, x - y) for x, y in zip(dataclasses.astuple(a),
-                                                       dataclasses.astuple(b), strict=True)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,22 +244,23 @@ class PlannedRequest:
 
 def plan_requests(choices: list[TileChoice], model: CostModel,
                   merge_neighbours: bool = True) -> list[PlannedRequest]:
-    """The requests of a plan, with range requests of neighbouring tiles of one object
-    merged left to right while that lowers the cost of the whole plan."""
+    """The requests of a plan. With ``merge_neighbours``, byte requests (gets and ranges)
+    of neighbouring tiles of one object are merged left to right while that lowers the
+    cost of the whole plan; a merged request is a ``range`` serving several tiles."""
     reqs = [PlannedRequest(c.method, c.need.key, int(a), int(b), (i,))
             for i, c in enumerate(choices) for a, b in c.requests]
     if not merge_neighbours:
         return reqs
     total = sum((c.mix for c in choices), RequestMix())
-    ranged = sorted((r for r in reqs if r.method == "range"), key=lambda r: (r.key, r.start))
-    others = [r for r in reqs if r.method != "range"]
+    fetched = sorted((r for r in reqs if r.method in ("get", "range")),
+                     key=lambda r: (r.key, r.start))
+    others = [r for r in reqs if r.method not in ("get", "range")]
     merged: list[PlannedRequest] = []
-    for r in ranged:
+    for r in fetched:
         prev = merged[-1] if merged else None
         if (prev is not None and prev.key == r.key and prev.stop <= r.start
                 and set(prev.tiles) != set(r.tiles)):
-            trial = dataclasses.replace(total, range_requests=total.range_requests - 1,
-                                        range_bytes=total.range_bytes + r.start - prev.stop)
+            trial = _merge_mix(total, prev, r)
             if model.estimate(trial).cost < model.estimate(total).cost:
                 merged[-1] = PlannedRequest("range", r.key, prev.start, r.stop,
                                             tuple(sorted(set(prev.tiles) | set(r.tiles))))
@@ -262,3 +268,13 @@ def plan_requests(choices: list[TileChoice], model: CostModel,
                 continue
         merged.append(r)
     return others + merged
+
+
+def _merge_mix(total: RequestMix, a: PlannedRequest, b: PlannedRequest) -> RequestMix:
+    """``total`` after requests ``a`` and ``b`` become one range covering both."""
+    out = total
+    for r in (a, b):
+        size = r.stop - r.start
+        out = out - (RequestMix(get_requests=1, get_bytes=size) if r.method == "get"
+                     else RequestMix(range_requests=1, range_bytes=size))
+    return out + RequestMix(range_requests=1, range_bytes=b.stop - a.start)

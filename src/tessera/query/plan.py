@@ -1,0 +1,153 @@
+"""Read plans: the planner applied to the tile reads of one array read.
+
+:func:`plan_read` decomposes what each dense tile read needs into byte ranges, lets
+:func:`~tessera.query.refine.plan_tiles` choose a method per tile under the store's profile
+and price table, and returns a :class:`Plan` that prints as a table (``arr.explain(sel)``)
+and that the executor follows (``arr.read(sel, method=..., phi=...)``).
+
+Sparse data tiles (updates, tombstones) are small and fetched whole; tiles kept inline in a
+fragment's bookkeeping need no request at all. Both are left out of the plan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import math
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from tessera.array.schema import ArraySchema
+from tessera.query.cost import DEFAULT_PROFILES, CostModel, Estimate, RequestMix, StoreProfile
+from tessera.query.decompose import tile_byte_ranges
+from tessera.query.refine import (
+    PlannedRequest,
+    TileChoice,
+    TileNeed,
+    plan_requests,
+    plan_tiles,
+)
+from tessera.query.selection import Selection
+from tessera.storage.url import StoreURL
+
+_PRICING_BY_SCHEME = {"s3": "s3", "gs": "gcs", "az": "azure"}
+
+
+def default_profile(url: StoreURL) -> StoreProfile:
+    """The built-in profile for a store: ``local`` for folders and memory, else ``cloud``."""
+    return DEFAULT_PROFILES["cloud" if url.is_cloud else "local"]
+
+
+def default_pricing(url: StoreURL) -> str:
+    """The price table matching a store's URL scheme (``local`` for folders and memory)."""
+    return _PRICING_BY_SCHEME.get(url.scheme, "local")
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """How a read fetches its dense tiles, with the estimates that led there.
+
+    Attributes:
+        method: the method asked for (``auto`` or a forced one).
+        phi: the price sensitivity used.
+        profile: name of the store profile; ``pricing``: the price table.
+        choices: one :class:`~tessera.query.refine.TileChoice` per dense tile read, in the
+            order of the read's tile list.
+        requests: the requests to issue (neighbouring tiles may share one).
+        totals: requests and bytes of the whole plan; ``estimate``: its seconds, dollars
+            and cost.
+    """
+
+    method: str
+    phi: float
+    profile: str
+    pricing: str
+    choices: list[TileChoice]
+    requests: list[PlannedRequest]
+    totals: RequestMix
+    estimate: Estimate
+
+    @property
+    def methods(self) -> dict[str, int]:
+        """Tiles per chosen method."""
+        out: dict[str, int] = {}
+        for c in self.choices:
+            out[c.method] = out.get(c.method, 0) + 1
+        return out
+
+    @property
+    def shared_tiles(self) -> frozenset[int]:
+        """Positions of tiles whose bytes come in a request shared with other tiles."""
+        return frozenset(t for r in self.requests if len(r.tiles) > 1 for t in r.tiles)
+
+    def requests_for(self, position: int) -> list[PlannedRequest]:
+        """The requests that carry the bytes of tile read ``position``."""
+        return [r for r in self.requests if position in r.tiles]
+
+    def table(self, max_rows: int = 40) -> Table:
+        """The plan as a rich table: one row per tile (up to ``max_rows``), then totals."""
+        t = Table(title=f"read plan: method={self.method}, phi={self.phi:g}, "
+                        f"profile={self.profile}, pricing={self.pricing}")
+        for col in ("tile", "method", "requests", "bytes", "selected", "est. s", "est. $"):
+            t.add_column(col, justify="left" if col in ("tile", "method") else "right")
+        model_rows = self.choices[:max_rows]
+        for c in model_rows:
+            t.add_row(c.need.tile, c.method, str(c.mix.requests), f"{c.mix.nbytes:,}",
+                      f"{c.need.selected_bytes:,}", "", "")
+        if len(self.choices) > max_rows:
+            t.add_row(f"... {len(self.choices) - max_rows} more tiles", "", "", "", "", "",
+                      "")
+        mix = ", ".join(f"{n} {m}" for m, n in sorted(self.methods.items()))
+        t.add_row("total", mix, str(len(self.requests)), f"{self.totals.nbytes:,}",
+                  f"{sum(c.need.selected_bytes for c in self.choices):,}",
+                  f"{self.estimate.seconds:.4f}", f"{self.estimate.dollars:.8f}",
+                  style="bold")
+        return t
+
+    def __str__(self) -> str:
+        out = io.StringIO()
+        Console(file=out, width=120, highlight=False).print(self.table())
+        return out.getvalue()
+
+
+def tile_needs(schema: ArraySchema, sel: Selection, reads: list[Any]) -> list[TileNeed]:
+    """What each dense tile read needs: its stored bytes and, for raw tiles, the byte ranges
+    of the selected cells (decomposition)."""
+    needs = []
+    for read in reads:
+        attr = schema.attr(read.attr)
+        sets = [np.unique(d.within(lo, hi)[0] - origin) for d, lo, hi, origin in
+                zip(sel.dims, read.region[0], read.region[1], read.tile_origin, strict=True)]
+        selected = math.prod(len(s) for s in sets) * attr.cell_nbytes
+        raw = read.codec is None
+        ranges = (tile_byte_ranges(schema.tile_shape, attr.cell_nbytes, schema.cell_order,
+                                   sets) if raw else np.empty((0, 2), dtype=np.int64))
+        label = f"{read.fragment[:21]}/{read.attr}/{','.join(map(str, read.tile_index))}"
+        needs.append(TileNeed(label, read.key, read.offset, read.length, raw, ranges,
+                              selected))
+    return needs
+
+
+def plan_read(schema: ArraySchema, sel: Selection, reads: list[Any], *, url: StoreURL,
+              method: str = "auto", phi: float = 0.0, pricing: str | None = None,
+              profile: StoreProfile | None = None) -> Plan:
+    """Plan the dense tile reads of one read (see the module docs)."""
+    prof = profile or default_profile(url)
+    model = CostModel(prof, pricing or default_pricing(url), phi)
+    needs = tile_needs(schema, sel, reads)
+    cell = max(1, min((schema.attr(r.attr).cell_nbytes for r in reads), default=1))
+    choices = plan_tiles(needs, model, method, cell_nbytes=cell)
+    requests = plan_requests(choices, model, merge_neighbours=method == "auto")
+    totals = RequestMix(
+        get_requests=sum(1 for r in requests if r.method == "get"),
+        get_bytes=sum(r.stop - r.start for r in requests if r.method == "get"),
+        range_requests=sum(1 for r in requests if r.method == "range"),
+        range_bytes=sum(r.stop - r.start for r in requests if r.method == "range"),
+        pushdowns=sum(c.mix.pushdowns for c in choices),
+        pushdown_bytes=sum(c.mix.pushdown_bytes for c in choices),
+        pushdown_tile_bytes=sum(c.mix.pushdown_tile_bytes for c in choices))
+    return Plan(method, phi, prof.name, model.prices.name, choices, requests, totals,
+                model.estimate(totals))

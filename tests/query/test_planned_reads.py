@@ -1,0 +1,88 @@
+"""Reads that follow a plan return what numpy holds, whatever the method, and the methods
+move the bytes and requests they promise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tessera
+
+METHODS = ["auto", "get", "merge", "fetch"]
+
+
+@pytest.fixture
+def grid(store_url):
+    url, options = store_url
+    data = np.arange(96 * 80, dtype=np.int32).reshape(96, 80)
+    arr = tessera.from_numpy(f"{url.rstrip('/')}/grid", data, tile=(32, 16),
+                             storage_options=options)
+    return arr, data
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(METHODS), st.integers(0, 95), st.integers(1, 96), st.integers(1, 3),
+       st.integers(0, 79), st.integers(1, 80), st.integers(1, 4), st.sampled_from([0.0, 1e6]))
+def test_every_method_reads_the_right_cells(grid, method, y0, ny, ys, x0, nx, xs, phi):
+    arr, data = grid
+    sel = (slice(y0, min(96, y0 + ny), ys), slice(x0, min(80, x0 + nx), xs))
+    np.testing.assert_array_equal(arr.read(sel, method=method, phi=phi), data[sel])
+    plan = arr.last_read.plan
+    assert plan is not None and plan.method == method
+    if method in ("merge", "fetch"):
+        assert set(plan.methods) == {"range"}
+    if method == "get":
+        assert set(plan.methods) == {"get"}
+
+
+def test_fetch_moves_fewer_bytes_than_merge_than_get(grid) -> None:
+    arr, data = grid
+    sel = (slice(0, 96), slice(3, 5))  # a narrow vertical box
+    moved = {}
+    for method in ("get", "merge", "fetch"):
+        with tessera.collect_stats() as stats:
+            np.testing.assert_array_equal(arr.read(sel, method=method), data[sel])
+        moved[method] = (stats.bytes_received, stats.requests)
+        assert stats.bytes_received == arr.last_read.plan.totals.nbytes
+    assert moved["fetch"][0] < moved["merge"][0] < moved["get"][0]
+    assert moved["fetch"][0] == 96 * 2 * 4
+    assert moved["fetch"][1] > moved["merge"][1] == moved["get"][1]
+
+
+def test_explain_matches_the_read_and_prints(grid) -> None:
+    arr, _ = grid
+    plan = arr.explain((slice(10, 20), slice(0, 80)), method="merge")
+    assert len(plan.choices) == 5 and plan.methods == {"range": 5}
+    text = str(plan)
+    assert "read plan: method=merge" in text and "total" in text
+    arr.read((slice(10, 20), slice(0, 80)), method="merge")
+    assert arr.last_read.plan.totals == plan.totals
+
+
+def test_neighbouring_tiles_can_share_a_request(store_url) -> None:
+    url, options = store_url
+    data = np.arange(64 * 64, dtype=np.int16).reshape(64, 64)
+    arr = tessera.from_numpy(f"{url.rstrip('/')}/rows", data, tile=(4, 64),
+                             storage_options=options)
+    arr.planner = tessera.PlannerConfig(pricing="s3")  # requests cost money
+    sel = (slice(0, 64), slice(0, 56))  # most of every row: small gaps
+    np.testing.assert_array_equal(arr.read(sel, phi=1e9), data[sel])
+    plan = arr.last_read.plan
+    assert len(plan.requests) == 1 and plan.requests[0].tiles == tuple(range(16))
+    with tessera.collect_stats() as stats:  # one request, every tile checked and decoded
+        np.testing.assert_array_equal(arr.read(sel, phi=1e9), data[sel])
+    assert stats.requests - stats.by_method["list"].requests == 1
+    np.testing.assert_array_equal(arr.read(sel, phi=0.0), data[sel])
+
+
+def test_bad_planner_arguments(grid) -> None:
+    arr, _ = grid
+    with pytest.raises(tessera.ConfigError, match="unknown read method"):
+        arr.read((0, 0), method="teleport")
+    with pytest.raises(tessera.ConfigError, match="phi"):
+        arr.read((0, 0), phi=-1)
+    with pytest.raises(tessera.ConfigError, match="pushdown server"):
+        arr.read((0, 0), method="pushdown")

@@ -85,3 +85,30 @@ def test_info_prints_schema_and_fragments(tmp_path) -> None:
 def test_info_on_a_missing_array_is_one_line() -> None:
     proc = _tessera("info", "file:///definitely/not/an/array")
     assert proc.returncode == 1 and proc.stderr.startswith("error: no array at")
+
+
+def test_explain_prints_the_plan(tmp_path) -> None:
+    import numpy as np
+
+    uri = (tmp_path / "arr").as_uri()
+    tessera.from_numpy(uri, np.zeros((100, 100), np.int32), tile=(25, 25))
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(
+        app, ["explain", uri, "[10:30, 5]", "--method", "fetch"])
+    assert result.exit_code == 0, result.output
+    for text in ("read plan: method=fetch", "2 range", "20 requests", "80 bytes"):
+        assert text in result.output
+
+
+@pytest.mark.parametrize(("sel", "message"), [
+    ("[10:30, 5", "unbalanced '['"),
+    ("1:2:3:4", "at most start:stop:step"),
+    ("a:b", "cannot read"),
+])
+def test_explain_reports_bad_selections_in_one_line(tmp_path, sel, message) -> None:
+    import numpy as np
+
+    uri = (tmp_path / "arr").as_uri()
+    tessera.from_numpy(uri, np.zeros((10, 10), np.int32))
+    proc = _tessera("explain", uri, sel)
+    assert proc.returncode == 1 and message in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("error:")

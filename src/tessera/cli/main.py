@@ -17,6 +17,7 @@ from rich.table import Table
 
 import tessera
 from tessera.errors import InvalidURLError, TesseraError
+from tessera.query.parse import parse_selection
 from tessera.storage.store import ObjectInfo, Store
 from tessera.storage.url import StoreURL, parse_store_url
 
@@ -187,6 +188,31 @@ def info(
     out.print(frags)
     count = len(fragments)
     out.print(f"[dim]{count} fragment{'' if count == 1 else 's'}, {_human(total)}[/]")
+
+
+@app.command("explain")
+def explain(
+    uri: Annotated[str, typer.Argument(help="Array URI, e.g. s3://bucket/arrays/images")],
+    selection: Annotated[str, typer.Argument(
+        help='Selection as numpy writes it, e.g. "[100:182, :]" or "5, ::2"')] = "...",
+    method: Annotated[str | None, typer.Option(
+        help="auto, get, merge, fetch or pushdown (default: TESSERA_PLANNER_METHOD or "
+             "auto).")] = None,
+    phi: Annotated[float | None, typer.Option(
+        help="Seconds a read may take longer to save one dollar.")] = None,
+    attr: Annotated[list[str] | None, typer.Option(
+        help="Plan these attributes only (repeatable).")] = None,
+    endpoint: EndpointOpt = None,
+    region: RegionOpt = None,
+    allow_http: AllowHttpOpt = False,
+    option: OptionOpt = None,
+) -> None:
+    """Print the plan a read would follow: per tile the method, requests and bytes, and the
+    estimated seconds and dollars. Reads no data."""
+    arr = tessera.open_array(uri, storage_options=_options(endpoint, region, allow_http,
+                                                           option))
+    plan = arr.explain(parse_selection(selection), attrs=attr, method=method, phi=phi)
+    out.print(plan.table())
 
 
 def main() -> None:

@@ -88,23 +88,24 @@ class Plan:
         return [r for r in self.requests if position in r.tiles]
 
     def table(self, max_rows: int = 40) -> Table:
-        """The plan as a rich table: one row per tile (up to ``max_rows``), then totals."""
+        """The plan as a rich table: one row per tile (up to ``max_rows``), then the totals
+        and, in the caption, the estimated seconds and dollars of the whole read."""
         t = Table(title=f"read plan: method={self.method}, phi={self.phi:g}, "
-                        f"profile={self.profile}, pricing={self.pricing}")
-        for col in ("tile", "method", "requests", "bytes", "selected", "est. s", "est. $"):
-            t.add_column(col, justify="left" if col in ("tile", "method") else "right")
-        model_rows = self.choices[:max_rows]
-        for c in model_rows:
+                        f"profile={self.profile}, pricing={self.pricing}",
+                  caption=f"estimated {self.estimate.seconds:.4g} s and "
+                          f"${self.estimate.dollars:.3g} for {len(self.requests)} requests, "
+                          f"{self.totals.nbytes:,} bytes")
+        for col in ("tile", "method", "requests", "bytes", "selected"):
+            t.add_column(col, justify="left" if col in ("tile", "method") else "right",
+                         no_wrap=True)
+        for c in self.choices[:max_rows]:
             t.add_row(c.need.tile, c.method, str(c.mix.requests), f"{c.mix.nbytes:,}",
-                      f"{c.need.selected_bytes:,}", "", "")
+                      f"{c.need.selected_bytes:,}")
         if len(self.choices) > max_rows:
-            t.add_row(f"... {len(self.choices) - max_rows} more tiles", "", "", "", "", "",
-                      "")
+            t.add_row(f"... {len(self.choices) - max_rows} more tiles", "", "", "", "")
         mix = ", ".join(f"{n} {m}" for m, n in sorted(self.methods.items()))
         t.add_row("total", mix, str(len(self.requests)), f"{self.totals.nbytes:,}",
-                  f"{sum(c.need.selected_bytes for c in self.choices):,}",
-                  f"{self.estimate.seconds:.4f}", f"{self.estimate.dollars:.8f}",
-                  style="bold")
+                  f"{sum(c.need.selected_bytes for c in self.choices):,}", style="bold")
         return t
 
     def __str__(self) -> str:
@@ -125,7 +126,7 @@ def tile_needs(schema: ArraySchema, sel: Selection, reads: list[Any]) -> list[Ti
         raw = read.codec is None
         ranges = (tile_byte_ranges(schema.tile_shape, attr.cell_nbytes, schema.cell_order,
                                    sets) if raw else np.empty((0, 2), dtype=np.int64))
-        label = f"{read.fragment[:21]}/{read.attr}/{','.join(map(str, read.tile_index))}"
+        label = f"{read.attr}[{','.join(map(str, read.tile_index))}] @{read.fragment[-8:]}"
         needs.append(TileNeed(label, read.key, read.offset, read.length, raw, ranges,
                               selected))
     return needs

@@ -40,6 +40,9 @@ from tessera.errors import (
     TesseraError,
     TransientStorageError,
 )
+from tessera.query.cost import StoreProfile
+from tessera.query.plan import Plan
+from tessera.query.profiler import load_profile, profile_store
 from tessera.storage import (
     PRICING,
     AsyncStore,
@@ -76,6 +79,7 @@ __all__ = [
     "ObjectInfo",
     "ObjectNotFoundError",
     "PermanentStorageError",
+    "Plan",
     "PlannerConfig",
     "PreconditionFailedError",
     "PriceTable",
@@ -88,12 +92,15 @@ __all__ = [
     "StorageError",
     "Store",
     "StoreConfig",
+    "StoreProfile",
     "TesseraError",
     "TransientStorageError",
     "__version__",
     "collect_stats",
     "create_array",
     "from_numpy",
+    "load_profile",
     "open_array",
     "open_store",
+    "profile_store",
 ]

@@ -112,3 +112,15 @@ def test_explain_reports_bad_selections_in_one_line(tmp_path, sel, message) -> N
     proc = _tessera("explain", uri, sel)
     assert proc.returncode == 1 and message in proc.stderr, proc.stderr
     assert proc.stderr.startswith("error:")
+
+
+def test_profile_measures_saves_and_plots(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("TESSERA_PROFILE_DIR", str(tmp_path / "profiles"))
+    png = tmp_path / "bw.png"
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(
+        app, ["profile", (tmp_path / "scratch").as_uri(), "--quick", "--plot", str(png)])
+    assert result.exit_code == 0, result.output
+    assert "request latency T_R" in result.output and "saved for endpoint file" in result.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(list((tmp_path / "profiles").glob("*.json"))) == 1
+    assert not list((tmp_path / "scratch").iterdir())

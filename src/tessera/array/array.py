@@ -55,7 +55,9 @@ from tessera.errors import (
     SchemaError,
     SelectionError,
 )
-from tessera.query.plan import Plan, plan_read
+from tessera.query.cost import StoreProfile
+from tessera.query.plan import Plan, default_profile, plan_read
+from tessera.query.profiler import load_profile
 from tessera.query.refine import METHODS
 from tessera.query.selection import normalize_selection
 from tessera.storage.store import Store, open_store
@@ -80,6 +82,7 @@ class Array:
         self.mode = mode
         self.timestamp = _to_ns(timestamp)
         self.planner = PlannerConfig.from_env()
+        self._profile: StoreProfile | None = None
         self._metas: dict[str, FragmentMeta] = {}
         self.last_read: ReadReport | None = None
 
@@ -172,9 +175,17 @@ class Array:
             raise ConfigError(f"phi must be a number >= 0, got {phi!r}")
         return method, phi
 
+    @property
+    def profile(self) -> StoreProfile:
+        """The store profile plans use: the one :func:`tessera.profile_store` saved for this
+        endpoint, else a built-in default (loaded once per handle)."""
+        if self._profile is None:
+            self._profile = load_profile(self._store) or default_profile(self._store.url)
+        return self._profile
+
     def _plan(self, selection: Any, reads: list[Any], method: str, phi: float) -> Plan:
         return plan_read(self.schema, selection, reads, url=self._store.url, method=method,
-                         phi=phi, pricing=self.planner.pricing or None)
+                         phi=phi, pricing=self.planner.pricing or None, profile=self.profile)
 
     def explain(self, sel: Any = ..., *, attrs: list[str] | None = None,
                 method: str | None = None, phi: float | None = None) -> Plan:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
 
 import typer
@@ -18,6 +18,7 @@ from rich.table import Table
 import tessera
 from tessera.errors import InvalidURLError, TesseraError
 from tessera.query.parse import parse_selection
+from tessera.query.profiler import endpoint_id
 from tessera.storage.store import ObjectInfo, Store
 from tessera.storage.url import StoreURL, parse_store_url
 
@@ -188,6 +189,66 @@ def info(
     out.print(frags)
     count = len(fragments)
     out.print(f"[dim]{count} fragment{'' if count == 1 else 's'}, {_human(total)}[/]")
+
+
+@app.command("profile")
+def profile(
+    url: Annotated[str, typer.Argument(help="Store URL to measure, e.g. s3://bucket/scratch")],
+    quick: Annotated[bool, typer.Option(help="A few seconds instead of a minute or so.")] = False,
+    plot: Annotated[Path | None, typer.Option(
+        help="Also draw bandwidth against concurrent requests into this PNG.")] = None,
+    save: Annotated[bool, typer.Option(help="Save the profile for this endpoint.")] = True,
+    endpoint: EndpointOpt = None,
+    region: RegionOpt = None,
+    allow_http: AllowHttpOpt = False,
+    option: OptionOpt = None,
+) -> None:
+    """Measure a store (bandwidth at several concurrencies, per-request latency) for the
+    read planner, and save the profile for its endpoint. Writes and removes a scratch
+    object below URL."""
+    from rich.progress import Progress
+
+    with Progress(console=err, transient=True) as bar:
+        task = bar.add_task("profiling", total=1.0)
+
+        def step(name: str, done: float) -> None:
+            bar.update(task, completed=done, description=name)
+
+        store = tessera.open_store(url, **_options(endpoint, region, allow_http, option))
+        prof = tessera.profile_store(store, quick=quick, save=save, progress=step)
+    table = Table("concurrent requests", "bandwidth", title=f"profile of {url}",
+                  title_justify="left")
+    for n, bw in prof.bandwidth:
+        table.add_row(str(n), f"{bw / 1e6:,.1f} MB/s")
+    out.print(table)
+    out.print(f"request latency T_R {prof.request_latency_s * 1e3:.3f} ms, client "
+              f"concurrency t {prof.concurrency}, peak range N {prof.n_min}-{prof.n_max}")
+    if save:
+        out.print(f"[dim]saved for endpoint {endpoint_id(store)}[/]")
+    if plot is not None:
+        _plot_profile(prof, plot, url)
+        out.print(f"[dim]wrote {plot}[/]")
+
+
+def _plot_profile(prof: tessera.StoreProfile, path: Path, url: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise TesseraError("--plot needs matplotlib: pip install 'tessera[bench]'") from None
+    ns = [n for n, _ in prof.bandwidth]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(ns, [b / 1e6 for _, b in prof.bandwidth], marker="o")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("concurrent requests N")
+    ax.set_ylabel("bandwidth BW(N), MB/s")
+    ax.set_title(f"{url}: T_R {prof.request_latency_s * 1e3:.2f} ms")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 @app.command("explain")

@@ -78,12 +78,14 @@ class AsyncStore:
     Attributes:
         url: the parsed store URL.
         config: its :class:`~tessera.config.StoreConfig`.
+        endpoint: the ``endpoint`` option (S3-compatible servers), if one was given.
         stats: running totals of every request this store made.
     """
 
     def __init__(self, url: StoreURL, config: StoreConfig, options: dict[str, Any]) -> None:
         self.url = url
         self.config = config
+        self.endpoint: str | None = options.get("endpoint") or options.get("endpoint_url")
         self._inner = build_backend(url, config, dict(options))
         self._root = url.prefix
         self._recorder = StatsRecorder()

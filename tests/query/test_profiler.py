@@ -1,0 +1,53 @@
+"""The micro-profiler measures, saves per endpoint, and plans pick the saved profile up."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera.query.profiler import endpoint_id, load_profile, profile_dir, save_profile
+
+
+def test_quick_profile_is_measured_saved_and_reused(store_url, tmp_path) -> None:
+    url, options = store_url
+    steps = []
+    prof = tessera.profile_store(url, quick=True, progress=lambda s, f: steps.append(f),
+                                 **options)
+    assert [n for n, _ in prof.bandwidth] == [1, 2, 4, 8]
+    assert all(b > 0 for _, b in prof.bandwidth) and prof.request_latency_s > 0
+    assert 1 <= prof.concurrency <= 8 and steps[-1] == pytest.approx(1.0)
+    store = tessera.open_store(url, **options)
+    assert load_profile(store) == prof
+    assert not [o for o in store.list() if "__tessera_profile" in o.key]  # scratch gone
+    arr = tessera.from_numpy(f"{url.rstrip('/')}/p", np.zeros((8, 8)), storage_options=options)
+    assert arr.profile == prof
+    assert arr.explain((0, 0)).profile == prof.name
+
+
+def test_endpoints_are_told_apart() -> None:
+    a = tessera.open_store("s3://bucket/x", endpoint="http://127.0.0.1:1", allow_http=True,
+                           region="us-east-1", skip_signature=True)
+    b = tessera.open_store("s3://bucket/y", endpoint="http://127.0.0.1:2", allow_http=True,
+                           region="us-east-1", skip_signature=True)
+    assert endpoint_id(a) != endpoint_id(b)
+    assert endpoint_id(tessera.open_store("file:///tmp/a")) == endpoint_id(
+        tessera.open_store("file:///tmp/b")) == "file"
+
+
+def test_damaged_or_foreign_profiles_are_ignored(tmp_path) -> None:
+    store = tessera.open_store("memory://prof-damaged")
+    prof = tessera.profile_store(store, quick=True, save=False)
+    path = save_profile(prof, endpoint_id(store))
+    assert path.parent == profile_dir() and load_profile(store) == prof
+    path.write_text("{not json")
+    assert load_profile(store) is None
+    path.write_text(json.dumps({"format": "tessera.profile", "version": 99}))
+    assert load_profile(store) is None
+
+
+def test_pushdown_profiling_needs_the_server() -> None:
+    with pytest.raises(tessera.ConfigError, match="pushdown server"):
+        tessera.profile_store("memory://x", pushdown="http://127.0.0.1:8700", quick=True)

@@ -43,6 +43,7 @@ from tessera.errors import (
 from tessera.query.cost import StoreProfile
 from tessera.query.plan import Plan
 from tessera.query.profiler import load_profile, profile_store
+from tessera.query.selection import Hyperslabs
 from tessera.storage import (
     PRICING,
     AsyncStore,
@@ -71,6 +72,7 @@ __all__ = [
     "Dim",
     "FragmentInfo",
     "HistoryVacuumedError",
+    "Hyperslabs",
     "IOStats",
     "InvalidKeyError",
     "InvalidRangeError",

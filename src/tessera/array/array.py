@@ -32,7 +32,12 @@ from tessera.array.fragment import (
     write_dense_fragment,
 )
 from tessera.array.maintenance import apply_replacements, check_history, vacuum, visible_at
-from tessera.array.reader import ReadReport, execute_tile_reads, plan_tile_reads
+from tessera.array.reader import (
+    ReadReport,
+    TileFetcher,
+    execute_tile_reads,
+    plan_tile_reads,
+)
 from tessera.array.schema import ArraySchema, Attr, Dim
 from tessera.array.sparse import check_coords, write_sparse_fragment
 from tessera.array.sparse_read import (
@@ -56,10 +61,17 @@ from tessera.errors import (
     SelectionError,
 )
 from tessera.query.cost import StoreProfile
-from tessera.query.plan import Plan, default_profile, plan_read
+from tessera.query.plan import (
+    Plan,
+    default_profile,
+    plan_needs,
+    plan_read,
+    tile_needs,
+    union_needs,
+)
 from tessera.query.profiler import load_profile
 from tessera.query.refine import METHODS
-from tessera.query.selection import normalize_selection
+from tessera.query.selection import Hyperslabs, normalize_selection
 from tessera.storage.store import Store, open_store
 
 TimestampLike = int | dt.datetime | None
@@ -149,21 +161,83 @@ class Array:
         for n in names:
             self.schema.attr(n)
         if self.schema.sparse:
+            if isinstance(sel, Hyperslabs):
+                raise SelectionError("Hyperslabs are for dense arrays; read each box of a "
+                                     "sparse array on its own")
             ssel = normalize_sparse_selection(sel, self.schema)
             with self._store.collect() as stats:
                 result, report = run_sync(self._read_sparse_async(ssel, names))
             report.stats = stats
             self.last_read = report
             return result
-        selection = normalize_selection(sel, self.schema)
         method, phi = self._planner_choice(method, phi)
+        if isinstance(sel, Hyperslabs):
+            sels = [normalize_selection(s, self.schema) for s in sel.selections]
+            with self._store.collect() as stats:
+                boxes, report = run_sync(self._read_union_async(sels, names, method, phi))
+            report.stats = stats
+            self.last_read = report
+            return [self._shape_result(s, out, names, attrs) for s, out in
+                    zip(sels, boxes, strict=True)]
+        selection = normalize_selection(sel, self.schema)
         with self._store.collect() as stats:
             outputs, report = run_sync(self._read_async(selection, names, method, phi))
         report.stats = stats
         self.last_read = report
+        return self._shape_result(selection, outputs, names, attrs)
+
+    @staticmethod
+    def _shape_result(selection: Any, outputs: dict[str, np.ndarray], names: list[str],
+                      attrs: list[str] | None) -> Any:
         keep = tuple(0 if d.drop else slice(None) for d in selection.dims)
         dense = {n: out[keep] for n, out in outputs.items()}
         return dense if attrs is not None or len(names) > 1 else dense[names[0]]
+
+    async def _union_plan(self, sels: list[Any], names: list[str], method: str, phi: float,
+                          ) -> tuple[list[Any], list[list[int]], list[Any], Plan | None]:
+        """Tile reads of every selection, the distinct tiles among them, which distinct
+        tile each read is, and one plan over the distinct tiles."""
+        metas = await self._visible_metas()
+        per = [plan_tile_reads(self.schema, s, metas, names) for s in sels]
+        index: dict[tuple[Any, ...], int] = {}
+        distinct: list[Any] = []
+        needs: list[Any] = []
+        positions: list[list[int]] = []
+        for s, (reads, _, _) in zip(sels, per, strict=True):
+            pos = []
+            for read, need in zip(reads, tile_needs(self.schema, s, reads), strict=True):
+                key = (read.fragment, read.attr, read.tile_index)
+                if key not in index:
+                    index[key] = len(distinct)
+                    distinct.append(read)
+                    needs.append(need)
+                else:
+                    needs[index[key]] = union_needs(needs[index[key]], need)
+                pos.append(index[key])
+            positions.append(pos)
+        plan = None
+        if distinct:
+            cell = max(1, min(self.schema.attr(r.attr).cell_nbytes for r in distinct))
+            plan = plan_needs(needs, url=self._store.url, method=method, phi=phi,
+                              pricing=self.planner.pricing or None, profile=self.profile,
+                              cell_nbytes=cell)
+        return per, positions, distinct, plan
+
+    async def _read_union_async(self, sels: list[Any], names: list[str], method: str,
+                                phi: float) -> tuple[list[dict[str, np.ndarray]], ReadReport]:
+        per, positions, distinct, plan = await self._union_plan(sels, names, method, phi)
+        fetcher = TileFetcher(self._store.aio, self.schema, distinct, plan, self.uri)
+        for pos in positions:
+            for p in pos:
+                fetcher.expect(p)
+        outs = await asyncio.gather(*(
+            execute_tile_reads(self._store.aio, self.schema, s, reads, names, self.uri, cells,
+                               fetcher=fetcher, positions=pos)
+            for s, (reads, cells, _), pos in zip(sels, per, positions, strict=True)))
+        used = len({r.fragment for r in distinct}
+                   | {c.fragment for _, cells, _ in per for c in cells})
+        cell_reads = [c for _, cells, _ in per for c in cells]
+        return list(outs), ReadReport(distinct, used, 0, cell_reads=cell_reads, plan=plan)
 
     def _planner_choice(self, method: str | None, phi: float | None) -> tuple[str, float]:
         method = self.planner.method if method is None else method
@@ -203,8 +277,13 @@ class Array:
         names = [a.name for a in self.schema.attrs] if attrs is None else list(attrs)
         for n in names:
             self.schema.attr(n)
-        selection = normalize_selection(sel, self.schema)
         method, phi = self._planner_choice(method, phi)
+        if isinstance(sel, Hyperslabs):
+            sels = [normalize_selection(s, self.schema) for s in sel.selections]
+            plan = run_sync(self._union_plan(sels, names, method, phi))[3]
+            return plan if plan is not None else plan_needs([], url=self._store.url,
+                                                             method=method, phi=phi)
+        selection = normalize_selection(sel, self.schema)
         metas = run_sync(self._visible_metas())
         reads, _, _ = plan_tile_reads(self.schema, selection, metas, names)
         return self._plan(selection, reads, method, phi)

@@ -208,7 +208,8 @@ def _selects_any(sel: Selection, region: Box) -> bool:
 async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Selection,
                              reads: list[TileRead], attrs: list[str], array_url: str,
                              cell_reads: list[CellTileRead] | None = None,
-                             plan: Any = None) -> dict[str, np.ndarray]:
+                             plan: Any = None, *, fetcher: TileFetcher | None = None,
+                             positions: list[int] | None = None) -> dict[str, np.ndarray]:
     """Fetch, verify, decode and scatter every tile read; returns full-shape outputs.
 
     Without a ``plan`` every tile is fetched whole and checked against its crc32. With a
@@ -216,6 +217,9 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
     ``range`` fetches only the planned byte ranges (shared with a neighbouring tile where
     the plan merged them) into a tile buffer; the selected cells all lie in those ranges.
     Partial fetches cannot be checked against the whole tile's checksum.
+
+    ``fetcher`` and ``positions`` let several selections (a union of hyperslabs) share one
+    plan and its fetches: tile read ``i`` here is tile ``positions[i]`` of the fetcher.
 
     Newest wins per cell. In the common *layered* case (the dense tiles all come from one
     fragment and every sparse fragment is newer) the dense tiles land as they arrive, large
@@ -237,59 +241,17 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
                          else np.full(shape, attr.fill_value, dtype=attr.np_dtype))
         ranks[name] = None if layered else np.full(sel.full_shape, -1, dtype=np.int32)
     limit = asyncio.Semaphore(store.config.max_concurrency)
+    if fetcher is None:
+        fetcher = TileFetcher(store, schema, reads, plan, array_url, limit)
+    where_in = list(range(len(reads))) if positions is None else positions
 
-    shared: dict[tuple[str, int, int], asyncio.Task[Any]] = {}
-
-    async def fetch_request(key: str, start: int, stop: int, where: str) -> Any:
-        data: Any
-        async with limit:
-            try:
-                data = await store.get_range(key, start, stop - start)
-            except ObjectNotFoundError:
-                raise CorruptDataError(f"{where}: data object {key} is missing") from None
-            except InvalidRangeError:
-                data = b""
-        if len(data) != stop - start:
-            raise CorruptDataError(f"{where}: data object {key} is truncated (wanted "
-                                   f"{stop - start} bytes at {start}, got {len(data)})")
-        return data
-
-    async def ranged(position: int, read: TileRead) -> None:
-        where = _where(array_url, read)
-        buf = np.empty(read.length, dtype=np.uint8)
-        requests = plan.requests_for(position)
-        whole = any(r.start <= read.offset and r.stop >= read.offset + read.length
-                    for r in requests)
-        for req in requests:
-            ident = (req.key, req.start, req.stop)
-            if ident not in shared:
-                shared[ident] = asyncio.ensure_future(
-                    fetch_request(req.key, req.start, req.stop, where))
-            data = np.frombuffer(memoryview(await shared[ident]), dtype=np.uint8)
-            lo, hi = max(req.start, read.offset), min(req.stop, read.offset + read.length)
-            buf[lo - read.offset:hi - read.offset] = data[lo - req.start:hi - req.start]
-        # The whole tile came (possibly inside a request shared with neighbours): check it
-        # and decode it like a get. Otherwise the tile is raw and the selected cells all
-        # lie in the fetched ranges.
-        raw = verify_piece(buf.data, read.piece, where) if whole else buf.data
-        tile = _decode_tile(schema, schema.attr(read.attr), raw, where)
-        if layered and read.length >= THREAD_BYTES:
+    async def one(i: int, read: TileRead) -> None:
+        big = layered and read.length >= THREAD_BYTES
+        tile = await fetcher.tile(where_in[i], threaded=big)
+        if big:
             await asyncio.to_thread(_scatter, outputs[read.attr], None, tile, read, sel)
         else:
             _scatter(outputs[read.attr], ranks[read.attr], tile, read, sel)
-
-    async def one(position: int, read: TileRead) -> None:
-        if plan is not None and (plan.choices[position].method == "range"
-                                 or position in plan.shared_tiles):
-            await ranged(position, read)
-            return
-        async with limit:
-            data = await fetch_bytes(store, read.piece, _where(array_url, read))
-        if layered and read.length >= THREAD_BYTES:
-            await asyncio.to_thread(_land_tile, schema, outputs[read.attr], None, data, read,
-                                    sel, array_url)
-        else:
-            _land_tile(schema, outputs[read.attr], ranks[read.attr], data, read, sel, array_url)
 
     found: list[tuple[CellTileRead, np.ndarray, dict[str, np.ndarray]]] = []
 
@@ -312,13 +274,108 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
                 await cells(c)
         await asyncio.gather(*tasks)
     except BaseException:
-        for t in [*tasks, *shared.values()]:
+        for t in tasks:
             t.cancel()
-        await asyncio.gather(*tasks, *shared.values(), return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await fetcher.cancel()
         raise
     if found:
         _merge_cells(schema, outputs, found, attrs, sel)
     return outputs
+
+
+class TileFetcher:
+    """Fetches and decodes the tiles of a read as its plan says, each once.
+
+    ``reads[i]`` is fetched whole (a get, checked against its crc32) or, when the plan says
+    ``range`` or shares a request with neighbouring tiles, assembled from the planned
+    requests (each issued once). A decoded tile is kept only until its last consumer (see
+    :meth:`expect`) has it, so memory stays bounded by the tiles in flight.
+    """
+
+    def __init__(self, store: AsyncStore, schema: ArraySchema, reads: list[TileRead],
+                 plan: Any, array_url: str, limit: asyncio.Semaphore | None = None) -> None:
+        self.store, self.schema, self.reads, self.plan = store, schema, reads, plan
+        self.array_url = array_url
+        self.limit = limit or asyncio.Semaphore(store.config.max_concurrency)
+        self._tiles: dict[int, asyncio.Task[np.ndarray]] = {}
+        self._uses: dict[int, int] = {}
+        self._requests: dict[tuple[str, int, int], asyncio.Task[Any]] = {}
+
+    def expect(self, position: int, uses: int = 1) -> None:
+        """Announce ``uses`` more consumers of tile ``position`` (default: one each)."""
+        self._uses[position] = self._uses.get(position, 0) + uses
+
+    async def tile(self, position: int, threaded: bool = False) -> np.ndarray:
+        """The decoded tile ``position`` (shape ``tile_shape + cell_shape``)."""
+        task = self._tiles.get(position)
+        if task is None:
+            task = asyncio.ensure_future(self._fetch(position, threaded))
+            self._tiles[position] = task
+        try:
+            return await task
+        finally:
+            left = self._uses.get(position, 1) - 1
+            self._uses[position] = left
+            if left <= 0:
+                self._tiles.pop(position, None)
+
+    async def cancel(self) -> None:
+        """Cancel every fetch still running."""
+        pending = [*self._tiles.values(), *self._requests.values()]
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _fetch(self, position: int, threaded: bool) -> np.ndarray:
+        read = self.reads[position]
+        where = _where(self.array_url, read)
+        attr = self.schema.attr(read.attr)
+        plan = self.plan
+        data: Any
+        if plan is not None and (plan.choices[position].method == "range"
+                                 or position in plan.shared_tiles):
+            buf = np.empty(read.length, dtype=np.uint8)
+            requests = plan.requests_for(position)
+            whole = any(r.start <= read.offset and r.stop >= read.offset + read.length
+                        for r in requests)
+            for req in requests:
+                ident = (req.key, req.start, req.stop)
+                if ident not in self._requests:
+                    self._requests[ident] = asyncio.ensure_future(
+                        self._fetch_request(req.key, req.start, req.stop, where))
+                got = np.frombuffer(memoryview(await self._requests[ident]), np.uint8)
+                lo, hi = max(req.start, read.offset), min(req.stop, read.offset + read.length)
+                buf[lo - read.offset:hi - read.offset] = got[lo - req.start:hi - req.start]
+            # The whole tile came (maybe inside a request shared with neighbours): check and
+            # decode it like a get. Otherwise the tile is raw and the selected cells all lie
+            # in the fetched ranges.
+            if not whole:
+                return _decode_tile(self.schema, attr, buf.data, where)
+            data = buf.data
+        else:
+            async with self.limit:
+                data = await fetch_bytes(self.store, read.piece, where)
+
+        def decode() -> np.ndarray:
+            return _decode_tile(self.schema, attr, verify_piece(data, read.piece, where),
+                                where)
+
+        return await asyncio.to_thread(decode) if threaded else decode()
+
+    async def _fetch_request(self, key: str, start: int, stop: int, where: str) -> Any:
+        data: Any
+        async with self.limit:
+            try:
+                data = await self.store.get_range(key, start, stop - start)
+            except ObjectNotFoundError:
+                raise CorruptDataError(f"{where}: data object {key} is missing") from None
+            except InvalidRangeError:
+                data = b""
+        if len(data) != stop - start:
+            raise CorruptDataError(f"{where}: data object {key} is truncated (wanted "
+                                   f"{stop - start} bytes at {start}, got {len(data)})")
+        return data
 
 
 #: Tiles at least this large are verified, decoded and copied on a worker thread.
@@ -344,15 +401,6 @@ def _covers_selection(reads: list[TileRead], attrs: list[str], sel: Selection) -
 def _where(array_url: str, read: TileRead) -> str:
     return (f"array {array_url}, fragment {read.fragment}, attribute {read.attr!r}, "
             f"tile {read.tile_index}")
-
-
-def _land_tile(schema: ArraySchema, out: np.ndarray, rank_arr: np.ndarray | None, data: Any,
-               read: TileRead, sel: Selection, array_url: str) -> None:
-    """Verify and decode one fetched tile and scatter its selected cells into ``out``."""
-    where = _where(array_url, read)
-    tile = _decode_tile(schema, schema.attr(read.attr), verify_piece(data, read.piece, where),
-                        where)
-    _scatter(out, rank_arr, tile, read, sel)
 
 
 def _merge_cells(schema: ArraySchema, outputs: dict[str, np.ndarray],

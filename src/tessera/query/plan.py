@@ -22,7 +22,7 @@ from rich.table import Table
 
 from tessera.array.schema import ArraySchema
 from tessera.query.cost import DEFAULT_PROFILES, CostModel, Estimate, RequestMix, StoreProfile
-from tessera.query.decompose import tile_byte_ranges
+from tessera.query.decompose import merge_ranges, tile_byte_ranges
 from tessera.query.refine import (
     PlannedRequest,
     TileChoice,
@@ -136,11 +136,24 @@ def plan_read(schema: ArraySchema, sel: Selection, reads: list[Any], *, url: Sto
               method: str = "auto", phi: float = 0.0, pricing: str | None = None,
               profile: StoreProfile | None = None) -> Plan:
     """Plan the dense tile reads of one read (see the module docs)."""
+    cell = max(1, min((schema.attr(r.attr).cell_nbytes for r in reads), default=1))
+    return plan_needs(tile_needs(schema, sel, reads), url=url, method=method, phi=phi,
+                      pricing=pricing, profile=profile, cell_nbytes=cell)
+
+
+def union_needs(a: TileNeed, b: TileNeed) -> TileNeed:
+    """One tile needed by two selections: the union of their byte ranges."""
+    return dataclasses.replace(a, ranges=merge_ranges(np.concatenate([a.ranges, b.ranges])),
+                               selected_bytes=a.selected_bytes + b.selected_bytes)
+
+
+def plan_needs(needs: list[TileNeed], *, url: StoreURL, method: str = "auto", phi: float = 0.0,
+               pricing: str | None = None, profile: StoreProfile | None = None,
+               cell_nbytes: int = 1) -> Plan:
+    """Plan tiles whose needs are already known (one read, or a union of selections)."""
     prof = profile or default_profile(url)
     model = CostModel(prof, pricing or default_pricing(url), phi)
-    needs = tile_needs(schema, sel, reads)
-    cell = max(1, min((schema.attr(r.attr).cell_nbytes for r in reads), default=1))
-    choices = plan_tiles(needs, model, method, cell_nbytes=cell)
+    choices = plan_tiles(needs, model, method, cell_nbytes=cell_nbytes)
     requests = plan_requests(choices, model, merge_neighbours=method == "auto")
     totals = RequestMix(
         get_requests=sum(1 for r in requests if r.method == "get"),

@@ -180,3 +180,22 @@ def _bound(value: Any, dim: Dim, what: str) -> int:
 def _from_list(coords: np.ndarray, drop: bool) -> DimSelection:
     order = np.argsort(coords, kind="stable")
     return DimSelection(coords, drop, coords[order], order.astype(np.int64))
+
+
+class Hyperslabs:
+    """A union of selections read with one plan (HDF5's dataspace unions): tiles that
+    several selections touch are fetched once. A read returns one result per selection,
+    in order.
+
+    >>> Hyperslabs([(slice(0, 2), 1), (5, slice(None))]).selections[1]
+    (5, slice(None, None, None))
+    """
+
+    def __init__(self, selections: Any) -> None:
+        self.selections = tuple(selections)
+        if not self.selections:
+            raise SelectionError("Hyperslabs needs at least one selection")
+
+    def __repr__(self) -> str:
+        return f"Hyperslabs({list(self.selections)!r})"
+

@@ -123,3 +123,24 @@ def test_damaged_inline_tiles_are_reported(store_url) -> None:
     arr.store.put(key, json.dumps(doc).encode())
     with pytest.raises(tessera.CorruptDataError, match="unreadable fragment bookkeeping"):
         tessera.open_array(arr.uri, storage_options=options)[:, :]
+
+
+def test_reads_see_fragments_committed_by_others_since_the_last_read(store_url) -> None:
+    """Reads speculate with the previous read's fragments while listing; a new fragment
+    from another handle must still show up."""
+    url, options = store_url
+    writer = tessera.from_numpy(f"{url.rstrip('/')}/spec", np.zeros((8, 8), np.int32),
+                                tile=(4, 4), storage_options=options)
+    reader = tessera.open_array(writer.uri, storage_options=options)
+    assert reader[2, 3] == 0
+    with tessera.collect_stats() as stats:  # nothing new: one listing, beside the data
+        assert reader[2, 3] == 0
+    assert stats.by_method["list"].requests == 1
+    writer[2:3, 3:4] = np.full((1, 1), 7, np.int32)
+    assert reader[2, 3] == 7
+    writer.write_cells((np.array([2]), np.array([3])), np.array([9], np.int32))
+    assert reader[2, 3] == 9 and writer[2, 3] == 9
+    writer.consolidate()
+    writer.vacuum(orphan_grace_s=0)
+    assert reader[2, 3] == 9  # the old fragments are gone: read again with the new list
+    np.testing.assert_array_equal(reader[:, :], writer[:, :])

@@ -339,11 +339,13 @@ class TileFetcher:
             requests = plan.requests_for(position)
             whole = any(r.start <= read.offset and r.stop >= read.offset + read.length
                         for r in requests)
-            for req in requests:
+            for req in requests:  # issue them all before waiting for any
                 ident = (req.key, req.start, req.stop)
                 if ident not in self._requests:
                     self._requests[ident] = asyncio.ensure_future(
                         self._fetch_request(req.key, req.start, req.stop, where))
+            for req in requests:
+                ident = (req.key, req.start, req.stop)
                 got = np.frombuffer(memoryview(await self._requests[ident]), np.uint8)
                 lo, hi = max(req.start, read.offset), min(req.stop, read.offset + read.length)
                 buf[lo - read.offset:hi - read.offset] = got[lo - req.start:hi - req.start]

@@ -43,6 +43,8 @@ from tessera.query.cost import CostModel, RequestMix
 METHODS = ("auto", "get", "merge", "fetch", "pushdown")
 #: Factor on the estimated cost of range plans when they compete with a get (see _choose).
 RANGE_MARGIN = 1.02
+#: Least fraction of the cost a split must save in Algorithm 1 (see refine_ranges).
+SPLIT_GAIN = 0.05
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +84,8 @@ class TileChoice:
 
 
 def refine_ranges(ranges: np.ndarray, cost: Callable[[list[tuple[int, int]]], float],
-                  min_split_bytes: int = 1) -> list[tuple[int, int]]:
+                  min_split_bytes: int = 1, min_gain: float = SPLIT_GAIN,
+                  ) -> list[tuple[int, int]]:
     """Algorithm 1: group sorted, disjoint ranges into range requests.
 
     Start with one request covering everything; take a group and split it at its largest gap
@@ -97,6 +100,9 @@ def refine_ranges(ranges: np.ndarray, cost: Callable[[list[tuple[int, int]]], fl
         min_split_bytes: a single range is only halved into pieces of at least this many
             bytes, at multiples of it (pass the larger of the cell size and the profile's
             :attr:`~tessera.query.cost.StoreProfile.min_range_bytes`).
+        min_gain: a split is kept only if it lowers the cost by at least this fraction
+            (every extra request has costs the model does not see: connection set-up,
+            client work), so that splits are made for real savings only.
     """
     r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
     if not len(r):
@@ -122,8 +128,8 @@ def refine_ranges(ranges: np.ndarray, cost: Callable[[list[tuple[int, int]]], fl
             sg1 = (i, k - 1, start, int(r[k - 1, 1]))
             sg2 = (k, j, int(r[k, 0]), stop)
         others = assigned + [(p[2], p[3]) for p in pending]
-        if cost([*others, (start, stop)]) > cost([*others, (sg1[2], sg1[3]),
-                                                  (sg2[2], sg2[3])]):
+        if cost([*others, (sg1[2], sg1[3]), (sg2[2], sg2[3])]) < (1 - min_gain) * cost(
+                [*others, (start, stop)]):
             pending.extend([sg1, sg2])
         else:
             assigned.append((start, stop))

@@ -43,7 +43,7 @@ from tessera.errors import (
 from tessera.query.cost import StoreProfile
 from tessera.query.plan import Plan
 from tessera.query.profiler import load_profile, profile_store
-from tessera.query.selection import Hyperslabs
+from tessera.query.selection import Hyperslabs, Points
 from tessera.storage import (
     PRICING,
     AsyncStore,
@@ -83,6 +83,7 @@ __all__ = [
     "PermanentStorageError",
     "Plan",
     "PlannerConfig",
+    "Points",
     "PreconditionFailedError",
     "PriceTable",
     "PutResult",

@@ -32,6 +32,7 @@ from tessera.array.fragment import (
     write_dense_fragment,
 )
 from tessera.array.maintenance import apply_replacements, check_history, vacuum, visible_at
+from tessera.array.points import point_needs, read_points
 from tessera.array.reader import (
     ReadReport,
     TileFetcher,
@@ -71,7 +72,7 @@ from tessera.query.plan import (
 )
 from tessera.query.profiler import load_profile
 from tessera.query.refine import METHODS
-from tessera.query.selection import Hyperslabs, normalize_selection
+from tessera.query.selection import Hyperslabs, Points, normalize_selection
 from tessera.storage.store import Store, open_store
 
 TimestampLike = int | dt.datetime | None
@@ -162,9 +163,9 @@ class Array:
         for n in names:
             self.schema.attr(n)
         if self.schema.sparse:
-            if isinstance(sel, Hyperslabs):
-                raise SelectionError("Hyperslabs are for dense arrays; read each box of a "
-                                     "sparse array on its own")
+            if isinstance(sel, (Hyperslabs, Points)):
+                raise SelectionError(f"{type(sel).__name__} are for dense arrays; read a "
+                                     "sparse array by boxes")
             ssel = normalize_sparse_selection(sel, self.schema)
             with self._store.collect() as stats:
                 result, report = run_sync(self._read_sparse_async(ssel, names))
@@ -172,6 +173,13 @@ class Array:
             self.last_read = report
             return result
         method, phi = self._planner_choice(method, phi)
+        if isinstance(sel, Points):
+            pts = check_coords(self.schema, sel.coords)
+            with self._store.collect() as stats:
+                values, report = run_sync(self._read_points_async(pts, names, method, phi))
+            report.stats = stats
+            self.last_read = report
+            return values if attrs is not None or len(names) > 1 else values[names[0]]
         if isinstance(sel, Hyperslabs):
             sels = [normalize_selection(s, self.schema) for s in sel.selections]
             with self._store.collect() as stats:
@@ -216,13 +224,40 @@ class Array:
                     needs[index[key]] = union_needs(needs[index[key]], need)
                 pos.append(index[key])
             positions.append(pos)
-        plan = None
-        if distinct:
-            cell = max(1, min(self.schema.attr(r.attr).cell_nbytes for r in distinct))
-            plan = plan_needs(needs, url=self._store.url, method=method, phi=phi,
-                              pricing=self.planner.pricing or None, profile=self.profile,
-                              cell_nbytes=cell)
-        return per, positions, distinct, plan
+        return per, positions, distinct, self._plan_needs(distinct, needs, method, phi)
+
+    def _plan_needs(self, reads: list[Any], needs: list[Any], method: str, phi: float,
+                    ) -> Plan | None:
+        """One plan over tiles whose needs are known (``None`` when there are none)."""
+        if not reads:
+            return None
+        cell = max(1, min(self.schema.attr(r.attr).cell_nbytes for r in reads))
+        return plan_needs(needs, url=self._store.url, method=method, phi=phi,
+                          pricing=self.planner.pricing or None, profile=self.profile,
+                          cell_nbytes=cell)
+
+    async def _points_plan(self, pts: np.ndarray, names: list[str], method: str,
+                           phi: float) -> tuple[Any, ...]:
+        """Tile reads holding the points, the points of each, the sparse tiles that may
+        hold some, and one plan over the tiles."""
+        metas = await self._visible_metas()
+        if not len(pts):
+            return [], [], [], None, 0
+        box = normalize_selection(tuple(np.unique(pts[:, d]).tolist()
+                                        for d in range(self.ndim)), self.schema)
+        reads, cell_reads, skipped = plan_tile_reads(self.schema, box, metas, names)
+        kept, members, needs = point_needs(self.schema, pts, reads)
+        return kept, members, cell_reads, self._plan_needs(kept, needs, method, phi), skipped
+
+    async def _read_points_async(self, pts: np.ndarray, names: list[str], method: str,
+                                 phi: float) -> tuple[dict[str, np.ndarray], ReadReport]:
+        kept, members, cell_reads, plan, skipped = await self._points_plan(pts, names,
+                                                                           method, phi)
+        fetcher = TileFetcher(self._store.aio, self.schema, kept, plan, self.uri)
+        values = await read_points(self.schema, pts, names, kept, members, cell_reads,
+                                   fetcher, self.uri)
+        used = len({r.fragment for r in kept} | {c.fragment for c in cell_reads})
+        return values, ReadReport(kept, used, skipped, cell_reads=cell_reads, plan=plan)
 
     async def _read_union_async(self, sels: list[Any], names: list[str], method: str,
                                 phi: float) -> tuple[list[dict[str, np.ndarray]], ReadReport]:
@@ -283,6 +318,11 @@ class Array:
         for n in names:
             self.schema.attr(n)
         method, phi = self._planner_choice(method, phi)
+        if isinstance(sel, Points):
+            plan = run_sync(self._points_plan(check_coords(self.schema, sel.coords), names,
+                                              method, phi))[3]
+            return plan if plan is not None else plan_needs([], url=self._store.url,
+                                                             method=method, phi=phi)
         if isinstance(sel, Hyperslabs):
             sels = [normalize_selection(s, self.schema) for s in sel.selections]
             plan = run_sync(self._union_plan(sels, names, method, phi))[3]

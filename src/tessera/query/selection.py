@@ -199,3 +199,23 @@ class Hyperslabs:
     def __repr__(self) -> str:
         return f"Hyperslabs({list(self.selections)!r})"
 
+
+class Points:
+    """Single cells by coordinates: a tuple of 1-D integer arrays, one per dimension, as
+    numpy's fancy indexing takes them (domain coordinates; repeats allowed). A read returns
+    one value per point, in the order given.
+
+    >>> Points(([1, 5], [2, 2])).coords[0].tolist()
+    [1, 5]
+    """
+
+    def __init__(self, coords: Any) -> None:
+        if not isinstance(coords, (tuple, list)):
+            raise SelectionError("Points takes a tuple of 1-D coordinate arrays, one per "
+                                 "dimension")
+        self.coords = tuple(np.asarray(c) for c in coords)
+
+    def __repr__(self) -> str:
+        n = len(self.coords[0]) if self.coords else 0
+        return f"Points({n} points in {len(self.coords)} dimensions)"
+

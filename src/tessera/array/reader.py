@@ -116,7 +116,7 @@ def plan_tile_reads(schema: ArraySchema, sel: Selection, metas: list[FragmentMet
     if sel.empty:
         return [], [], len(metas)
     bbox = sel.bounds()
-    boxes: list[Box | None] = [intersect(_int_box(m.subarray), bbox) for m in metas]
+    boxes: list[Box | None] = [intersect(_meta_box(m), bbox) for m in metas]
     reads: list[TileRead] = []
     cell_reads: list[CellTileRead] = []
     skipped = 0
@@ -168,6 +168,14 @@ def plan_tile_reads(schema: ArraySchema, sel: Selection, metas: list[FragmentMet
     return reads, cell_reads, skipped
 
 
+def _meta_box(meta: FragmentMeta) -> Box:
+    """A fragment's subarray on the integer grid, computed once per handle."""
+    box = meta.decoded.get("int_box")
+    if box is None:
+        box = meta.decoded["int_box"] = _int_box(meta.subarray)
+    return box
+
+
 def _int_box(box: Box) -> Box:
     """A sparse fragment's MBR on an integer grid (bounds of an empty fragment stay empty)."""
     return (tuple(int(np.floor(v)) for v in box[0]), tuple(int(np.ceil(v)) for v in box[1]))
@@ -180,16 +188,24 @@ def _plan_cells(meta: FragmentMeta, rank: int, fbox: Box, newer: list[Box],
     hi = np.asarray(fbox[1])
     hit = np.all(meta.mbrs[:, 0] <= hi, axis=1) & np.all(meta.mbrs[:, 1] >= lo, axis=1)
     out = []
+    names = [] if meta.kind == "delete" else attrs
     for t in np.nonzero(hit)[0]:
-        mbr = _int_box((tuple(meta.mbrs[t, 0]), tuple(meta.mbrs[t, 1])))
-        region = intersect(mbr, fbox)
-        if region is None or (newer and covered(region, newer)):
-            continue
-        names = [] if meta.kind == "delete" else attrs
-        out.append(CellTileRead(meta.name, rank, meta.kind, int(t), mbr,
-                                tile_piece(meta.coords, int(t)),
-                                {n: tile_piece(meta.attrs[n], int(t)) for n in names},
-                                meta.decoded))
+        # The static part of a data tile's read, built once per handle (fragments are
+        # immutable); only the rank changes from read to read.
+        key = ("cell_read", int(t), tuple(names))
+        static = meta.decoded.get(key)
+        if static is None:
+            mbr = _int_box((tuple(meta.mbrs[t, 0]), tuple(meta.mbrs[t, 1])))
+            static = meta.decoded[key] = (mbr, tile_piece(meta.coords, int(t)),
+                                          {n: tile_piece(meta.attrs[n], int(t))
+                                           for n in names})
+        mbr, coords_piece, attr_pieces = static
+        if newer:
+            region = intersect(mbr, fbox)
+            if region is None or covered(region, newer):
+                continue
+        out.append(CellTileRead(meta.name, rank, meta.kind, int(t), mbr, coords_piece,
+                                attr_pieces, meta.decoded))
     return out
 
 

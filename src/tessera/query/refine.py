@@ -189,9 +189,16 @@ def _choose(need: TileNeed, method: str, model: CostModel, context: RequestMix,
     # by RANGE_MARGIN: a get is checked against the tile's checksum and needs no reassembly
     # on the client, costs the model does not count.
     base = model.estimate(context).cost
-    costs = [(model.estimate(context + c.mix).cost - base)
-             * (RANGE_MARGIN if c.method == "range" else 1.0) for c in candidates]
-    return candidates[int(np.argmin(costs))]
+
+    def marginal(c: TileChoice) -> float:
+        extra = model.estimate(context + c.mix).cost - base
+        if c.method != "range":
+            return extra
+        # more requests can raise BW(N) enough to make the extra negative: the margin must
+        # still count against the range plan
+        return extra * RANGE_MARGIN if extra >= 0 else extra / RANGE_MARGIN
+
+    return candidates[int(np.argmin([marginal(c) for c in candidates]))]
 
 
 def plan_tiles(needs: list[TileNeed], model: CostModel, method: str = "auto", *,

@@ -256,9 +256,9 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
         outputs[name] = (np.empty(shape, dtype=attr.np_dtype) if full
                          else np.full(shape, attr.fill_value, dtype=attr.np_dtype))
         ranks[name] = None if layered else np.full(sel.full_shape, -1, dtype=np.int32)
-    limit = asyncio.Semaphore(store.config.max_concurrency)
     if fetcher is None:
-        fetcher = TileFetcher(store, schema, reads, plan, array_url, limit)
+        fetcher = TileFetcher(store, schema, reads, plan, array_url)
+    limit = fetcher.limit  # one bound on requests in flight, shared by every selection
     where_in = list(range(len(reads))) if positions is None else positions
 
     async def one(i: int, read: TileRead) -> None:

@@ -94,6 +94,10 @@ class StoreConfig:
         return dataclasses.replace(self, **changes)
 
 
+READ_METHODS = ("auto", "get", "merge", "fetch", "pushdown")
+"""How a read may fetch its tiles: ``auto`` (cost-based) or one forced method."""
+
+
 @dataclasses.dataclass(frozen=True)
 class PlannerConfig:
     """Defaults of the read planner (``TESSERA_PLANNER_*`` variables).
@@ -111,11 +115,17 @@ class PlannerConfig:
     pricing: str = ""
 
     def __post_init__(self) -> None:
-        if self.method not in ("auto", "get", "merge", "fetch", "pushdown"):
-            raise ConfigError(f"planner.method must be auto, get, merge, fetch or pushdown, "
-                              f"got {self.method!r}")
+        if self.method not in READ_METHODS:
+            raise ConfigError(f"unknown read method {self.method!r}; choose one of "
+                              f"{', '.join(READ_METHODS)}")
         if not self.phi >= 0:
-            raise ConfigError(f"planner.phi must be >= 0, got {self.phi!r}")
+            raise ConfigError(f"phi must be a number >= 0, got {self.phi!r}")
+
+    def overridden(self, method: str | None = None, phi: float | None = None,
+                   ) -> PlannerConfig:
+        """This config with a read's own ``method`` / ``phi`` (``None``: keep), checked."""
+        return dataclasses.replace(self, method=self.method if method is None else method,
+                                   phi=self.phi if phi is None else float(phi))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PlannerConfig:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import math
+from collections.abc import Coroutine
 from typing import Any
 
 import numpy as np
@@ -53,7 +54,6 @@ from tessera.config import PlannerConfig
 from tessera.errors import (
     ArrayExistsError,
     ArrayNotFoundError,
-    ConfigError,
     CorruptDataError,
     ObjectExistsError,
     ObjectNotFoundError,
@@ -66,12 +66,10 @@ from tessera.query.plan import (
     Plan,
     default_profile,
     plan_needs,
-    plan_read,
     tile_needs,
     union_needs,
 )
 from tessera.query.profiler import load_profile
-from tessera.query.refine import METHODS
 from tessera.query.selection import Hyperslabs, Points, normalize_selection
 from tessera.storage.store import Store, open_store
 
@@ -159,41 +157,42 @@ class Array:
         >>> arr.last_read.plan.methods
         {'range': 2}
         """
-        names = [a.name for a in self.schema.attrs] if attrs is None else list(attrs)
-        for n in names:
-            self.schema.attr(n)
+        names = self._attr_names(attrs)
         if self.schema.sparse:
             if isinstance(sel, (Hyperslabs, Points)):
                 raise SelectionError(f"{type(sel).__name__} are for dense arrays; read a "
                                      "sparse array by boxes")
             ssel = normalize_sparse_selection(sel, self.schema)
-            with self._store.collect() as stats:
-                result, report = run_sync(self._read_sparse_async(ssel, names))
-            report.stats = stats
-            self.last_read = report
-            return result
+            return self._run_read(self._read_sparse_async(ssel, names))
         method, phi = self._planner_choice(method, phi)
         if isinstance(sel, Points):
             pts = check_coords(self.schema, sel.coords)
-            with self._store.collect() as stats:
-                values, report = run_sync(self._read_points_async(pts, names, method, phi))
-            report.stats = stats
-            self.last_read = report
+            values = self._run_read(self._read_points_async(pts, names, method, phi))
             return values if attrs is not None or len(names) > 1 else values[names[0]]
         if isinstance(sel, Hyperslabs):
             sels = [normalize_selection(s, self.schema) for s in sel.selections]
-            with self._store.collect() as stats:
-                boxes, report = run_sync(self._read_union_async(sels, names, method, phi))
-            report.stats = stats
-            self.last_read = report
+            boxes = self._run_read(self._read_union_async(sels, names, method, phi))
             return [self._shape_result(s, out, names, attrs) for s, out in
                     zip(sels, boxes, strict=True)]
         selection = normalize_selection(sel, self.schema)
+        outputs = self._run_read(self._read_async(selection, names, method, phi))
+        return self._shape_result(selection, outputs, names, attrs)
+
+    def _attr_names(self, attrs: list[str] | None) -> list[str]:
+        """The attributes a read asks for (default: all), each checked to exist."""
+        names = [a.name for a in self.schema.attrs] if attrs is None else list(attrs)
+        for n in names:
+            self.schema.attr(n)
+        return names
+
+    def _run_read(self, coro: Coroutine[Any, Any, tuple[Any, ReadReport]]) -> Any:
+        """Run a read, keep its report with the I/O it made as ``last_read``, return its
+        result."""
         with self._store.collect() as stats:
-            outputs, report = run_sync(self._read_async(selection, names, method, phi))
+            result, report = run_sync(coro)
         report.stats = stats
         self.last_read = report
-        return self._shape_result(selection, outputs, names, attrs)
+        return result
 
     @staticmethod
     def _shape_result(selection: Any, outputs: dict[str, np.ndarray], names: list[str],
@@ -276,14 +275,8 @@ class Array:
         return list(outs), ReadReport(distinct, used, 0, cell_reads=cell_reads, plan=plan)
 
     def _planner_choice(self, method: str | None, phi: float | None) -> tuple[str, float]:
-        method = self.planner.method if method is None else method
-        if method not in METHODS:
-            raise ConfigError(f"unknown read method {method!r}; choose one of "
-                              f"{', '.join(METHODS)}")
-        phi = self.planner.phi if phi is None else float(phi)
-        if not phi >= 0:
-            raise ConfigError(f"phi must be a number >= 0, got {phi!r}")
-        return method, phi
+        chosen = self.planner.overridden(method, phi)
+        return chosen.method, chosen.phi
 
     @property
     def profile(self) -> StoreProfile:
@@ -296,10 +289,6 @@ class Array:
     @profile.setter
     def profile(self, profile: StoreProfile) -> None:
         self._profile = profile
-
-    def _plan(self, selection: Any, reads: list[Any], method: str, phi: float) -> Plan:
-        return plan_read(self.schema, selection, reads, url=self._store.url, method=method,
-                         phi=phi, pricing=self.planner.pricing or None, profile=self.profile)
 
     def explain(self, sel: Any = ..., *, attrs: list[str] | None = None,
                 method: str | None = None, phi: float | None = None) -> Plan:
@@ -314,24 +303,22 @@ class Array:
         if self.schema.sparse:
             raise SchemaError("explain() plans dense reads; sparse arrays fetch their data "
                               "tiles whole")
-        names = [a.name for a in self.schema.attrs] if attrs is None else list(attrs)
-        for n in names:
-            self.schema.attr(n)
+        names = self._attr_names(attrs)
         method, phi = self._planner_choice(method, phi)
         if isinstance(sel, Points):
-            plan = run_sync(self._points_plan(check_coords(self.schema, sel.coords), names,
-                                              method, phi))[3]
-            return plan if plan is not None else plan_needs([], url=self._store.url,
-                                                             method=method, phi=phi)
-        if isinstance(sel, Hyperslabs):
+            pts = check_coords(self.schema, sel.coords)
+            plan = run_sync(self._points_plan(pts, names, method, phi))[3]
+        elif isinstance(sel, Hyperslabs):
             sels = [normalize_selection(s, self.schema) for s in sel.selections]
             plan = run_sync(self._union_plan(sels, names, method, phi))[3]
-            return plan if plan is not None else plan_needs([], url=self._store.url,
-                                                             method=method, phi=phi)
-        selection = normalize_selection(sel, self.schema)
-        metas = run_sync(self._visible_metas())
-        reads, _, _ = plan_tile_reads(self.schema, selection, metas, names)
-        return self._plan(selection, reads, method, phi)
+        else:
+            selection = normalize_selection(sel, self.schema)
+            metas = run_sync(self._visible_metas())
+            reads, _, _ = plan_tile_reads(self.schema, selection, metas, names)
+            plan = self._plan_needs(reads, tile_needs(self.schema, selection, reads), method,
+                                    phi)
+        return plan if plan is not None else plan_needs([], url=self._store.url,
+                                                         method=method, phi=phi)
 
     async def _read_async(self, selection: Any, names: list[str], method: str = "auto",
                           phi: float = 0.0) -> tuple[dict[str, np.ndarray], ReadReport]:
@@ -362,7 +349,8 @@ class Array:
                          ) -> tuple[dict[str, np.ndarray], ReadReport]:
         while True:
             reads, cell_reads, skipped = plan_tile_reads(self.schema, selection, metas, names)
-            plan = self._plan(selection, reads, method, phi) if reads else None
+            plan = self._plan_needs(reads, tile_needs(self.schema, selection, reads), method,
+                                    phi)
             try:
                 outputs = await execute_tile_reads(self._store.aio, self.schema, selection,
                                                    reads, names, self.uri, cell_reads, plan)

@@ -36,6 +36,7 @@ from tessera.array.codecs import get_codec
 from tessera.array.layout import (
     Box,
     tile_box,
+    tile_from_bytes,
     tile_nbytes,
     tile_range,
     tile_to_bytes,
@@ -314,22 +315,23 @@ async def _run_groups(fn: Any, groups: list[tuple[int, int]]) -> None:
 def _fill_raw_tile(dest: np.ndarray, schema: ArraySchema, attr: Attr, data: np.ndarray,
                    box: Box, tb: Box) -> None:
     """Write space tile ``tb`` of a box write into ``dest`` (its raw bytes, in cell order)."""
-    view = dest.view(attr.np_dtype.newbyteorder("<"))
-    if schema.cell_order == "col-major":
-        n = schema.ndim
-        view = view.reshape(tuple(reversed(schema.tile_shape)) + attr.cell_shape)
-        view = view.transpose(tuple(reversed(range(n))) + tuple(range(n, view.ndim)))
-    else:
-        view = view.reshape(schema.tile_shape + attr.cell_shape)
+    view = tile_from_bytes(dest.data, schema, attr)  # a writable view of dest
+    src, dst, whole = _overlap(box, tb)
+    if not whole:
+        view[...] = attr.fill_value
+    view[dst] = data[src]
+
+
+def _overlap(box: Box, tb: Box) -> tuple[tuple[slice, ...], tuple[slice, ...], bool]:
+    """Where a written box and a space tile meet: the slices of it in the box's values and
+    in the tile, and whether the tile lies wholly inside the box."""
     inter_lo = [max(a, b) for a, b in zip(box[0], tb[0], strict=True)]
     inter_hi = [min(a, b) for a, b in zip(box[1], tb[1], strict=True)]
     src = tuple(slice(lo - o, hi - o + 1) for lo, hi, o in zip(inter_lo, inter_hi, box[0],
                                                                 strict=True))
-    if inter_lo != list(tb[0]) or inter_hi != list(tb[1]):
-        view[...] = attr.fill_value
     dst = tuple(slice(lo - o, hi - o + 1) for lo, hi, o in zip(inter_lo, inter_hi, tb[0],
                                                                 strict=True))
-    view[dst] = data[src]
+    return src, dst, inter_lo == list(tb[0]) and inter_hi == list(tb[1])
 
 
 async def commit_fragment(store: AsyncStore, fid: str, meta: FragmentMeta,
@@ -348,15 +350,10 @@ async def commit_fragment(store: AsyncStore, fid: str, meta: FragmentMeta,
 def _dense_tile(schema: ArraySchema, fill: Any, data: np.ndarray, box: Box, tb: Box,
                 cell_shape: tuple[int, ...]) -> np.ndarray:
     """The space tile ``tb`` of a box write: the box's cells, the fill value elsewhere."""
-    inter_lo = [max(a, b) for a, b in zip(box[0], tb[0], strict=True)]
-    inter_hi = [min(a, b) for a, b in zip(box[1], tb[1], strict=True)]
-    src = tuple(slice(lo - o, hi - o + 1) for lo, hi, o in zip(inter_lo, inter_hi, box[0],
-                                                                strict=True))
-    if inter_lo == list(tb[0]) and inter_hi == list(tb[1]):
+    src, dst, whole = _overlap(box, tb)
+    if whole:
         return data[src]  # the tile lies inside the box: a view, serialised once later
     tile = np.full(schema.tile_shape + cell_shape, fill, dtype=data.dtype)
-    dst = tuple(slice(lo - o, hi - o + 1) for lo, hi, o in zip(inter_lo, inter_hi, tb[0],
-                                                                strict=True))
     tile[dst] = data[src]
     return tile
 

@@ -17,6 +17,7 @@ import numpy as np
 from tessera.array.reader import CellTileRead, TileFetcher, TileRead, fetch_cells
 from tessera.array.schema import ArraySchema
 from tessera.query.decompose import merge_ranges
+from tessera.query.plan import tile_label
 from tessera.query.refine import TileNeed
 
 
@@ -36,8 +37,7 @@ def point_needs(schema: ArraySchema, points: np.ndarray, reads: list[TileRead],
         kept.append(read)
         members.append(rows)
         needs.append(TileNeed(
-            f"{read.attr}[{','.join(map(str, read.tile_index))}] @{read.fragment[-8:]}",
-            read.key, read.offset, read.length, read.codec is None,
+            tile_label(read), read.key, read.offset, read.length, read.codec is None,
             ranges if read.codec is None else np.empty((0, 2), np.int64),
             len(np.unique(cells)) * nbytes))
     return kept, members, needs

@@ -382,17 +382,10 @@ class TileFetcher:
         return await asyncio.to_thread(decode) if threaded else decode()
 
     async def _fetch_request(self, key: str, start: int, stop: int, where: str) -> Any:
-        data: Any
+        piece = Piece(key, start, stop - start, None, 0)
         async with self.limit:
-            try:
-                data = await self.store.get_range(key, start, stop - start)
-            except ObjectNotFoundError:
-                raise CorruptDataError(f"{where}: data object {key} is missing") from None
-            except InvalidRangeError:
-                data = b""
-        if len(data) != stop - start:
-            raise CorruptDataError(f"{where}: data object {key} is truncated (wanted "
-                                   f"{stop - start} bytes at {start}, got {len(data)})")
+            data = await fetch_bytes(self.store, piece, where)
+        _check_length(data, piece, where)
         return data
 
 
@@ -463,11 +456,15 @@ async def fetch_bytes(store: AsyncStore, piece: Piece, where: str) -> Any:
         return b""  # the object ends before this tile starts: truncated
 
 
-def verify_piece(data: Any, piece: Piece, where: str) -> Any:
-    """Check a piece's length and checksum, then decode it with its codec."""
+def _check_length(data: Any, piece: Piece, where: str) -> None:
     if len(data) != piece.length:
         raise CorruptDataError(f"{where}: data object {piece.key} is truncated (wanted "
                                f"{piece.length} bytes at {piece.offset}, got {len(data)})")
+
+
+def verify_piece(data: Any, piece: Piece, where: str) -> Any:
+    """Check a piece's length and checksum, then decode it with its codec."""
+    _check_length(data, piece, where)
     if zlib.crc32(memoryview(data)) != piece.crc32:
         raise CorruptDataError(f"{where}: checksum mismatch in {piece.key}; the stored bytes "
                                "are damaged")

@@ -1,9 +1,9 @@
 """Read plans: the planner applied to the tile reads of one array read.
 
-:func:`plan_read` decomposes what each dense tile read needs into byte ranges, lets
-:func:`~tessera.query.refine.plan_tiles` choose a method per tile under the store's profile
-and price table, and returns a :class:`Plan` that prints as a table (``arr.explain(sel)``)
-and that the executor follows (``arr.read(sel, method=..., phi=...)``).
+:func:`tile_needs` decomposes what each dense tile read needs into byte ranges and
+:func:`plan_needs` lets :func:`~tessera.query.refine.plan_tiles` choose a method per tile
+under the store's profile and price table. The :class:`Plan` prints as a table
+(``arr.explain(sel)``) and the executor follows it (``arr.read(sel, method=..., phi=...)``).
 
 Sparse data tiles (updates, tombstones) are small and fetched whole; tiles kept inline in a
 fragment's bookkeeping need no request at all. Both are left out of the plan.
@@ -12,6 +12,7 @@ fragment's bookkeeping need no request at all. Both are left out of the plan.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import math
 from typing import Any
@@ -78,14 +79,22 @@ class Plan:
             out[c.method] = out.get(c.method, 0) + 1
         return out
 
-    @property
+    @functools.cached_property
     def shared_tiles(self) -> frozenset[int]:
         """Positions of tiles whose bytes come in a request shared with other tiles."""
         return frozenset(t for r in self.requests if len(r.tiles) > 1 for t in r.tiles)
 
+    @functools.cached_property
+    def _by_tile(self) -> dict[int, list[PlannedRequest]]:
+        out: dict[int, list[PlannedRequest]] = {}
+        for r in self.requests:
+            for t in r.tiles:
+                out.setdefault(t, []).append(r)
+        return out
+
     def requests_for(self, position: int) -> list[PlannedRequest]:
         """The requests that carry the bytes of tile read ``position``."""
-        return [r for r in self.requests if position in r.tiles]
+        return self._by_tile.get(position, [])
 
     def table(self, max_rows: int = 40) -> Table:
         """The plan as a rich table: one row per tile (up to ``max_rows``), then the totals
@@ -114,6 +123,11 @@ class Plan:
         return out.getvalue()
 
 
+def tile_label(read: Any) -> str:
+    """How a plan names a tile read: attribute, tile index and the fragment's short id."""
+    return f"{read.attr}[{','.join(map(str, read.tile_index))}] @{read.fragment[-8:]}"
+
+
 def tile_needs(schema: ArraySchema, sel: Selection, reads: list[Any]) -> list[TileNeed]:
     """What each dense tile read needs: its stored bytes and, for raw tiles, the byte ranges
     of the selected cells (decomposition)."""
@@ -126,19 +140,9 @@ def tile_needs(schema: ArraySchema, sel: Selection, reads: list[Any]) -> list[Ti
         raw = read.codec is None
         ranges = (tile_byte_ranges(schema.tile_shape, attr.cell_nbytes, schema.cell_order,
                                    sets) if raw else np.empty((0, 2), dtype=np.int64))
-        label = f"{read.attr}[{','.join(map(str, read.tile_index))}] @{read.fragment[-8:]}"
-        needs.append(TileNeed(label, read.key, read.offset, read.length, raw, ranges,
+        needs.append(TileNeed(tile_label(read), read.key, read.offset, read.length, raw, ranges,
                               selected))
     return needs
-
-
-def plan_read(schema: ArraySchema, sel: Selection, reads: list[Any], *, url: StoreURL,
-              method: str = "auto", phi: float = 0.0, pricing: str | None = None,
-              profile: StoreProfile | None = None) -> Plan:
-    """Plan the dense tile reads of one read (see the module docs)."""
-    cell = max(1, min((schema.attr(r.attr).cell_nbytes for r in reads), default=1))
-    return plan_needs(tile_needs(schema, sel, reads), url=url, method=method, phi=phi,
-                      pricing=pricing, profile=profile, cell_nbytes=cell)
 
 
 def union_needs(a: TileNeed, b: TileNeed) -> TileNeed:

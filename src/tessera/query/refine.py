@@ -37,10 +37,11 @@ from collections.abc import Callable
 
 import numpy as np
 
+from tessera.config import READ_METHODS
 from tessera.errors import ConfigError
 from tessera.query.cost import CostModel, RequestMix
 
-METHODS = ("auto", "get", "merge", "fetch", "pushdown")
+METHODS = READ_METHODS
 #: Factor on the estimated cost of range plans when they compete with a get (see _choose).
 RANGE_MARGIN = 1.02
 #: Least fraction of the cost a split must save in Algorithm 1 (see refine_ranges).

@@ -105,7 +105,9 @@ def _too_many(n: int, schema: ArraySchema) -> str:
     return f"too many indices: {n} for an array of {schema.ndim} dimensions"
 
 
-def _coord(value: Any, dim: Dim, what: str) -> int:
+def _coord(value: Any, dim: Dim, what: str, slack: int = 0) -> int:
+    """An index in ``dim``'s domain (negative counts from the end when the domain starts at
+    0); ``slack=1`` for slice bounds, which may lie one past either end."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise SelectionError(f"{what} for dimension {dim.name!r} must be an integer, "
                              f"got {value!r}")
@@ -113,7 +115,7 @@ def _coord(value: Any, dim: Dim, what: str) -> int:
     v = int(value)
     if lo == 0 and v < 0:
         v += dim.size
-    if not lo <= v <= hi:
+    if not lo - slack <= v <= hi + slack:
         raise SelectionError(f"{what} {value} is outside dimension {dim.name!r}'s domain "
                              f"[{lo}, {hi}]")
     return v
@@ -128,11 +130,11 @@ def _one(item: Any, dim: Dim) -> DimSelection:
                                  f"integer, got {item.step!r}")
         step = int(step)
         if step > 0:
-            start = lo if item.start is None else _bound(item.start, dim, "slice start")
-            stop = hi + 1 if item.stop is None else _bound(item.stop, dim, "slice stop")
+            start = lo if item.start is None else _coord(item.start, dim, "slice start", 1)
+            stop = hi + 1 if item.stop is None else _coord(item.stop, dim, "slice stop", 1)
         else:
-            start = hi if item.start is None else _bound(item.start, dim, "slice start")
-            stop = lo - 1 if item.stop is None else _bound(item.stop, dim, "slice stop")
+            start = hi if item.start is None else _coord(item.start, dim, "slice start", 1)
+            stop = lo - 1 if item.stop is None else _coord(item.stop, dim, "slice stop", 1)
         coords = np.arange(start, stop, step, dtype=np.int64)
         if step > 0:
             return DimSelection(coords, False, coords, np.arange(len(coords), dtype=np.int64))
@@ -160,21 +162,6 @@ def _one(item: Any, dim: Dim) -> DimSelection:
         return _from_list(coords, False)
     raise SelectionError(f"unsupported index {item!r:.80} for dimension {dim.name!r}: use an "
                          "int, a slice, '...' or a list of ints")
-
-
-def _bound(value: Any, dim: Dim, what: str) -> int:
-    """A slice bound: may also be one past either end of the domain."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise SelectionError(f"{what} for dimension {dim.name!r} must be an integer, "
-                             f"got {value!r}")
-    lo, hi = int(dim.domain[0]), int(dim.domain[1])
-    v = int(value)
-    if lo == 0 and v < 0:
-        v += dim.size
-    if not lo - 1 <= v <= hi + 1:
-        raise SelectionError(f"{what} {value} is outside dimension {dim.name!r}'s domain "
-                             f"[{lo}, {hi}]")
-    return v
 
 
 def _from_list(coords: np.ndarray, drop: bool) -> DimSelection:

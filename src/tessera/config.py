@@ -124,8 +124,13 @@ class PlannerConfig:
     def overridden(self, method: str | None = None, phi: float | None = None,
                    ) -> PlannerConfig:
         """This config with a read's own ``method`` / ``phi`` (``None``: keep), checked."""
+        if phi is not None:
+            try:
+                phi = float(phi)
+            except (TypeError, ValueError):
+                raise ConfigError(f"phi must be a number >= 0, got {phi!r}") from None
         return dataclasses.replace(self, method=self.method if method is None else method,
-                                   phi=self.phi if phi is None else float(phi))
+                                   phi=self.phi if phi is None else phi)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PlannerConfig:

@@ -84,5 +84,7 @@ def test_bad_planner_arguments(grid) -> None:
         arr.read((0, 0), method="teleport")
     with pytest.raises(tessera.ConfigError, match="phi"):
         arr.read((0, 0), phi=-1)
+    with pytest.raises(tessera.ConfigError, match="phi must be a number"):
+        arr.read((0, 0), phi="fast")
     with pytest.raises(tessera.ConfigError, match="pushdown server"):
         arr.read((0, 0), method="pushdown")

@@ -138,6 +138,83 @@ class PlannerConfig:
         return _from_env(cls, "TESSERA_PLANNER_", os.environ if environ is None else environ)
 
 
+@dataclasses.dataclass(frozen=True)
+class ServerConfig:
+    """Limits and sizes of the pushdown server (``TESSERA_SERVER_*`` variables; the
+    ``tessera serve`` options override them).
+
+    Attributes:
+        max_concurrency: read requests served at once.
+        queue: read requests that may wait for a slot; beyond that, 503 with Retry-After.
+        cache_bytes: memory budget of the decoded-tile cache (0: no cache).
+        max_body_bytes: largest request body (413 beyond).
+        max_items: tile and cell reads in one request (413 beyond).
+        max_output_bytes: selected bytes one request may ask for (413 beyond).
+        max_tile_bytes: largest stored or decoded tile (413 beyond).
+        request_timeout_s: seconds one read request may take (504 beyond).
+    """
+
+    max_concurrency: int = 8
+    queue: int = 32
+    cache_bytes: int = 256 << 20
+    max_body_bytes: int = 4 << 20
+    max_items: int = 256
+    max_output_bytes: int = 256 << 20
+    max_tile_bytes: int = 256 << 20
+    request_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_concurrency", "max_body_bytes", "max_items", "max_output_bytes",
+                     "max_tile_bytes"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"server {name} must be >= 1, got {getattr(self, name)}")
+        if self.queue < 0 or self.cache_bytes < 0:
+            raise ConfigError("server queue and cache_bytes must be >= 0")
+        if not self.request_timeout_s > 0:
+            raise ConfigError(f"server request_timeout_s must be > 0, got "
+                              f"{self.request_timeout_s}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any,
+                 ) -> ServerConfig:
+        """Defaults overridden by ``TESSERA_SERVER_*`` variables, then by ``overrides``
+        (``None`` values are ignored)."""
+        base = _from_env(cls, "TESSERA_SERVER_", os.environ if environ is None else environ)
+        return dataclasses.replace(base, **{k: v for k, v in overrides.items()
+                                            if v is not None})
+
+
+@dataclasses.dataclass(frozen=True)
+class PushdownConfig:
+    """How a client uses a pushdown server (``TESSERA_PUSHDOWN_*`` variables).
+
+    Attributes:
+        url: the server (``http://host:port``); empty: none, unless a read names one.
+        token: bearer token; ``TESSERA_PUSHDOWN_TOKEN``.
+        timeout_s: seconds to wait for one batch before fetching its tiles directly.
+        batch_items: most tiles in one request.
+        batch_bytes: most selected bytes in one request.
+    """
+
+    url: str = ""
+    token: str = dataclasses.field(default="", repr=False)
+    timeout_s: float = 30.0
+    batch_items: int = 64
+    batch_bytes: int = 64 << 20
+
+    def __post_init__(self) -> None:
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ConfigError(f"pushdown url must start with http:// or https://, got "
+                              f"{self.url!r}")
+        if not self.timeout_s > 0 or self.batch_items < 1 or self.batch_bytes < 1:
+            raise ConfigError("pushdown timeout_s, batch_items and batch_bytes must be > 0")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> PushdownConfig:
+        """Defaults overridden by ``TESSERA_PUSHDOWN_*`` variables."""
+        return _from_env(cls, "TESSERA_PUSHDOWN_", os.environ if environ is None else environ)
+
+
 def _from_env(cls: type[T], prefix: str, env: Mapping[str, str], **fixed: Any) -> T:
     """Build dataclass ``cls`` from ``prefix + FIELD`` variables for its scalar fields."""
     hints = get_type_hints(cls)

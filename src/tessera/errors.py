@@ -131,3 +131,17 @@ class CorruptDataError(TesseraError):
     The message names the array, fragment, attribute and tile; the fragment should be
     restored from a copy or removed (its commit marker first) so readers skip it.
     """
+
+
+class PushdownError(TesseraError):
+    """A pushdown server could not answer (unreachable, refused, timed out, or answered
+    something malformed). Reads catch it and fetch the tiles themselves; the message says
+    which server and why.
+
+    Attributes:
+        status: the HTTP status the server answered, or ``None`` when there was none.
+    """
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status

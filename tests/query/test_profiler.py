@@ -48,6 +48,10 @@ def test_damaged_or_foreign_profiles_are_ignored(tmp_path) -> None:
     assert load_profile(store) is None
 
 
-def test_pushdown_profiling_needs_the_server() -> None:
-    with pytest.raises(tessera.ConfigError, match="pushdown server"):
-        tessera.profile_store("memory://x", pushdown="http://127.0.0.1:8700", quick=True)
+def test_pushdown_profiling_of_an_unreachable_server_names_it() -> None:
+    from tessera.errors import PushdownError
+    from tessera.testing.pushdown import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(PushdownError, match=url.replace(".", r"\.")):
+        tessera.profile_store("memory://x", pushdown=url, quick=True, save=False)

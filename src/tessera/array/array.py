@@ -34,6 +34,7 @@ from tessera.array.fragment import (
 )
 from tessera.array.maintenance import apply_replacements, check_history, vacuum, visible_at
 from tessera.array.points import point_needs, read_points
+from tessera.array.pushdown_read import PushdownReader
 from tessera.array.reader import (
     ReadReport,
     TileFetcher,
@@ -50,13 +51,14 @@ from tessera.array.sparse_read import (
     plan_cell_reads,
     read_sparse,
 )
-from tessera.config import PlannerConfig
+from tessera.config import PlannerConfig, PushdownConfig
 from tessera.errors import (
     ArrayExistsError,
     ArrayNotFoundError,
     CorruptDataError,
     ObjectExistsError,
     ObjectNotFoundError,
+    PushdownError,
     ReadOnlyError,
     SchemaError,
     SelectionError,
@@ -71,6 +73,7 @@ from tessera.query.plan import (
 )
 from tessera.query.profiler import load_profile
 from tessera.query.selection import Hyperslabs, Points, normalize_selection
+from tessera.server.client import PushdownClient
 from tessera.storage.store import Store, open_store
 
 TimestampLike = int | dt.datetime | None
@@ -85,7 +88,7 @@ class Array:
     """
 
     def __init__(self, store: Store, schema: ArraySchema, *, mode: str = "r",
-                 timestamp: TimestampLike = None) -> None:
+                 timestamp: TimestampLike = None, pushdown: Any = None) -> None:
         if mode not in ("r", "w"):
             raise ValueError(f"mode must be 'r' or 'w', got {mode!r}")
         self._store = store
@@ -97,6 +100,18 @@ class Array:
         self._last_visible: list[FragmentMeta] | None = None  # what the latest read used
         self._metas: dict[str, FragmentMeta] = {}
         self.last_read: ReadReport | None = None
+        self.pushdown = pushdown
+
+    @property
+    def pushdown(self) -> PushdownClient | None:
+        """The pushdown server reads may use (``None``: none). Set it to a URL, a
+        :class:`~tessera.server.client.PushdownClient` or ``None``; the token comes from
+        ``TESSERA_PUSHDOWN_TOKEN`` unless a client carries its own."""
+        return self._pushdown
+
+    @pushdown.setter
+    def pushdown(self, server: Any) -> None:
+        self._pushdown = _pushdown_client(server)
 
     # -- description -----------------------------------------------------------------------
     @property
@@ -163,7 +178,8 @@ class Array:
                 raise SelectionError(f"{type(sel).__name__} are for dense arrays; read a "
                                      "sparse array by boxes")
             ssel = normalize_sparse_selection(sel, self.schema)
-            return self._run_read(self._read_sparse_async(ssel, names))
+            return self._run_read(self._read_sparse_async(ssel, names,
+                                                          self._planner_choice(method, phi)[0]))
         method, phi = self._planner_choice(method, phi)
         if isinstance(sel, Points):
             pts = check_coords(self.schema, sel.coords)
@@ -226,14 +242,32 @@ class Array:
         return per, positions, distinct, self._plan_needs(distinct, needs, method, phi)
 
     def _plan_needs(self, reads: list[Any], needs: list[Any], method: str, phi: float,
-                    ) -> Plan | None:
-        """One plan over tiles whose needs are known (``None`` when there are none)."""
+                    pushdown_ok: bool = True) -> Plan | None:
+        """One plan over tiles whose needs are known (``None`` when there are none).
+        Pushdown competes when the handle has a server (and ``pushdown_ok``)."""
         if not reads:
             return None
         cell = max(1, min(self.schema.attr(r.attr).cell_nbytes for r in reads))
+        push = pushdown_ok and self._pushdown is not None
         return plan_needs(needs, url=self._store.url, method=method, phi=phi,
-                          pricing=self.planner.pricing or None, profile=self.profile,
-                          cell_nbytes=cell)
+                          pricing=self.planner.pricing or None,
+                          profile=self.profile.with_pushdown_defaults() if push
+                          else self.profile, cell_nbytes=cell, allow_pushdown=push)
+
+    async def _pushdown_reader(self, method: str) -> PushdownReader | None:
+        """The pushdown server as this read uses it (``None`` without one). A server that
+        cannot be reached or does not serve this array still yields a reader: the tiles
+        the plan pushes down are then fetched directly, and the report says why."""
+        client = self._pushdown
+        if client is None:
+            return None
+        reader = PushdownReader(client, None, self._store.aio.record,
+                                self.profile.pushdown_memory_gb)
+        try:
+            reader.array_path = await client.array_path(self._store.url)
+        except PushdownError as err:
+            reader.last_error = str(err)
+        return reader
 
     async def _points_plan(self, pts: np.ndarray, names: list[str], method: str,
                            phi: float) -> tuple[Any, ...]:
@@ -246,7 +280,10 @@ class Array:
                                         for d in range(self.ndim)), self.schema)
         reads, cell_reads, skipped = plan_tile_reads(self.schema, box, metas, names)
         kept, members, needs = point_needs(self.schema, pts, reads)
-        return kept, members, cell_reads, self._plan_needs(kept, needs, method, phi), skipped
+        # Points fetch tiles, never push them down (each point is a cell of its own).
+        plan = self._plan_needs(kept, needs, "auto" if method == "pushdown" else method, phi,
+                                pushdown_ok=False)
+        return kept, members, cell_reads, plan, skipped
 
     async def _read_points_async(self, pts: np.ndarray, names: list[str], method: str,
                                  phi: float) -> tuple[dict[str, np.ndarray], ReadReport]:
@@ -265,14 +302,16 @@ class Array:
         for pos in positions:
             for p in pos:
                 fetcher.expect(p)
+        pushdown = await self._pushdown_reader(method)
         outs = await asyncio.gather(*(
             execute_tile_reads(self._store.aio, self.schema, s, reads, names, self.uri, cells,
-                               fetcher=fetcher, positions=pos)
+                               fetcher=fetcher, positions=pos, pushdown=pushdown)
             for s, (reads, cells, _), pos in zip(sels, per, positions, strict=True)))
         used = len({r.fragment for r in distinct}
                    | {c.fragment for _, cells, _ in per for c in cells})
         cell_reads = [c for _, cells, _ in per for c in cells]
-        return list(outs), ReadReport(distinct, used, 0, cell_reads=cell_reads, plan=plan)
+        return list(outs), _report(ReadReport(distinct, used, 0, cell_reads=cell_reads,
+                                              plan=plan), pushdown)
 
     def _planner_choice(self, method: str | None, phi: float | None) -> tuple[str, float]:
         chosen = self.planner.overridden(method, phi)
@@ -347,13 +386,15 @@ class Array:
     async def _read_with(self, selection: Any, names: list[str], method: str, phi: float,
                          metas: list[FragmentMeta], retry: bool = False,
                          ) -> tuple[dict[str, np.ndarray], ReadReport]:
+        pushdown = await self._pushdown_reader(method)
         while True:
             reads, cell_reads, skipped = plan_tile_reads(self.schema, selection, metas, names)
             plan = self._plan_needs(reads, tile_needs(self.schema, selection, reads), method,
                                     phi)
             try:
                 outputs = await execute_tile_reads(self._store.aio, self.schema, selection,
-                                                   reads, names, self.uri, cell_reads, plan)
+                                                   reads, names, self.uri, cell_reads, plan,
+                                                   pushdown=pushdown)
                 break
             except CorruptDataError:
                 # A vacuum may have removed fragments this read listed a moment ago: read
@@ -366,16 +407,19 @@ class Array:
                 metas = fresh
         self._last_visible = metas
         used = len({r.fragment for r in reads} | {c.fragment for c in cell_reads})
-        return outputs, ReadReport(reads, used, skipped, cell_reads=cell_reads, plan=plan)
+        return outputs, _report(ReadReport(reads, used, skipped, cell_reads=cell_reads,
+                                           plan=plan), pushdown)
 
     async def _read_sparse_async(self, ssel: SparseSelection, names: list[str],
-                                 ) -> tuple[SparseResult, ReadReport]:
+                                 method: str = "auto") -> tuple[SparseResult, ReadReport]:
         metas = await self._visible_metas()
+        # Sparse data tiles go to the pushdown server when a read asks for method="pushdown".
+        pushdown = await self._pushdown_reader(method) if method == "pushdown" else None
         while True:
             reads = plan_cell_reads(ssel, metas, names)
             try:
                 result, _ = await read_sparse(self._store.aio, self.schema, ssel, reads, names,
-                                              self.uri)
+                                              self.uri, pushdown=pushdown)
                 break
             except CorruptDataError:  # see _read_async
                 fresh = await self._visible_metas()
@@ -383,7 +427,8 @@ class Array:
                     raise
                 metas = fresh
         used = len({r.fragment for r in reads})
-        return result, ReadReport([], used, len(metas) - used, cell_reads=reads)
+        return result, _report(ReadReport([], used, len(metas) - used, cell_reads=reads),
+                               pushdown)
 
     async def _committed_metas(self) -> list[FragmentMeta]:
         """Every committed fragment at this handle's timestamp, replaced ones included."""
@@ -605,6 +650,21 @@ class Array:
         self._last_visible = None  # this handle changes the array: next read lists first
 
 
+def _report(report: ReadReport, pushdown: PushdownReader | None) -> ReadReport:
+    if pushdown is not None:
+        report.pushdown_fallbacks = pushdown.fallbacks
+        report.pushdown_error = pushdown.last_error
+    return report
+
+
+def _pushdown_client(server: Any) -> PushdownClient | None:
+    if server is None or isinstance(server, PushdownClient):
+        return server
+    if isinstance(server, str):
+        return PushdownClient(server)
+    raise TypeError(f"pushdown must be a server URL, a PushdownClient or None, got {server!r}")
+
+
 def _value_shape(selection: Any, attr: Attr) -> tuple[int, ...]:
     return tuple(selection.shape) + attr.cell_shape
 
@@ -650,15 +710,28 @@ def create_array(uri: str, schema: ArraySchema, *,
 
 
 def open_array(uri: str, mode: str = "r", timestamp: TimestampLike = None, *,
-               storage_options: dict[str, Any] | None = None) -> Array:
+               storage_options: dict[str, Any] | None = None, pushdown: Any = None,
+               pushdown_token: str | None = None) -> Array:
     """Open the array at ``uri``; ``timestamp`` (ns since the epoch, or an aware datetime)
-    reads it as it was then."""
+    reads it as it was then.
+
+    ``pushdown``: a pushdown server (``http://host:port``, see ``tessera serve``) whose
+    root holds this array, or a :class:`~tessera.server.client.PushdownClient`; default
+    ``TESSERA_PUSHDOWN_URL``. Its token: ``pushdown_token`` or ``TESSERA_PUSHDOWN_TOKEN``.
+    The planner then weighs pushing tiles down against fetching them; ``method="pushdown"``
+    forces it.
+    """
+    if pushdown is None:
+        pushdown = PushdownConfig.from_env().url or None
+    if isinstance(pushdown, str):
+        pushdown = PushdownClient(pushdown, pushdown_token)
     store = open_store(uri, **(storage_options or {}))
     try:
         text = bytes(store.get(SCHEMA_KEY))
     except ObjectNotFoundError:
         raise ArrayNotFoundError(f"no array at {uri} (no {SCHEMA_KEY})") from None
-    return Array(store, ArraySchema.from_json(text), mode=mode, timestamp=timestamp)
+    return Array(store, ArraySchema.from_json(text), mode=mode, timestamp=timestamp,
+                 pushdown=pushdown)
 
 
 def from_numpy(uri: str, ndarray: Any, tile: Any = None, codec: str | None = None,

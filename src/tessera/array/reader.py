@@ -106,6 +106,10 @@ class ReadReport:
     stats: Any = None
     cell_reads: list[CellTileRead] = dataclasses.field(default_factory=list)
     plan: Any = None
+    #: Tiles the pushdown server failed (or could not be asked for) and that were fetched
+    #: directly instead, and the last reason.
+    pushdown_fallbacks: int = 0
+    pushdown_error: str | None = None
 
 
 def plan_tile_reads(schema: ArraySchema, sel: Selection, metas: list[FragmentMeta],
@@ -225,7 +229,8 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
                              reads: list[TileRead], attrs: list[str], array_url: str,
                              cell_reads: list[CellTileRead] | None = None,
                              plan: Any = None, *, fetcher: TileFetcher | None = None,
-                             positions: list[int] | None = None) -> dict[str, np.ndarray]:
+                             positions: list[int] | None = None,
+                             pushdown: Any = None) -> dict[str, np.ndarray]:
     """Fetch, verify, decode and scatter every tile read; returns full-shape outputs.
 
     Without a ``plan`` every tile is fetched whole and checked against its crc32. With a
@@ -236,6 +241,10 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
 
     ``fetcher`` and ``positions`` let several selections (a union of hyperslabs) share one
     plan and its fetches: tile read ``i`` here is tile ``positions[i]`` of the fetcher.
+
+    With a :class:`~tessera.array.pushdown_read.PushdownReader`, tiles the plan assigned to
+    ``pushdown`` are sent to the server in batches and only their selected cells come back;
+    tiles the server fails are fetched whole instead.
 
     Newest wins per cell. In the common *layered* case (the dense tiles all come from one
     fragment and every sparse fragment is newer) the dense tiles land as they arrive, large
@@ -282,7 +291,35 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
             _scatter_cells(outputs[name], ranks[name], coords,
                            values[name] if read.kind != "delete" else fill, read.rank, sel)
 
-    tasks = [asyncio.ensure_future(one(i, r)) for i, r in enumerate(reads)]
+    pushed = [] if pushdown is None or plan is None else [
+        i for i in range(len(reads)) if plan.choices[where_in[i]].method == "pushdown"]
+
+    async def push(batch: list[int]) -> None:
+        from tessera.array.pushdown_read import tile_item
+
+        items = [tile_item(schema, reads[i], sel, pushdown.array_path) for i in batch]
+        async with limit:
+            results = await pushdown.read(items)
+        for i, res in zip(batch, results, strict=True):
+            read = reads[i]
+            if res is None:
+                await one(i, read)
+                continue
+            block = res["cells"]
+            if layered and block.nbytes >= THREAD_BYTES:
+                await asyncio.to_thread(_scatter, outputs[read.attr], None, None, read, sel,
+                                        block)
+            else:
+                _scatter(outputs[read.attr], ranks[read.attr], None, read, sel, block)
+
+    direct = set(range(len(reads))) - set(pushed)
+    tasks = [asyncio.ensure_future(one(i, r)) for i, r in enumerate(reads) if i in direct]
+    if pushed:
+        sizes = [math.prod(len(d.within(lo, hi)[0]) for d, lo, hi in
+                           zip(sel.dims, reads[i].region[0], reads[i].region[1], strict=True))
+                 * schema.attr(reads[i].attr).cell_nbytes for i in pushed]
+        tasks += [asyncio.ensure_future(push([pushed[j] for j in batch]))
+                  for batch in pushdown.batches(sizes)]
     tasks += [asyncio.ensure_future(cells(c)) for c in cell_reads if not c.inline]
     try:
         for c in cell_reads:
@@ -569,8 +606,10 @@ def _scatter_cells(out: np.ndarray, rank_arr: np.ndarray | None, coords: np.ndar
     out[idx] = vals
 
 
-def _scatter(out: np.ndarray, rank_arr: np.ndarray | None, tile: np.ndarray, read: TileRead,
-             sel: Selection) -> None:
+def _scatter(out: np.ndarray, rank_arr: np.ndarray | None, tile: np.ndarray | None,
+             read: TileRead, sel: Selection, block: np.ndarray | None = None) -> None:
+    """Write the cells ``sel`` takes from a tile into the output: from the decoded ``tile``,
+    or from ``block``, those cells already cut out (a pushdown answer)."""
     src: list[Any] = []
     dst: list[Any] = []
     for d, lo, hi, origin in zip(sel.dims, read.region[0], read.region[1], read.tile_origin,
@@ -586,7 +625,11 @@ def _scatter(out: np.ndarray, rank_arr: np.ndarray | None, tile: np.ndarray, rea
     else:
         s_idx = np.ix_(*[_as_array(i) for i in src])
         d_idx = np.ix_(*[_as_array(i) for i in dst])
-    values = tile[s_idx]
+    if block is not None:
+        values = block
+    else:
+        assert tile is not None
+        values = tile[s_idx]
     if rank_arr is None:
         out[d_idx] = values
         return

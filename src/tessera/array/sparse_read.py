@@ -145,14 +145,23 @@ def plan_cell_reads(sel: SparseSelection, metas: list[FragmentMeta], attrs: list
 
 async def read_sparse(store: AsyncStore, schema: ArraySchema, sel: SparseSelection,
                       reads: list[CellTileRead], attrs: list[str], array_url: str,
-                      keep_tombstones: bool = False) -> tuple[SparseResult, np.ndarray]:
+                      keep_tombstones: bool = False, pushdown: Any = None,
+                      ) -> tuple[SparseResult, np.ndarray]:
     """Execute cell reads; returns the live cells and, when ``keep_tombstones``, also the
-    deleted ones (second value: the coordinates of deleted cells, ``(n, ndim)``)."""
-    limit = asyncio.Semaphore(store.config.max_concurrency)
+    deleted ones (second value: the coordinates of deleted cells, ``(n, ndim)``).
 
-    async def one(read: CellTileRead) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+    With a :class:`~tessera.array.pushdown_read.PushdownReader`, data tiles not kept inline
+    go to the server, which returns only their cells inside the selection's box; tiles it
+    fails are fetched directly."""
+    limit = asyncio.Semaphore(store.config.max_concurrency)
+    Part = tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]
+
+    async def one(read: CellTileRead) -> Part:
         async with limit:
             coords, values = await fetch_cells(store, schema, read, array_url)
+        return kept(read, coords, values)
+
+    def kept(read: CellTileRead, coords: np.ndarray, values: dict[str, np.ndarray]) -> Part:
         if read.kind == "delete":
             dead = np.ones(len(coords), dtype=bool)
         elif TOMBSTONE_ATTR in values:
@@ -162,7 +171,33 @@ async def read_sparse(store: AsyncStore, schema: ArraySchema, sel: SparseSelecti
         keep = sel.mask(coords)
         return coords[keep], {k: v[keep] for k, v in values.items()}, dead[keep]
 
-    parts = await asyncio.gather(*(one(r) for r in reads))
+    async def push(batch: list[CellTileRead]) -> list[Part]:
+        from tessera.array.pushdown_read import cells_item
+
+        items = [cells_item(schema, r, sel, pushdown.array_path) for r in batch]
+        async with limit:
+            results = await pushdown.read(items)
+        out = []
+        for read, res in zip(batch, results, strict=True):
+            if res is None:
+                out.append(await one(read))
+            else:
+                values = {n: res[f"attr:{n}"] for n in read.attrs}
+                out.append(kept(read, res["coords"], values))
+        return out
+
+    pushed = [] if pushdown is None else [r for r in reads if not r.inline]
+    done: dict[int, Part] = {}
+    if pushed:
+        sizes = [r.coords.length + sum(p.length for p in r.attrs.values()) for r in pushed]
+        groups = await asyncio.gather(*(push([pushed[j] for j in batch])
+                                        for batch in pushdown.batches(sizes)))
+        for batch, group in zip(pushdown.batches(sizes), groups, strict=True):
+            for j, part in zip(batch, group, strict=True):
+                done[id(pushed[j])] = part
+    direct = await asyncio.gather(*(one(r) for r in reads if id(r) not in done))
+    it = iter(direct)
+    parts = [done[id(r)] if id(r) in done else next(it) for r in reads]
     from tessera.array.sparse import coords_dtype
 
     ndim = schema.ndim

@@ -198,6 +198,9 @@ def profile(
     plot: Annotated[Path | None, typer.Option(
         help="Also draw bandwidth against concurrent requests into this PNG.")] = None,
     save: Annotated[bool, typer.Option(help="Save the profile for this endpoint.")] = True,
+    pushdown: Annotated[str | None, typer.Option(
+        help="Also measure this pushdown server (http://host:port; token from "
+             "TESSERA_PUSHDOWN_TOKEN); its root must hold URL.")] = None,
     endpoint: EndpointOpt = None,
     region: RegionOpt = None,
     allow_http: AllowHttpOpt = False,
@@ -215,7 +218,8 @@ def profile(
             bar.update(task, completed=done, description=name)
 
         store = tessera.open_store(url, **_options(endpoint, region, allow_http, option))
-        prof = tessera.profile_store(store, quick=quick, save=save, progress=step)
+        prof = tessera.profile_store(store, pushdown=pushdown, quick=quick, save=save,
+                                     progress=step)
     table = Table("concurrent requests", "bandwidth", title=f"profile of {url}",
                   title_justify="left")
     for n, bw in prof.bandwidth:
@@ -223,6 +227,10 @@ def profile(
     out.print(table)
     out.print(f"request latency T_R {prof.request_latency_s * 1e3:.3f} ms, client "
               f"concurrency t {prof.concurrency}, peak range N {prof.n_min}-{prof.n_max}")
+    if prof.has_pushdown:
+        assert prof.pushdown_alpha_s_per_byte is not None and prof.pushdown_beta_s is not None
+        out.print(f"pushdown T_lambda = {prof.pushdown_alpha_s_per_byte * 1e9:.3f} ns/byte x "
+                  f"size + {prof.pushdown_beta_s * 1e3:.3f} ms")
     if save:
         out.print(f"[dim]saved for endpoint {endpoint_id(store)}[/]")
     if plot is not None:
@@ -263,6 +271,8 @@ def explain(
         help="Seconds a read may take longer to save one dollar.")] = None,
     attr: Annotated[list[str] | None, typer.Option(
         help="Plan these attributes only (repeatable).")] = None,
+    pushdown: Annotated[str | None, typer.Option(
+        help="Let pushdown to this server compete (http://host:port).")] = None,
     endpoint: EndpointOpt = None,
     region: RegionOpt = None,
     allow_http: AllowHttpOpt = False,
@@ -271,9 +281,47 @@ def explain(
     """Print the plan a read would follow: per tile the method, requests and bytes, and the
     estimated seconds and dollars. Reads no data."""
     arr = tessera.open_array(uri, storage_options=_options(endpoint, region, allow_http,
-                                                           option))
+                                                           option), pushdown=pushdown)
     plan = arr.explain(parse_selection(selection), attrs=attr, method=method, phi=phi)
     out.print(plan.table())
+
+
+@app.command("serve")
+def serve(
+    root_url: Annotated[str, typer.Argument(help="Store URL whose objects the server may "
+                                                 "read, e.g. s3://bucket")],
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to bind.")] = 8700,
+    token_file: Annotated[Path | None, typer.Option(
+        help="File holding the bearer token clients must send (at least 16 characters).",
+    )] = None,
+    insecure_no_auth: Annotated[bool, typer.Option(
+        "--insecure-no-auth", help="Run without a token (loopback only).")] = False,
+    max_concurrency: Annotated[int | None, typer.Option(
+        help="Read requests served at once (default 8, TESSERA_SERVER_MAX_CONCURRENCY).",
+    )] = None,
+    queue: Annotated[int | None, typer.Option(
+        help="Requests that may wait for a slot before 503 (default 32).")] = None,
+    cache_bytes: Annotated[int | None, typer.Option(
+        help="Memory for decoded tiles kept between requests (default 256 MiB).")] = None,
+    request_timeout: Annotated[float | None, typer.Option(
+        help="Seconds one request may take before 504 (default 30).")] = None,
+    endpoint: EndpointOpt = None,
+    region: RegionOpt = None,
+    allow_http: AllowHttpOpt = False,
+    option: OptionOpt = None,
+) -> None:
+    """Serve pushdown reads beside the store: clients send tile reads, the server reads,
+    verifies, decodes and slices the tiles and returns only the selected cells. Logs are
+    JSON lines on stderr; SIGINT or SIGTERM stop it after requests in flight finish."""
+    from tessera.config import ServerConfig
+    from tessera.server.serve import serve as run_server
+
+    config = ServerConfig.from_env(max_concurrency=max_concurrency, queue=queue,
+                                   cache_bytes=cache_bytes, request_timeout_s=request_timeout)
+    run_server(root_url, host=host, port=port, token_file=token_file,
+               insecure_no_auth=insecure_no_auth, config=config,
+               storage_options=_options(endpoint, region, allow_http, option))
 
 
 def main() -> None:

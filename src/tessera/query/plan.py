@@ -153,11 +153,13 @@ def union_needs(a: TileNeed, b: TileNeed) -> TileNeed:
 
 def plan_needs(needs: list[TileNeed], *, url: StoreURL, method: str = "auto", phi: float = 0.0,
                pricing: str | None = None, profile: StoreProfile | None = None,
-               cell_nbytes: int = 1) -> Plan:
-    """Plan tiles whose needs are already known (one read, or a union of selections)."""
+               cell_nbytes: int = 1, allow_pushdown: bool | None = None) -> Plan:
+    """Plan tiles whose needs are already known (one read, or a union of selections).
+    ``allow_pushdown``: whether pushdown may compete (default: the profile has figures)."""
     prof = profile or default_profile(url)
     model = CostModel(prof, pricing or default_pricing(url), phi)
-    choices = plan_tiles(needs, model, method, cell_nbytes=cell_nbytes)
+    choices = plan_tiles(needs, model, method, cell_nbytes=cell_nbytes,
+                         allow_pushdown=allow_pushdown)
     requests = plan_requests(choices, model, merge_neighbours=method == "auto")
     totals = RequestMix(
         get_requests=sum(1 for r in requests if r.method == "get"),

@@ -8,6 +8,10 @@ reuse it for every later plan.
   transfer time of 1 KiB at ``BW(1)``.
 - ``t`` (client concurrency): the largest measured ``N`` still within 90% of the peak
   bandwidth (the paper's ``N_max``), capped by the store's ``max_concurrency``.
+- With a pushdown server: ``T_lambda(size) = alpha * size + beta`` by least squares over
+  pushdowns of tiles of several sizes (parts of the scratch object, each read once so the
+  server's cache does not flatter it), timed by the server itself as the paper's profiler
+  uses the provider's reported execution time.
 
 Profiles are JSON files in ``TESSERA_PROFILE_DIR`` or the user cache folder
 (``platformdirs``), one per endpoint; :func:`load_profile` finds them again.
@@ -24,6 +28,7 @@ import os
 import statistics
 import time
 import uuid
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,16 +47,20 @@ SCRATCH_PREFIX = "__tessera_profile"
 
 @dataclasses.dataclass(frozen=True)
 class ProfileSettings:
-    """How much to measure: object size, concurrency levels, repeats, latency samples."""
+    """How much to measure: object size, concurrency levels, repeats, latency samples,
+    pushdown tile sizes and samples per size."""
 
     object_bytes: int
     levels: tuple[int, ...]
     repeats: int
     latency_samples: int
+    pushdown_sizes: tuple[int, ...] = ()
+    pushdown_samples: int = 0
 
 
-QUICK = ProfileSettings(4 << 20, (1, 2, 4, 8), 2, 8)
-FULL = ProfileSettings(128 << 20, (1, 2, 4, 8, 16, 32, 64), 3, 32)
+QUICK = ProfileSettings(4 << 20, (1, 2, 4, 8), 2, 8, (64 << 10, 256 << 10, 1 << 20), 3)
+FULL = ProfileSettings(128 << 20, (1, 2, 4, 8, 16, 32, 64), 3, 32,
+                       (64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20), 6)
 
 
 def profile_dir() -> Path:
@@ -110,7 +119,7 @@ def _opt(v: Any) -> float | None:
     return None if v is None else float(v)
 
 
-def profile_store(url: str | Store, pushdown: str | None = None, quick: bool = False, *,
+def profile_store(url: str | Store, pushdown: Any = None, quick: bool = False, *,
                   save: bool = True, directory: Path | None = None,
                   progress: Callable[[str, float], None] | None = None,
                   **storage_options: Any) -> StoreProfile:
@@ -119,8 +128,10 @@ def profile_store(url: str | Store, pushdown: str | None = None, quick: bool = F
     Args:
         url: a store URL (or an open store); a scratch object is written below it under
             ``__tessera_profile-<id>`` and removed afterwards.
-        pushdown: a pushdown server URL to measure ``alpha`` and ``beta`` against; not
-            available until the pushdown server exists (raises ``ConfigError``).
+        pushdown: a pushdown server (URL or
+            :class:`~tessera.server.client.PushdownClient`; token from
+            ``TESSERA_PUSHDOWN_TOKEN``) whose root holds ``url``: also measure its ``alpha``
+            and ``beta``.
         quick: a few seconds of measuring (4 MiB object, 1-8 requests); the full mode
             reads 128 MiB at 1-64 concurrent requests, three times.
         save: write the profile where :func:`load_profile` finds it.
@@ -131,22 +142,26 @@ def profile_store(url: str | Store, pushdown: str | None = None, quick: bool = F
     >>> prof.bandwidth[0][0], prof.request_latency_s > 0
     (1, True)
     """
-    if pushdown is not None:
-        raise ConfigError("profiling a pushdown server needs the pushdown server, which "
-                          "Tessera does not ship yet; profile without pushdown=")
+    from tessera.server.client import PushdownClient
+
+    client = PushdownClient(pushdown) if isinstance(pushdown, str) else pushdown
     store = url if isinstance(url, Store) else open_store(url, **storage_options)
     settings = QUICK if quick else FULL
-    profile = run_sync(_measure(store.aio, settings, progress or (lambda step, done: None)))
+    profile = run_sync(_measure(store.aio, settings, progress or (lambda step, done: None),
+                                client))
     if save:
         save_profile(profile, endpoint_id(store), directory)
     return profile
 
 
 async def _measure(store: AsyncStore, s: ProfileSettings,
-                   progress: Callable[[str, float], None]) -> StoreProfile:
+                   progress: Callable[[str, float], None], client: Any = None,
+                   ) -> StoreProfile:
     key = f"{SCRATCH_PREFIX}-{uuid.uuid4().hex}"  # at the root: no folder left behind
     data = np.random.default_rng().integers(0, 255, s.object_bytes, dtype=np.uint8)
-    steps = len(s.levels) * s.repeats + s.latency_samples
+    array_path = None if client is None else await client.array_path(store.url)
+    pushdowns = 0 if client is None else len(s.pushdown_sizes) * s.pushdown_samples
+    steps = len(s.levels) * s.repeats + s.latency_samples + pushdowns
     done = 0
     progress("upload", 0.0)
     await store.put(key, data)
@@ -171,6 +186,23 @@ async def _measure(store: AsyncStore, s: ProfileSettings,
             latencies.append(time.perf_counter() - t0)
             done += 1
             progress("latency", done / steps)
+        alpha = beta = None
+        if client is not None:
+            timings: list[tuple[int, float]] = []
+            offset = 0
+            for size in s.pushdown_sizes:
+                size = min(size, s.object_bytes)
+                for _ in range(s.pushdown_samples):
+                    # A fresh part of the object each time: the server cannot answer from
+                    # its cache.
+                    start = offset % (s.object_bytes - size + 1)
+                    offset += size + 4096
+                    assert array_path is not None
+                    timings.append((size, await _pushdown_once(client, array_path, key,
+                                                               data, start, size)))
+                    done += 1
+                    progress("pushdown", done / steps)
+            alpha, beta = _fit_pushdown(timings)
     finally:
         await store.delete(key)
     bw1 = points[0][1]
@@ -178,4 +210,34 @@ async def _measure(store: AsyncStore, s: ProfileSettings,
     peak = max(b for _, b in points)
     n_max = max(n for n, b in points if b >= 0.9 * peak)
     return StoreProfile(f"measured:{store.url}", tuple(points), t_r,
-                        max(1, min(n_max, store.config.max_concurrency)))
+                        max(1, min(n_max, store.config.max_concurrency)), alpha, beta)
+
+
+async def _pushdown_once(client: Any, array_path: str, key: str, data: np.ndarray,
+                         start: int, size: int) -> float:
+    """The server's seconds for one pushdown of ``size`` bytes at ``start`` of the scratch
+    object (one byte selected, so the answer is negligible)."""
+    from tessera.errors import PushdownError
+    from tessera.server.protocol import ItemError, Slice, TileItem
+
+    crc = zlib.crc32(data[start:start + size].data)
+    item = TileItem(array_path, key, start, size, None, crc, "|u1", (), (size,), "row-major",
+                    (Slice(0, 1, 1),))
+    response = await client.read([item])
+    if isinstance(response.results[0], ItemError):
+        raise PushdownError(f"pushdown server {client.url} failed a profiling read: "
+                            f"{response.results[0].error}")
+    return float(response.server_s)
+
+
+def _fit_pushdown(timings: list[tuple[int, float]]) -> tuple[float, float]:
+    """``(alpha, beta)`` of ``T = alpha * size + beta`` by least squares (both >= 0; the
+    median time as ``beta`` when the sizes do not vary)."""
+    sizes = np.array([t[0] for t in timings], dtype=np.float64)
+    secs = np.array([t[1] for t in timings], dtype=np.float64)
+    if len(set(sizes.tolist())) < 2:
+        return 0.0, float(np.median(secs))
+    alpha, beta = np.polyfit(sizes, secs, 1)
+    if beta < 0:  # keep the fit through the origin's side: a call is never free
+        alpha, beta = float(np.sum(sizes * secs) / np.sum(sizes * sizes)), 0.0
+    return max(0.0, float(alpha)), max(1e-6, float(beta))

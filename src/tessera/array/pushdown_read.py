@@ -1,0 +1,134 @@
+"""Reads through a pushdown server: the tile reads a plan assigned to ``pushdown`` become
+batches of :class:`~tessera.server.protocol.TileItem` (sparse data tiles: ``CellsItem``),
+the server returns only the selected cells, and whatever it cannot answer (the whole batch
+on a connection error, timeout or refusal; single items on a damaged or missing tile) is
+fetched directly instead, as the ArrayMorph paper's executor falls back from a lambda to Get.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tessera.array.schema import ArraySchema
+from tessera.errors import PushdownError
+from tessera.query.selection import Selection
+from tessera.server.client import PushdownClient
+from tessera.server.protocol import (
+    CellAttr,
+    CellBox,
+    CellsItem,
+    ItemError,
+    PieceRef,
+    ReadItem,
+    TileItem,
+    dim_select,
+)
+from tessera.storage.stats import RequestRecord
+
+log = logging.getLogger("tessera.pushdown")
+
+
+@dataclasses.dataclass
+class PushdownReader:
+    """A pushdown server as one read uses it.
+
+    Attributes:
+        client: the server's client.
+        array_path: the array's path below the server's root; ``None`` when the server
+            could not be asked (every item then falls back, ``last_error`` says why).
+        record: where each request's accounting goes (the array store's stats).
+        memory_gb: memory billed per pushdown second (the profile's ``M_lambda``).
+        fallbacks: items of this read fetched directly because the server failed them.
+    """
+
+    client: PushdownClient
+    array_path: str | None
+    record: Callable[[RequestRecord], None] | None = None
+    memory_gb: float = 1.0
+    fallbacks: int = 0
+    last_error: str | None = None
+
+    def batches(self, sizes: list[int]) -> list[list[int]]:
+        """Positions grouped into requests of at most ``batch_items`` items and
+        ``batch_bytes`` selected bytes each (an item larger than that goes alone)."""
+        out: list[list[int]] = []
+        cur: list[int] = []
+        cur_bytes = 0
+        cfg = self.client.config
+        for i, size in enumerate(sizes):
+            if cur and (len(cur) >= cfg.batch_items or cur_bytes + size > cfg.batch_bytes):
+                out.append(cur)
+                cur, cur_bytes = [], 0
+            cur.append(i)
+            cur_bytes += size
+        if cur:
+            out.append(cur)
+        return out
+
+    async def read(self, items: list[ReadItem]) -> list[dict[str, np.ndarray] | None]:
+        """One result per item; ``None`` where the caller must fetch the tile itself."""
+        if self.array_path is None:
+            self.fallbacks += len(items)
+            return [None] * len(items)
+        try:
+            response = await self.client.read(items, self.record, self.memory_gb)
+        except PushdownError as err:
+            self.fallbacks += len(items)
+            self.last_error = str(err)
+            log.warning("pushdown failed, fetching %d tiles directly: %s", len(items), err)
+            return [None] * len(items)
+        out: list[dict[str, np.ndarray] | None] = []
+        for res in response.results:
+            if isinstance(res, ItemError):
+                self.fallbacks += 1
+                self.last_error = res.error
+                out.append(None)
+            else:
+                out.append(res)
+        return out
+
+
+def tile_item(schema: ArraySchema, read: Any, sel: Selection, array_path: str | None,
+              ) -> TileItem:
+    """The pushdown item for a dense tile read: the tile and the cells ``sel`` takes from it,
+    in the order the output wants them."""
+    attr = schema.attr(read.attr)
+    select = tuple(dim_select(d.within(lo, hi)[0] - origin) for d, lo, hi, origin in
+                   zip(sel.dims, read.region[0], read.region[1], read.tile_origin,
+                       strict=True))
+    return TileItem(array_path or "", read.key, read.offset, read.length, read.codec, read.crc32,
+                    attr.np_dtype.str, attr.cell_shape, schema.tile_shape,
+                    schema.cell_order, select)
+
+
+def _piece(p: Any) -> PieceRef:
+    return PieceRef(p.key, p.offset, p.length, p.codec, p.crc32)
+
+
+def cells_item(schema: ArraySchema, read: Any, box: Any, array_path: str | None,
+               ) -> CellsItem:
+    """The pushdown item for a sparse data tile: its cells inside ``box``
+    (a :class:`~tessera.array.sparse_read.SparseSelection`)."""
+    from tessera.array.sparse import coords_dtype
+
+    attrs = []
+    for name, piece in read.attrs.items():
+        if name.startswith("__"):
+            attrs.append((name, CellAttr(_piece(piece), "|u1", ())))
+        else:
+            a = schema.attr(name)
+            attrs.append((name, CellAttr(_piece(piece), a.np_dtype.str, a.cell_shape)))
+    members = tuple(None if m is None else tuple(np.asarray(m).tolist()) for m in box.members)
+    return CellsItem(array_path or "", _piece(read.coords), coords_dtype(schema).str, schema.ndim,
+                     tuple(attrs),
+                     CellBox(tuple(_plain(v) for v in box.lo), tuple(_plain(v) for v in box.hi),
+                             tuple(bool(b) for b in box.hi_open), members))
+
+
+def _plain(v: Any) -> float:
+    return v.item() if isinstance(v, np.generic) else v  # type: ignore[no-any-return]

@@ -1,0 +1,230 @@
+"""The pushdown server as an ASGI application (starlette): routes, authentication, limits,
+metrics and structured logs. :func:`create_app` builds it; ``tessera serve`` runs it on
+uvicorn.
+
+Routes:
+
+- ``GET /v1/health``: ``{"status": "ok"}``, no token needed (for load balancers).
+- ``GET /v1/info``: version, protocol, served root, limits and handlers.
+- ``GET /metrics``: Prometheus text.
+- ``POST /v1/read``: a batch of tile and cell reads (:mod:`tessera.server.protocol`).
+
+Every route but health needs ``Authorization: Bearer <token>`` unless the app was built
+without a token (``--insecure-no-auth``, loopback only). Status codes: 400 malformed, 401
+no or wrong token, 403 a key outside the served root, 404 unknown route, 413 over a limit,
+503 busy (with ``Retry-After``), 504 over the request timeout. Each response carries the
+request's id in ``X-Request-ID`` (the client's, when it sent a sane one).
+
+>>> import tessera
+>>> app = create_app(tessera.open_store("memory://doc-serve"), token="s3cret-token-123456")
+>>> app.state.pushdown.limits.max_items
+256
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from tessera.config import ServerConfig
+from tessera.server.cache import TileCache
+from tessera.server.metrics import ServerMetrics
+from tessera.server.protocol import (
+    PROTOCOL_VERSION,
+    RESPONSE_TYPE,
+    Limits,
+    ProtocolError,
+    encode_response,
+    parse_read_request,
+)
+from tessera.server.service import ReadService
+from tessera.storage.store import Store
+
+log = logging.getLogger("tessera.server")
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+HANDLERS = ("read",)
+
+
+class PushdownApp:
+    """State of one server: its store, cache, limits, metrics and admission control."""
+
+    def __init__(self, store: Store, config: ServerConfig, token: str | None) -> None:
+        self.store = store
+        self.config = config
+        self.token = token.encode() if token is not None else None
+        self.limits = Limits(config.max_body_bytes, config.max_items, config.max_output_bytes,
+                             config.max_tile_bytes)
+        self.cache = TileCache(config.cache_bytes)
+        self.metrics = ServerMetrics()
+        self.service = ReadService(store.aio, self.cache)
+        self._slots = asyncio.Semaphore(config.max_concurrency)
+        self.in_flight = 0  # read requests admitted: being served or queued
+
+    # -- plumbing ------------------------------------------------------------------------
+    async def handle(self, request: Request, route: str, auth: bool,
+                     work: Callable[[Request, str], Awaitable[Response]]) -> Response:
+        """Run one route with a request id, authentication, logs and metrics."""
+        rid = request.headers.get("x-request-id", "")
+        rid = rid if _REQUEST_ID.match(rid) else uuid.uuid4().hex[:16]
+        t0 = time.perf_counter()
+        bytes_in = 0
+        if auth and not self._authorized(request):
+            self.metrics.reject("auth")
+            response: Response = _error(401, "missing or wrong bearer token",
+                                        {"WWW-Authenticate": 'Bearer realm="tessera"'})
+        else:
+            try:
+                response = await work(request, rid)
+            except ClientDisconnect:
+                response = _error(400, "the client went away before sending the whole body")
+            bytes_in = int(request.scope.get("tessera.bytes_in", 0))
+        response.headers["X-Request-ID"] = rid
+        seconds = time.perf_counter() - t0
+        out = int(response.headers.get("content-length", 0))
+        self.metrics.observe(route, response.status_code, seconds, bytes_in=bytes_in,
+                             bytes_out=out)
+        log.info(json.dumps({"event": "request", "request_id": rid, "method": request.method,
+                             "path": route, "status": response.status_code,
+                             "seconds": round(seconds, 6), "bytes_in": bytes_in,
+                             "bytes_out": out,
+                             "client": request.client.host if request.client else None}))
+        return response
+
+    def _authorized(self, request: Request) -> bool:
+        if self.token is None:
+            return True
+        header = request.headers.get("authorization", "")
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        return hmac.compare_digest(given.strip().encode(), self.token)
+
+    # -- routes --------------------------------------------------------------------------
+    async def health(self, request: Request, rid: str) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def info(self, request: Request, rid: str) -> Response:
+        from tessera import __version__
+
+        return JSONResponse({
+            "name": "tessera-pushdown", "version": __version__, "protocol": PROTOCOL_VERSION,
+            "root": str(self.store.url), "handlers": list(HANDLERS),
+            "limits": {"max_body_bytes": self.limits.max_body_bytes,
+                       "max_items": self.limits.max_items,
+                       "max_output_bytes": self.limits.max_output_bytes,
+                       "max_tile_bytes": self.limits.max_tile_bytes,
+                       "max_concurrency": self.config.max_concurrency,
+                       "queue": self.config.queue,
+                       "request_timeout_s": self.config.request_timeout_s},
+            "cache_bytes": self.config.cache_bytes, "auth": self.token is not None})
+
+    async def metrics_text(self, request: Request, rid: str) -> Response:
+        stats = self.store.stats
+        return PlainTextResponse(
+            self.metrics.render(self.cache.hits, self.cache.misses, self.cache.nbytes,
+                                self.in_flight, stats.bytes_received, stats.requests),
+            media_type="text/plain; version=0.0.4")
+
+    async def read(self, request: Request, rid: str) -> Response:
+        cfg = self.config
+        if self.in_flight >= cfg.max_concurrency + cfg.queue:
+            self.metrics.reject("busy")
+            return _error(503, f"the server is busy ({self.in_flight} requests in flight); "
+                               "retry shortly", {"Retry-After": "1"})
+        self.in_flight += 1
+        try:
+            body = await self._body(request)
+            if isinstance(body, Response):
+                return body
+            try:
+                items = parse_read_request(body, self.limits)
+            except ProtocolError as err:
+                self.metrics.reject({400: "bad_request", 403: "forbidden",
+                                     413: "too_large"}.get(err.status, "bad_request"))
+                return _error(err.status, str(err))
+            try:
+                async with asyncio.timeout(cfg.request_timeout_s):
+                    async with self._slots:
+                        results, server_s = await self.service.read(items)
+            except TimeoutError:
+                self.metrics.reject("timeout")
+                return _error(504, f"the request took longer than {cfg.request_timeout_s} s; "
+                                   "send fewer tiles per request")
+            errors = sum(1 for r in results if not isinstance(r, dict))
+            self.metrics.served(len(items), errors)
+            if errors:
+                log.info(json.dumps({"event": "item_errors", "request_id": rid,
+                                     "errors": [getattr(r, "error", "") for r in results
+                                                if not isinstance(r, dict)][:5]}))
+            chunks = encode_response(results, server_s)
+            return Response(b"".join(chunks), media_type=RESPONSE_TYPE)
+        finally:
+            self.in_flight -= 1
+
+    async def _body(self, request: Request) -> bytes | Response:
+        limit = self.limits.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                self.metrics.reject("bad_request")
+                return _error(400, "Content-Length is not a number")
+            if int(declared) > limit:
+                self.metrics.reject("too_large")
+                return _error(413, f"request body of {declared} bytes exceeds the limit of "
+                                   f"{limit}")
+        parts = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                self.metrics.reject("too_large")
+                return _error(413, f"request body exceeds the limit of {limit} bytes")
+            parts.append(chunk)
+        request.scope["tessera.bytes_in"] = size
+        return b"".join(parts)
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return JSONResponse({"error": message, "status": status}, status_code=status,
+                        headers=headers)
+
+
+def create_app(store: Store, *, token: str | None, config: ServerConfig | None = None,
+               ) -> Starlette:
+    """The pushdown server for ``store`` (its root is what requests may read).
+
+    ``token=None`` turns authentication off; only :func:`~tessera.server.serve.serve`'s
+    explicit ``insecure_no_auth`` should do that, and then only on loopback.
+    """
+    state = PushdownApp(store, config or ServerConfig.from_env(), token)
+
+    def route(path: str, fn: Callable[[Request, str], Awaitable[Response]], method: str,
+              auth: bool = True) -> Route:
+        async def endpoint(request: Request) -> Response:
+            return await state.handle(request, path, auth, fn)
+
+        return Route(path, endpoint, methods=[method])
+
+    async def not_found(request: Request, exc: Any) -> Response:
+        return _error(exc.status_code if hasattr(exc, "status_code") else 404,
+                      f"no route {request.method} {request.url.path}")
+
+    app = Starlette(routes=[route("/v1/health", state.health, "GET", auth=False),
+                            route("/v1/info", state.info, "GET"),
+                            route("/metrics", state.metrics_text, "GET"),
+                            route("/v1/read", state.read, "POST")],
+                    exception_handlers={404: not_found, 405: not_found})
+    app.state.pushdown = state
+    return app

@@ -1,0 +1,162 @@
+"""The client of the pushdown server: an ``httpx`` async client with connection pooling, used
+by the read executor. Every failure (connection refused or reset, timeout, a status other
+than 200, a malformed answer) raises :class:`~tessera.errors.PushdownError`, on which the
+executor fetches those tiles itself.
+
+>>> client = PushdownClient("http://127.0.0.1:8700", token="t" * 16)
+>>> client.url
+'http://127.0.0.1:8700'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from tessera.config import PushdownConfig
+from tessera.errors import PushdownError
+from tessera.server.protocol import (
+    PROTOCOL_VERSION,
+    ProtocolError,
+    ReadItem,
+    ReadResponse,
+    decode_response,
+    encode_read_request,
+)
+from tessera.storage.stats import RequestRecord
+from tessera.storage.url import StoreURL, parse_store_url
+
+
+class PushdownClient:
+    """Talks to one pushdown server.
+
+    Args:
+        url: ``http://host:port`` of the server.
+        token: its bearer token (default: ``TESSERA_PUSHDOWN_TOKEN``).
+        config: timeouts and batch sizes (default: ``TESSERA_PUSHDOWN_*``).
+        transport: an ``httpx`` transport to use instead of the network (tests mount the
+            ASGI app in-process with ``httpx.ASGITransport``).
+    """
+
+    def __init__(self, url: str, token: str | None = None, *,
+                 config: PushdownConfig | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        base = config or PushdownConfig.from_env()
+        self.config = PushdownConfig(url.rstrip("/"), base.token if token is None else token,
+                                     base.timeout_s, base.batch_items, base.batch_bytes)
+        self.url = self.config.url
+        self._transport = transport
+        self._clients: dict[int, httpx.AsyncClient] = {}  # one per event loop
+        self._info: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"PushdownClient({self.url!r})"
+
+    def _client(self) -> httpx.AsyncClient:
+        loop = id(asyncio.get_running_loop())
+        client = self._clients.get(loop)
+        if client is None:
+            headers = {"Authorization": f"Bearer {self.config.token}"} if self.config.token \
+                else {}
+            client = self._clients[loop] = httpx.AsyncClient(
+                base_url=self.url, headers=headers, transport=self._transport,
+                timeout=httpx.Timeout(self.config.timeout_s, connect=min(5.0,
+                                                                         self.config.timeout_s)),
+                limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
+        return client
+
+    async def aclose(self) -> None:
+        """Close the pooled connections of the running loop's client."""
+        client = self._clients.pop(id(asyncio.get_running_loop()), None)
+        if client is not None:
+            await client.aclose()
+
+    async def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        try:
+            response = await self._client().request(method, path, **kw)
+        except httpx.HTTPError as err:
+            raise PushdownError(f"pushdown server {self.url}: {type(err).__name__}: "
+                                f"{err or 'no answer'}") from None
+        if response.status_code != 200:
+            try:
+                detail = response.json().get("error", response.text)
+            except ValueError:
+                detail = response.text[:200]
+            raise PushdownError(f"pushdown server {self.url}{path} answered "
+                                f"{response.status_code}: {detail}", response.status_code)
+        return response
+
+    async def info(self) -> dict[str, Any]:
+        """The server's ``/v1/info`` (fetched once)."""
+        if self._info is None:
+            try:
+                info = (await self._send("GET", "/v1/info")).json()
+            except ValueError:
+                raise PushdownError(f"pushdown server {self.url}: /v1/info is not JSON") \
+                    from None
+            if not isinstance(info, dict) or info.get("protocol") != PROTOCOL_VERSION:
+                raise PushdownError(f"pushdown server {self.url} speaks protocol "
+                                    f"{info.get('protocol') if isinstance(info, dict) else '?'}"
+                                    f", this client {PROTOCOL_VERSION}")
+            self._info = info
+        return self._info
+
+    async def array_path(self, array_url: StoreURL) -> str:
+        """Where the array at ``array_url`` lies below the server's root; raises
+        :class:`~tessera.errors.PushdownError` when the server does not serve it."""
+        root = parse_store_url(str((await self.info()).get("root", "")))
+        path = relative_path(root, array_url)
+        if path is None:
+            raise PushdownError(f"pushdown server {self.url} serves {root}, which does not "
+                                f"hold the array at {array_url}")
+        return path
+
+    async def read(self, items: list[ReadItem],
+                   record: Callable[[RequestRecord], None] | None = None,
+                   memory_gb: float = 0.0) -> ReadResponse:
+        """Send one batch; ``record`` receives the request's accounting (bytes both ways,
+        latency, and ``memory_gb`` x the server's seconds as compute)."""
+        body = encode_read_request(items)
+        started = time.monotonic()
+        ok = False
+        received = 0
+        server_s = 0.0
+        try:
+            response = await self._send("POST", "/v1/read", content=body,
+                                        headers={"Content-Type": "application/json"})
+            received = len(response.content)
+            try:
+                decoded = decode_response(response.content, len(items))
+            except ProtocolError as err:
+                raise PushdownError(f"pushdown server {self.url}: {err}") from None
+            ok = True
+            server_s = decoded.server_s
+            return decoded
+        finally:
+            if record is not None:
+                record(RequestRecord("pushdown", f"{self.url}/v1/read", received, len(body),
+                                     time.monotonic() - started, ok, started,
+                                     memory_gb * server_s))
+
+
+def relative_path(root: StoreURL, target: StoreURL) -> str | None:
+    """``target``'s path below ``root`` (``""`` when they are the same), or ``None`` when
+    ``target`` is not inside ``root``. Endpoints are not compared: a server may reach the
+    same bucket through another endpoint than its clients."""
+    if root.scheme != target.scheme or root.bucket != target.bucket:
+        return None
+    if root.scheme == "file":
+        base, path = root.path.rstrip("/"), target.path
+        if path == base:
+            return ""
+        return path[len(base) + 1:] if path.startswith(base + "/") else None
+    base, path = root.prefix, target.prefix
+    if not base:
+        return path
+    if path == base:
+        return ""
+    return path[len(base) + 1:] if path.startswith(base + "/") else None

@@ -1,0 +1,113 @@
+"""Server metrics in the Prometheus text format (version 0.0.4): counters and one latency
+histogram, kept in memory by the one process that serves.
+
+>>> m = ServerMetrics()
+>>> m.observe("/v1/read", 200, 0.012, bytes_out=100)
+>>> 'tessera_requests_total{path="/v1/read",status="200"} 1' in m.render(0, 0, 0, 0)
+True
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import threading
+
+LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                     10.0, 30.0)
+
+
+class ServerMetrics:
+    """Requests by path and status, bytes in and out, a latency histogram of reads,
+    rejections by reason and tiles served."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.requests: collections.Counter[tuple[str, int]] = collections.Counter()
+        self.rejections: collections.Counter[str] = collections.Counter()
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.items = 0
+        self.item_errors = 0
+        self._buckets = [0] * (len(LATENCY_BUCKETS_S) + 1)
+        self._latency_sum = 0.0
+        self._latency_count = 0
+
+    def observe(self, path: str, status: int, seconds: float, *, bytes_in: int = 0,
+                bytes_out: int = 0) -> None:
+        """Count one finished request (its latency enters the histogram for reads)."""
+        with self._lock:
+            self.requests[(path, status)] += 1
+            self.bytes_in += bytes_in
+            self.bytes_out += bytes_out
+            if path == "/v1/read":
+                self._buckets[bisect.bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
+                self._latency_sum += seconds
+                self._latency_count += 1
+
+    def reject(self, reason: str) -> None:
+        """Count one request refused (``auth``, ``forbidden``, ``too_large``, ``busy``,
+        ``bad_request``, ``timeout``)."""
+        with self._lock:
+            self.rejections[reason] += 1
+
+    def served(self, items: int, errors: int) -> None:
+        """Count the items of one read request and those that failed."""
+        with self._lock:
+            self.items += items
+            self.item_errors += errors
+
+    def render(self, cache_hits: int, cache_misses: int, cache_bytes: int,
+               in_flight: int, store_bytes_in: int = 0, store_requests: int = 0) -> str:
+        """The metrics as Prometheus text."""
+        with self._lock:
+            lines = ["# HELP tessera_requests_total HTTP requests by path and status.",
+                     "# TYPE tessera_requests_total counter"]
+            for (path, status), n in sorted(self.requests.items()):
+                lines.append(f'tessera_requests_total{{path="{path}",status="{status}"}} {n}')
+            lines += ["# HELP tessera_rejections_total Requests refused, by reason.",
+                      "# TYPE tessera_rejections_total counter"]
+            for reason, n in sorted(self.rejections.items()):
+                lines.append(f'tessera_rejections_total{{reason="{reason}"}} {n}')
+            lines += [
+                "# HELP tessera_bytes_in_total Request body bytes received.",
+                "# TYPE tessera_bytes_in_total counter",
+                f"tessera_bytes_in_total {self.bytes_in}",
+                "# HELP tessera_bytes_out_total Response body bytes sent.",
+                "# TYPE tessera_bytes_out_total counter",
+                f"tessera_bytes_out_total {self.bytes_out}",
+                "# HELP tessera_store_bytes_total Bytes the server read from its store.",
+                "# TYPE tessera_store_bytes_total counter",
+                f"tessera_store_bytes_total {store_bytes_in}",
+                "# HELP tessera_store_requests_total Requests the server made to its store.",
+                "# TYPE tessera_store_requests_total counter",
+                f"tessera_store_requests_total {store_requests}",
+                "# HELP tessera_items_total Tile and cell reads served (errors included).",
+                "# TYPE tessera_items_total counter",
+                f"tessera_items_total {self.items}",
+                "# HELP tessera_item_errors_total Tile and cell reads that failed.",
+                "# TYPE tessera_item_errors_total counter",
+                f"tessera_item_errors_total {self.item_errors}",
+                "# HELP tessera_cache_hits_total Decoded-tile cache hits.",
+                "# TYPE tessera_cache_hits_total counter",
+                f"tessera_cache_hits_total {cache_hits}",
+                "# HELP tessera_cache_misses_total Decoded-tile cache misses.",
+                "# TYPE tessera_cache_misses_total counter",
+                f"tessera_cache_misses_total {cache_misses}",
+                "# HELP tessera_cache_bytes Bytes held by the decoded-tile cache.",
+                "# TYPE tessera_cache_bytes gauge",
+                f"tessera_cache_bytes {cache_bytes}",
+                "# HELP tessera_in_flight Read requests being served or queued.",
+                "# TYPE tessera_in_flight gauge",
+                f"tessera_in_flight {in_flight}",
+                "# HELP tessera_read_seconds Latency of POST /v1/read.",
+                "# TYPE tessera_read_seconds histogram",
+            ]
+            cum = 0
+            for bound, n in zip(LATENCY_BUCKETS_S, self._buckets, strict=False):
+                cum += n
+                lines.append(f'tessera_read_seconds_bucket{{le="{bound}"}} {cum}')
+            lines.append(f'tessera_read_seconds_bucket{{le="+Inf"}} {self._latency_count}')
+            lines.append(f"tessera_read_seconds_sum {self._latency_sum}")
+            lines.append(f"tessera_read_seconds_count {self._latency_count}")
+        return "\n".join(lines) + "\n"

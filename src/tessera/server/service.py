@@ -1,0 +1,174 @@
+"""The work behind ``POST /v1/read``: read each requested tile from the store (or the decoded
+tile cache), verify its checksum, decode it and keep only the requested cells.
+
+Stateless: a request carries everything needed to find and interpret its tiles, so any
+server beside the store can answer any request. Each distinct piece of a request is read
+once; tiles of 1 MiB and more are verified, decoded and sliced on worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import zlib
+from typing import Any
+
+import numpy as np
+
+from tessera.array.codecs import get_codec
+from tessera.errors import InvalidRangeError, ObjectNotFoundError, StorageError
+from tessera.server.cache import TileCache
+from tessera.server.protocol import (
+    CellsItem,
+    ItemError,
+    ItemResult,
+    PieceRef,
+    ReadItem,
+    TileItem,
+)
+from tessera.storage.keys import join_key
+from tessera.storage.store import AsyncStore
+
+#: Tiles at least this large are verified, decoded and sliced on a worker thread.
+THREAD_BYTES = 1 << 20
+
+
+class ItemFailure(Exception):
+    """One item cannot be answered; becomes an :class:`ItemError` in the response."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ReadService:
+    """Answers batches of tile and cell reads against one store.
+
+    Args:
+        store: the store below the served root (the server's own, with its own options).
+        cache: decoded tiles kept between requests.
+    """
+
+    def __init__(self, store: AsyncStore, cache: TileCache) -> None:
+        self.store = store
+        self.cache = cache
+
+    async def read(self, items: list[ReadItem]) -> tuple[list[ItemResult], float]:
+        """One result per item (cells, or an error for that item) and the seconds spent."""
+        t0 = time.perf_counter()
+        pending: dict[tuple[Any, ...], asyncio.Task[Any]] = {}
+
+        def decoded(array: str, piece: PieceRef, threaded: bool) -> asyncio.Task[Any]:
+            key = (join_key(array, piece.key), piece.offset, piece.length, piece.crc32,
+                   piece.codec)
+            task = pending.get(key)
+            if task is None:
+                task = pending[key] = asyncio.ensure_future(self._decoded(key, threaded))
+            return task
+
+        async def one(item: ReadItem) -> ItemResult:
+            try:
+                if isinstance(item, TileItem):
+                    big = item.tile_bytes >= THREAD_BYTES
+                    data = await decoded(item.array, item.piece, big)
+                    if big:
+                        return await asyncio.to_thread(_slice_tile, item, data)
+                    return _slice_tile(item, data)
+                coords = decoded(item.array, item.coords, False)
+                values = [decoded(item.array, a.piece, False) for _, a in item.attrs]
+                return _select_cells(item, await coords, [await v for v in values])
+            except ItemFailure as err:
+                return ItemError(err.status, str(err))
+
+        try:
+            results = await asyncio.gather(*(one(i) for i in items))
+        finally:
+            for task in pending.values():
+                task.cancel()
+            await asyncio.gather(*pending.values(), return_exceptions=True)
+        return list(results), time.perf_counter() - t0
+
+    async def _decoded(self, key: tuple[Any, ...], threaded: bool) -> Any:
+        cached = self.cache.get(key)
+        if cached is not None:
+            return cached
+        full_key, offset, length, crc, codec = key
+        where = f"{full_key} bytes {offset}..{offset + length}"
+        try:
+            data = await self.store.get_range(full_key, offset, length) if length else b""
+        except ObjectNotFoundError:
+            raise ItemFailure(404, f"{full_key}: no such object") from None
+        except InvalidRangeError:
+            data = b""
+        except StorageError as err:
+            raise ItemFailure(502, f"reading {where} failed: {err}") from None
+        if len(data) != length:
+            raise ItemFailure(422, f"{where}: the object is truncated (got {len(data)} bytes)")
+
+        def check() -> Any:
+            if zlib.crc32(memoryview(data)) != crc:
+                raise ItemFailure(422, f"{where}: checksum mismatch; the stored bytes are "
+                                       "damaged")
+            if codec is None:
+                return data
+            try:
+                return get_codec(codec).decode(memoryview(data))
+            except Exception as err:  # a codec's own error types vary
+                raise ItemFailure(422, f"{where}: cannot decode with {codec}: {err}") from None
+
+        out = await asyncio.to_thread(check) if threaded else check()
+        self.cache.put(key, out)
+        return out
+
+
+def _slice_tile(item: TileItem, data: Any) -> dict[str, np.ndarray]:
+    dtype = np.dtype(item.dtype)
+    if len(memoryview(data).cast("B")) != item.tile_bytes:
+        raise ItemFailure(422, f"{item.array}/{item.key} bytes {item.offset}.."
+                               f"{item.offset + item.length}: the decoded tile has "
+                               f"{len(data)} bytes, not {item.tile_bytes} (shape "
+                               f"{item.tile_shape}, dtype {item.dtype})")
+    flat = np.frombuffer(memoryview(data), dtype=dtype)
+    shape, n = item.tile_shape, len(item.tile_shape)
+    if item.cell_order == "col-major":
+        tile = flat.reshape(tuple(reversed(shape)) + item.cell_shape)
+        tile = tile.transpose(tuple(reversed(range(n))) + tuple(range(n, tile.ndim)))
+    else:
+        tile = flat.reshape(shape + item.cell_shape)
+    idx = [s.as_index() for s in item.select]
+    if all(isinstance(i, slice) for i in idx):
+        picked = tile[tuple(idx)]
+    else:
+        picked = tile[np.ix_(*[np.arange(i.start, i.stop, i.step) if isinstance(i, slice)
+                               else i for i in idx])]
+    return {"cells": np.ascontiguousarray(picked)}
+
+
+def _select_cells(item: CellsItem, coords_raw: Any, values_raw: list[Any],
+                  ) -> dict[str, np.ndarray]:
+    where = f"{item.array}/{item.coords.key} (data tile at {item.coords.offset})"
+    cdt = np.dtype(item.coords_dtype)
+    raw = memoryview(coords_raw).cast("B")
+    if len(raw) % (cdt.itemsize * item.ndim):
+        raise ItemFailure(422, f"{where}: coordinates do not fit {item.ndim} dimensions")
+    coords = np.frombuffer(raw, cdt).reshape(-1, item.ndim)
+    keep = np.ones(len(coords), dtype=bool)
+    box = item.box
+    for d in range(item.ndim):
+        c = coords[:, d]
+        keep &= c >= box.lo[d]
+        keep &= (c < box.hi[d]) if box.hi_open[d] else (c <= box.hi[d])
+        members = box.members[d]
+        if members is not None:
+            keep &= np.isin(c, np.asarray(members))
+    out = {"coords": np.ascontiguousarray(coords[keep])}
+    for (name, attr), data in zip(item.attrs, values_raw, strict=True):
+        dt = np.dtype(attr.dtype)
+        per = dt.itemsize * int(np.prod(attr.cell_shape, dtype=np.int64))
+        buf = memoryview(data).cast("B")
+        if len(buf) != per * len(coords):
+            raise ItemFailure(422, f"{where}: attribute {name!r} holds {len(buf)} bytes for "
+                                   f"{len(coords)} cells")
+        values = np.frombuffer(buf, dt).reshape((len(coords), *attr.cell_shape))
+        out[f"attr:{name}"] = np.ascontiguousarray(values[keep])
+    return out

@@ -24,13 +24,15 @@ request's id in ``X-Request-ID`` (the client's, when it sent a sane one).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import logging
+import os
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -221,7 +223,14 @@ def create_app(store: Store, *, token: str | None, config: ServerConfig | None =
         return _error(exc.status_code if hasattr(exc, "status_code") else 404,
                       f"no route {request.method} {request.url.path}")
 
-    app = Starlette(routes=[route("/v1/health", state.health, "GET", auth=False),
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        # uvicorn has stopped accepting and let requests in flight finish
+        log.info(json.dumps({"event": "stop", "served": sum(state.metrics.requests.values()),
+                             "pid": os.getpid()}))
+
+    app = Starlette(lifespan=lifespan, routes=[route("/v1/health", state.health, "GET", auth=False),
                             route("/v1/info", state.info, "GET"),
                             route("/metrics", state.metrics_text, "GET"),
                             route("/v1/read", state.read, "POST")],

@@ -108,6 +108,7 @@ def serve(root_url: str, *, host: str = "127.0.0.1", port: int = 8700,
     app = create_app(store, token=token, config=config)
     logger.info(json.dumps({"event": "start", "root": str(store.url), "host": host,
                             "port": port, "auth": token is not None, "pid": os.getpid()}))
+    # On SIGINT/SIGTERM uvicorn finishes the requests in flight, runs the app's shutdown
+    # (which logs "stop") and then re-raises the signal, so the exit status names it.
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
-                timeout_graceful_shutdown=10, lifespan="off")
-    logger.info(json.dumps({"event": "stop", "pid": os.getpid()}))
+                timeout_graceful_shutdown=10, lifespan="on")

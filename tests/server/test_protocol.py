@@ -3,6 +3,7 @@ request decoder (anything but a ProtocolError is a bug)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import struct
 from typing import Any
@@ -128,7 +129,7 @@ def test_malformed_responses_are_protocol_errors() -> None:
         decode_response(good[:5], 1)
     with pytest.raises(ProtocolError, match="not a pushdown response"):
         decode_response(b"HTTP" + good[4:], 1)
-    with pytest.raises(ProtocolError, match="1 results expected|2 results expected"):
+    with pytest.raises(ProtocolError, match=r"2 results expected"):
         decode_response(good, 2)
     with pytest.raises(ProtocolError, match="does not fit"):
         decode_response(good[:-1], 1)
@@ -149,10 +150,8 @@ json_values = st.recursive(
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=300) | json_values.map(lambda v: json.dumps(v).encode()))
 def test_fuzz_arbitrary_bodies_only_raise_protocol_errors(raw: bytes) -> None:
-    try:
+    with contextlib.suppress(ProtocolError):
         parse_read_request(raw, Limits())
-    except ProtocolError:
-        pass
 
 
 field_values = st.one_of(st.none(), st.booleans(), st.integers(-5, 2**40),

@@ -9,7 +9,7 @@ import asyncio
 import dataclasses
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import httpx
@@ -19,7 +19,8 @@ from tessera.server.protocol import TileItem, decode_response, encode_read_reque
 
 #: A request factory: given a random generator, the items to send and, per item, the
 #: cells the answer must hold.
-RequestFactory = Callable[[np.random.Generator], tuple[list[TileItem], list[np.ndarray]]]
+RequestFactory = Callable[[np.random.Generator],
+                          tuple[Sequence[TileItem], Sequence[np.ndarray]]]
 
 
 @dataclasses.dataclass
@@ -79,7 +80,7 @@ async def _client(base: str, token: str, factory: RequestFactory, requests: int,
         for _ in range(requests):
             items, expected = factory(rng)
             t0 = time.perf_counter()
-            r = await client.post("/v1/read", content=encode_read_request(items))
+            r = await client.post("/v1/read", content=encode_read_request(list(items)))
             elapsed = time.perf_counter() - t0
             if r.status_code == 503:
                 result.busy += 1

@@ -5,10 +5,15 @@ An N x N int32 array in 1024 x 1024 tiles (raw and zstd) lives in the S3 test se
 go through the emulated link (RTT, bandwidth and per-request first-byte latency as options).
 Workloads, seeded: horizontal box (82 full rows), vertical box (82 full columns), small box
 (21 x 21). For each: median time over the queries, bytes and requests counted at the link,
-dollars at S3 prices, and the lower bound RTT + exact bytes / bandwidth. Every answer is
-checked against numpy. The planner uses a profile measured through the link first.
+dollars at S3 prices (requests, egress, and pushdown compute as Lambda GB-seconds), and the
+lower bound RTT + exact bytes / bandwidth. Every answer is checked against numpy. The planner
+uses a profile measured through the link first.
 
-Not measured yet: pushdown (the pushdown server does not exist yet).
+A pushdown server (``tessera serve``) runs beside the S3 server, outside the link, as the
+paper's lambda runs beside S3: it reads the S3 server directly, and the client reaches it
+through a second emulated link with the same RTT and bandwidth. Bytes and requests are
+counted on both links. The server runs without its decoded-tile cache, so no method
+profits from tiles another one read.
 
     python benchmarks/hyperslab.py [--size 8192] [--queries 5] [--rtt-ms 20]
                                    [--bandwidth-mbps 100] [--first-byte-ms 0] [--quick]
@@ -31,10 +36,10 @@ from rich.table import Table
 
 import tessera
 from tessera.storage.pricing import get_pricing
-from tessera.testing import EmulatedLink, S3TestServer
+from tessera.testing import EmulatedLink, PushdownTestServer, S3TestServer
 
 console = Console(highlight=False, width=160)
-METHODS = ["auto", "get", "merge", "fetch"]
+METHODS = ["auto", "get", "merge", "fetch", "pushdown"]
 MAX_FETCH_REQUESTS = 4000  # beyond this a forced fetch takes minutes through the link
 
 
@@ -79,14 +84,27 @@ def main() -> None:
             console.print(f"writing {n}x{n} int32 ({codec or 'raw'}) to the S3 test server")
             tessera.from_numpy(s3.url(name), truth, tile=(1024, 1024), codec=codec,
                                storage_options=direct)
-        with EmulatedLink(s3.port, one_way_delay_s=rtt / 2, bandwidth=bw,
-                          first_byte_latency_s=args.first_byte_ms / 1e3) as link:
+        link_args = {"one_way_delay_s": rtt / 2, "bandwidth": bw,
+                     "first_byte_latency_s": args.first_byte_ms / 1e3}
+        # No decoded-tile cache on the server: every method reads the same queries, and a
+        # cache warmed by one method would flatter the next (the paper's lambda has none).
+        with PushdownTestServer(s3.url(""), storage_options=direct,
+                                extra_args=["--cache-bytes", "0"]) as server, \
+                EmulatedLink(s3.port, **link_args) as link, \
+                EmulatedLink(server.port, **link_args) as pd_link:
             opts = s3.storage_options(link.endpoint)
-            profile = tessera.profile_store(s3.url("profile"), quick=True, save=False, **opts)
+            client = tessera.PushdownClient(pd_link.endpoint, token=server.token)
+            profile = tessera.profile_store(s3.url("profile"), pushdown=client, quick=True,
+                                            save=False, **opts)
+            assert profile.pushdown_alpha_s_per_byte is not None
+            assert profile.pushdown_beta_s is not None
             console.print(f"profile through the link: T_R {profile.request_latency_s * 1e3:.1f}"
-                          f" ms, BW {[(k, round(v / 1e6)) for k, v in profile.bandwidth]} MB/s")
+                          f" ms, BW {[(k, round(v / 1e6)) for k, v in profile.bandwidth]} MB/s, "
+                          f"pushdown {profile.pushdown_alpha_s_per_byte * 1e9:.2f} ns/B + "
+                          f"{profile.pushdown_beta_s * 1e3:.1f} ms")
             for codec in (None, "zstd"):
-                arr = tessera.open_array(s3.url(f"a-{codec or 'raw'}"), storage_options=opts)
+                arr = tessera.open_array(s3.url(f"a-{codec or 'raw'}"), storage_options=opts,
+                                         pushdown=client)
                 arr.profile = profile
                 arr[0, 0]  # loads the bookkeeping, opens connections
                 for wname, sels in workloads(n, args.queries, args.seed).items():
@@ -98,20 +116,24 @@ def main() -> None:
                                          "method": method, "note":
                                          f"skipped: {len(plan.requests)} requests"})
                             continue
-                        times, nbytes, nreq = [], [], []
+                        times, nbytes, nreq, cost = [], [], [], []
                         for sel in sels:
                             link.reset_counters()
+                            pd_link.reset_counters()
                             t0 = time.perf_counter()
                             got = arr.read(sel, method=method)
                             times.append(time.perf_counter() - t0)
                             if not np.array_equal(got, truth[sel]):
                                 raise SystemExit(f"{method} on {wname} returned wrong cells")
-                            c = link.counters()
-                            nbytes.append(c.bytes_down)
-                            nreq.append(c.requests)
+                            if arr.last_read.pushdown_fallbacks:
+                                raise SystemExit(f"{method} on {wname}: pushdown fell back: "
+                                                 f"{arr.last_read.pushdown_error}")
+                            c, p = link.counters(), pd_link.counters()
+                            nbytes.append(c.bytes_down + p.bytes_down)
+                            nreq.append(c.requests + p.requests)
+                            cost.append(arr.last_read.stats.cost_usd(s3_prices))
                         med_b, med_r = statistics.median(nbytes), statistics.median(nreq)
-                        dollars = (s3_prices.request_fee("range", int(med_r))
-                                   + s3_prices.egress_usd(med_b))
+                        dollars = statistics.median(cost)
                         rows.append({
                             "codec": codec or "raw", "workload": wname, "method": method,
                             "median_s": statistics.median(times), "bytes": int(med_b),

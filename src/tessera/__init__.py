@@ -33,6 +33,7 @@ from tessera.errors import (
     ObjectNotFoundError,
     PermanentStorageError,
     PreconditionFailedError,
+    PushdownError,
     ReadOnlyError,
     SchemaError,
     SelectionError,
@@ -44,6 +45,7 @@ from tessera.query.cost import StoreProfile
 from tessera.query.plan import Plan
 from tessera.query.profiler import load_profile, profile_store
 from tessera.query.selection import Hyperslabs, Points
+from tessera.server.client import PushdownClient
 from tessera.storage import (
     PRICING,
     AsyncStore,
@@ -86,6 +88,8 @@ __all__ = [
     "Points",
     "PreconditionFailedError",
     "PriceTable",
+    "PushdownClient",
+    "PushdownError",
     "PutResult",
     "ReadOnlyError",
     "RetryPolicy",

@@ -9,32 +9,10 @@ import numpy as np
 import pytest
 
 import tessera
-from tessera.server.protocol import TileItem, dim_select
 from tessera.testing import PushdownTestServer, S3TestServer
-from tessera.testing.loadgen import run_load
+from tessera.testing.loadgen import run_load, tile_request_factory
 
 pytestmark = pytest.mark.s3
-
-
-def tile_factory(arr: tessera.Array, data: np.ndarray, array_path: str):  # type: ignore[no-untyped-def]
-    arr.read(method="get")
-    reads = arr.last_read.tile_reads  # type: ignore[union-attr]
-    ext = arr.schema.tile_shape
-
-    def factory(rng: np.random.Generator) -> tuple[list[TileItem], list[np.ndarray]]:
-        items, expected = [], []
-        for i in rng.choice(len(reads), int(rng.integers(1, 5)), replace=False):
-            r = reads[int(i)]
-            rows = np.sort(rng.choice(ext[0], int(rng.integers(1, ext[0])), replace=False))
-            cols = np.arange(int(rng.integers(0, ext[1] // 2)), ext[1])
-            items.append(TileItem(array_path, r.key, r.offset, r.length, r.codec, r.crc32,
-                                  "<i4", (), ext, "row-major",
-                                  (dim_select(rows), dim_select(cols))))
-            y0, x0 = r.tile_origin
-            expected.append(data[y0 + rows][:, x0 + cols])
-        return items, expected
-
-    return factory
 
 
 def test_load_8_clients_x_200_requests(s3_server: S3TestServer) -> None:
@@ -46,8 +24,9 @@ def test_load_8_clients_x_200_requests(s3_server: S3TestServer) -> None:
     with PushdownTestServer(s3_server.url(""), storage_options=opts,
                             extra_args=["--max-concurrency", "2", "--queue", "2",
                                         "--cache-bytes", str(256 << 10)]) as server:
-        result = run_load(server.url, server.token or "", tile_factory(arr, data, path),
-                          clients=8, requests=200, server_pid=server.pid)
+        factory = tile_request_factory(arr, data, path)
+        result = run_load(server.url, server.token or "", factory, clients=8, requests=200,
+                          server_pid=server.pid)
     assert result.accepted + result.busy == 1600 and result.other == 0
     assert result.wrong == 0 and result.retry_after_missing == 0
     assert result.busy > 0 and result.accepted > 200  # the excess is refused, not stalled

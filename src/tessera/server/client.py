@@ -46,7 +46,8 @@ class PushdownClient:
                  config: PushdownConfig | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         base = config or PushdownConfig.from_env()
-        self.config = PushdownConfig(url.rstrip("/"), base.token if token is None else token,
+        self.config = PushdownConfig(url.rstrip("/"),
+                                     (base.token if token is None else token).strip(),
                                      base.timeout_s, base.batch_items, base.batch_bytes)
         self.url = self.config.url
         self._transport = transport

@@ -11,11 +11,12 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
 
-from tessera.server.protocol import TileItem, decode_response, encode_read_request
+from tessera.server.protocol import TileItem, decode_response, dim_select, encode_read_request
 
 #: A request factory: given a random generator, the items to send and, per item, the
 #: cells the answer must hold.
@@ -59,6 +60,30 @@ class LoadResult:
             return self.latencies_s[0]
         return statistics.quantiles(self.latencies_s, n=100, method="inclusive")[
             max(0, min(98, round(q) - 1))]
+
+
+def tile_request_factory(arr: Any, data: np.ndarray, array_path: str) -> RequestFactory:
+    """Requests of 1-4 random tiles of a 2-D ``<i4`` array each, random rows and a run of
+    columns from each, with the cells numpy says they hold (``data`` is the array)."""
+    arr.read(method="get")
+    reads = arr.last_read.tile_reads
+    ext = arr.schema.tile_shape
+
+    def factory(rng: np.random.Generator) -> tuple[list[TileItem], list[np.ndarray]]:
+        items, expected = [], []
+        for i in rng.choice(len(reads), int(rng.integers(1, min(5, len(reads) + 1))),
+                            replace=False):
+            r = reads[int(i)]
+            rows = np.sort(rng.choice(ext[0], int(rng.integers(1, ext[0])), replace=False))
+            cols = np.arange(int(rng.integers(0, ext[1] // 2)), ext[1])
+            items.append(TileItem(array_path, r.key, r.offset, r.length, r.codec, r.crc32,
+                                  "<i4", (), ext, "row-major",
+                                  (dim_select(rows), dim_select(cols))))
+            y0, x0 = r.tile_origin
+            expected.append(data[y0 + rows][:, x0 + cols])
+        return items, expected
+
+    return factory
 
 
 def peak_rss(pid: int) -> int | None:

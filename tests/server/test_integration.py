@@ -144,6 +144,12 @@ def test_reads_fall_back_when_the_server_goes_away(s3_server: S3TestServer) -> N
     assert np.array_equal(got, data[:, 3:5])
     assert arr.last_read.pushdown_fallbacks == 4
     assert server.url in (arr.last_read.pushdown_error or "")
+    # for a while after that, auto plans leave the unreachable server out, and say nothing
+    # of it: they do not wait on it again
+    arr.profile = tessera.StoreProfile("slow", ((1, 1e6),), 0.02, 8, 1e-9, 0.002)
+    assert np.array_equal(arr.read((slice(None), 9)), data[:, 9])
+    assert "pushdown" not in arr.last_read.plan.methods
+    assert arr.last_read.pushdown_fallbacks == 0
     # a server that does not serve the array: every tile fetched directly, reason given
     with PushdownTestServer(s3_server.url("elsewhere"), storage_options=opts) as other:
         arr.pushdown = other.client()

@@ -58,7 +58,6 @@ from tessera.errors import (
     CorruptDataError,
     ObjectExistsError,
     ObjectNotFoundError,
-    PushdownError,
     ReadOnlyError,
     SchemaError,
     SelectionError,
@@ -248,26 +247,25 @@ class Array:
         if not reads:
             return None
         cell = max(1, min(self.schema.attr(r.attr).cell_nbytes for r in reads))
-        push = pushdown_ok and self._pushdown is not None
+        # A server found unreachable moments ago stays out of auto plans for a while; a
+        # forced pushdown still plans it (and falls back to fetching).
+        push = pushdown_ok and self._pushdown is not None and (
+            self._pushdown.available or method == "pushdown")
         return plan_needs(needs, url=self._store.url, method=method, phi=phi,
                           pricing=self.planner.pricing or None,
                           profile=self.profile.with_pushdown_defaults() if push
                           else self.profile, cell_nbytes=cell, allow_pushdown=push)
 
-    async def _pushdown_reader(self, method: str) -> PushdownReader | None:
-        """The pushdown server as this read uses it (``None`` without one). A server that
-        cannot be reached or does not serve this array still yields a reader: the tiles
-        the plan pushes down are then fetched directly, and the report says why."""
+    def _pushdown_reader(self) -> PushdownReader | None:
+        """The pushdown server as this read uses it (``None`` without one). The server is
+        asked where the array lies only when a batch is sent; one that cannot be reached or
+        does not serve this array makes those tiles fall back to direct fetches, and the
+        read's report says why."""
         client = self._pushdown
         if client is None:
             return None
-        reader = PushdownReader(client, None, self._store.aio.record,
-                                self.profile.pushdown_memory_gb)
-        try:
-            reader.array_path = await client.array_path(self._store.url)
-        except PushdownError as err:
-            reader.last_error = str(err)
-        return reader
+        return PushdownReader(client, None, self._store.aio.record,
+                              self.profile.pushdown_memory_gb, array_url=self._store.url)
 
     async def _points_plan(self, pts: np.ndarray, names: list[str], method: str,
                            phi: float) -> tuple[Any, ...]:
@@ -302,7 +300,7 @@ class Array:
         for pos in positions:
             for p in pos:
                 fetcher.expect(p)
-        pushdown = await self._pushdown_reader(method)
+        pushdown = self._pushdown_reader()
         outs = await asyncio.gather(*(
             execute_tile_reads(self._store.aio, self.schema, s, reads, names, self.uri, cells,
                                fetcher=fetcher, positions=pos, pushdown=pushdown)
@@ -386,7 +384,7 @@ class Array:
     async def _read_with(self, selection: Any, names: list[str], method: str, phi: float,
                          metas: list[FragmentMeta], retry: bool = False,
                          ) -> tuple[dict[str, np.ndarray], ReadReport]:
-        pushdown = await self._pushdown_reader(method)
+        pushdown = self._pushdown_reader()
         while True:
             reads, cell_reads, skipped = plan_tile_reads(self.schema, selection, metas, names)
             plan = self._plan_needs(reads, tile_needs(self.schema, selection, reads), method,
@@ -414,7 +412,7 @@ class Array:
                                  method: str = "auto") -> tuple[SparseResult, ReadReport]:
         metas = await self._visible_metas()
         # Sparse data tiles go to the pushdown server when a read asks for method="pushdown".
-        pushdown = await self._pushdown_reader(method) if method == "pushdown" else None
+        pushdown = self._pushdown_reader() if method == "pushdown" else None
         while True:
             reads = plan_cell_reads(ssel, metas, names)
             try:

@@ -7,6 +7,7 @@ fetched directly instead, as the ArrayMorph paper's executor falls back from a l
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable
@@ -39,10 +40,11 @@ class PushdownReader:
 
     Attributes:
         client: the server's client.
-        array_path: the array's path below the server's root; ``None`` when the server
-            could not be asked (every item then falls back, ``last_error`` says why).
+        array_path: the array's path below the server's root (see :meth:`resolve`); while
+            ``None``, every item falls back.
         record: where each request's accounting goes (the array store's stats).
         memory_gb: memory billed per pushdown second (the profile's ``M_lambda``).
+        array_url: the array's store URL (a :class:`~tessera.storage.url.StoreURL`).
         fallbacks: items of this read fetched directly because the server failed them.
     """
 
@@ -52,6 +54,22 @@ class PushdownReader:
     memory_gb: float = 1.0
     fallbacks: int = 0
     last_error: str | None = None
+    array_url: Any = None
+    _resolving: Any = dataclasses.field(default=None, repr=False)
+
+    async def resolve(self) -> str | None:
+        """Find the array's path below the server's root, once per reader (the first
+        batch asks the server; a plan without pushdown never does). ``None`` when the
+        server cannot be asked or does not serve the array (``last_error`` says why)."""
+        if self.array_path is not None:
+            return self.array_path
+        if self._resolving is None:
+            self._resolving = asyncio.ensure_future(self.client.array_path(self.array_url))
+        try:
+            self.array_path = await asyncio.shield(self._resolving)
+        except PushdownError as err:
+            self.last_error = str(err)
+        return self.array_path
 
     def batches(self, sizes: list[int]) -> list[list[int]]:
         """Positions grouped into requests of at most ``batch_items`` items and
@@ -71,10 +89,13 @@ class PushdownReader:
         return out
 
     async def read(self, items: list[ReadItem]) -> list[dict[str, np.ndarray] | None]:
-        """One result per item; ``None`` where the caller must fetch the tile itself."""
-        if self.array_path is None:
+        """One result per item; ``None`` where the caller must fetch the tile itself.
+        Items built before the array's path was known carry ``""``; they get it here."""
+        path = await self.resolve()
+        if path is None:
             self.fallbacks += len(items)
             return [None] * len(items)
+        items = [i if i.array == path else dataclasses.replace(i, array=path) for i in items]
         try:
             response = await self.client.read(items, self.record, self.memory_gb)
         except PushdownError as err:

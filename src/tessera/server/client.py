@@ -53,6 +53,16 @@ class PushdownClient:
         self._transport = transport
         self._clients: dict[int, httpx.AsyncClient] = {}  # one per event loop
         self._info: dict[str, Any] | None = None
+        self._down_until = 0.0
+
+    #: After a server could not be reached, seconds during which the client does not try it
+    #: again (reads plan without pushdown meanwhile instead of waiting on it every time).
+    RETRY_AFTER_DOWN_S = 10.0
+
+    @property
+    def available(self) -> bool:
+        """False for a while after the server could not be reached."""
+        return time.monotonic() >= self._down_until
 
     def __repr__(self) -> str:
         return f"PushdownClient({self.url!r})"
@@ -77,8 +87,16 @@ class PushdownClient:
             await client.aclose()
 
     async def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        if not self.available:
+            raise PushdownError(f"pushdown server {self.url} was unreachable moments ago; "
+                                f"trying again after {self.RETRY_AFTER_DOWN_S:g} s")
         try:
             response = await self._client().request(method, path, **kw)
+        except httpx.TransportError as err:
+            if isinstance(err, (httpx.ConnectError, httpx.ConnectTimeout)):
+                self._down_until = time.monotonic() + self.RETRY_AFTER_DOWN_S
+            raise PushdownError(f"pushdown server {self.url}: {type(err).__name__}: "
+                                f"{err or 'no answer'}") from None
         except httpx.HTTPError as err:
             raise PushdownError(f"pushdown server {self.url}: {type(err).__name__}: "
                                 f"{err or 'no answer'}") from None

@@ -1,0 +1,104 @@
+"""The pushdown client and the read path's use of it, in-process (httpx's ASGI transport
+over a memory store): where arrays lie below a server's root, when the server is asked,
+and how reads account for it."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+import tessera
+from tessera.server.app import create_app
+from tessera.server.client import PushdownClient, relative_path
+from tessera.storage.url import parse_store_url
+
+TOKEN = "client-test-token-123456"
+
+
+@pytest.mark.parametrize("root, target, expected", [
+    ("s3://b", "s3://b/arrays/a", "arrays/a"),
+    ("s3://b/arrays", "s3://b/arrays/a", "a"),
+    ("s3://b/arrays", "s3://b/arrays", ""),
+    ("s3://b/arr", "s3://b/arrays/a", None),
+    ("s3://b", "s3://c/a", None),
+    ("s3://b", "gs://b/a", None),
+    ("file:///data", "file:///data/x/y", "x/y"),
+    ("file:///data", "file:///database/x", None),
+    ("memory://", "memory://m/a", "m/a"),
+])
+def test_relative_path(root: str, target: str, expected: str | None) -> None:
+    assert relative_path(parse_store_url(root), parse_store_url(target)) == expected
+
+
+class CountingTransport(httpx.AsyncBaseTransport):
+    def __init__(self, app: Any) -> None:
+        self.inner = httpx.ASGITransport(app)
+        self.paths: list[str] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.paths.append(request.url.path)
+        return await self.inner.handle_async_request(request)
+
+
+@pytest.fixture
+def served() -> tuple[tessera.Array, np.ndarray, CountingTransport]:
+    root = f"memory://client-test-{uuid.uuid4().hex[:8]}"
+    data = np.arange(40 * 40, dtype=np.float32).reshape(40, 40)
+    tessera.from_numpy(f"{root}/a", data, tile=(10, 10), codec="zstd")
+    transport = CountingTransport(create_app(tessera.open_store(root), token=TOKEN))
+    client = PushdownClient("http://pushdown", token=f"  {TOKEN}\n", transport=transport)
+    return tessera.open_array(f"{root}/a", pushdown=client), data, transport
+
+
+def test_a_read_that_plans_no_pushdown_never_asks_the_server(served: Any) -> None:
+    arr, data, transport = served
+    assert np.array_equal(arr.read((slice(0, 10), slice(0, 10)), method="get"), data[:10, :10])
+    assert np.array_equal(arr[3:5, 7], data[3:5, 7])  # auto on a fast local profile
+    assert "pushdown" not in arr.last_read.plan.methods
+    assert transport.paths == []
+
+
+def test_forced_pushdown_asks_once_where_the_array_is_then_batches(served: Any) -> None:
+    arr, data, transport = served
+    for _ in range(2):
+        assert np.array_equal(arr.read((slice(None), 3), method="pushdown"), data[:, 3])
+    assert transport.paths == ["/v1/info", "/v1/read", "/v1/read"]  # token stripped: 200s
+    stats = arr.last_read.stats.by_method["pushdown"]
+    assert stats.requests == 1 and stats.bytes_received > 40 * 4 and stats.compute_gb_s > 0
+    assert arr.last_read.stats.cost_usd("s3") > 0
+
+
+def test_batches_respect_items_and_bytes(served: Any) -> None:
+    arr, data, transport = served
+    arr.pushdown = PushdownClient("http://pushdown", token=TOKEN, transport=transport,
+                                  config=tessera.config.PushdownConfig(batch_items=3))
+    assert np.array_equal(arr.read(method="pushdown"), data)  # 16 tiles: 6 requests
+    assert arr.last_read.stats.by_method["pushdown"].requests == 6
+    reader = arr._pushdown_reader()
+    assert reader is not None
+    assert reader.batches([10, 10, 10, 10]) == [[0, 1, 2], [3]]
+    arr.pushdown = PushdownClient("http://pushdown", token=TOKEN, transport=transport,
+                                  config=tessera.config.PushdownConfig(batch_bytes=25))
+    assert arr._pushdown_reader().batches([10, 10, 30, 5]) == [[0, 1], [2], [3]]  # type: ignore[union-attr]
+
+
+def test_pushdown_setter_checks_its_value(served: Any) -> None:
+    arr, _, _ = served
+    arr.pushdown = "http://127.0.0.1:1"
+    assert isinstance(arr.pushdown, PushdownClient)
+    arr.pushdown = None
+    with pytest.raises(TypeError, match="pushdown must be"):
+        arr.pushdown = 8700
+    with pytest.raises(tessera.ConfigError, match="http://"):
+        arr.pushdown = "ftp://x"
+
+
+def test_forced_pushdown_without_a_server_is_a_config_error(served: Any) -> None:
+    arr, _, _ = served
+    arr.pushdown = None
+    with pytest.raises(tessera.ConfigError, match="needs a pushdown server"):
+        arr.read((0, 0), method="pushdown")

@@ -102,3 +102,16 @@ def test_forced_pushdown_without_a_server_is_a_config_error(served: Any) -> None
     arr.pushdown = None
     with pytest.raises(tessera.ConfigError, match="needs a pushdown server"):
         arr.read((0, 0), method="pushdown")
+
+
+def test_answers_that_do_not_fit_their_request_fall_back(served: Any) -> None:
+    arr, data, transport = served
+    service = transport.inner.app.state.pushdown.service
+
+    async def wrong(items: Any) -> Any:
+        return [{"cells": np.zeros(1, np.float32)} for _ in items], 0.0
+
+    service.read = wrong
+    assert np.array_equal(arr.read((slice(None), 3), method="pushdown"), data[:, 3])
+    assert arr.last_read.pushdown_fallbacks == 4
+    assert "expected (10, 1)" in (arr.last_read.pushdown_error or "")

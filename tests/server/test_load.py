@@ -5,6 +5,7 @@ request it accepts correctly. ``benchmarks/pushdown_load.py`` reports the figure
 
 from __future__ import annotations
 
+import httpx
 import numpy as np
 import pytest
 
@@ -27,6 +28,10 @@ def test_load_8_clients_x_200_requests(s3_server: S3TestServer) -> None:
         factory = tile_request_factory(arr, data, path)
         result = run_load(server.url, server.token or "", factory, clients=8, requests=200,
                           server_pid=server.pid)
+        metrics = httpx.get(f"{server.url}/metrics", timeout=10,
+                            headers={"Authorization": f"Bearer {server.token}"}).text
+    peak = int(metrics.split("\ntessera_active_peak ")[1].split()[0])
+    assert 1 <= peak <= 2  # never more than --max-concurrency at once
     assert result.accepted + result.busy == 1600 and result.other == 0
     assert result.wrong == 0 and result.retry_after_missing == 0
     assert result.busy > 0 and result.accepted > 200  # the excess is refused, not stalled

@@ -104,14 +104,38 @@ class PushdownReader:
             log.warning("pushdown failed, fetching %d tiles directly: %s", len(items), err)
             return [None] * len(items)
         out: list[dict[str, np.ndarray] | None] = []
-        for res in response.results:
+        for item, res in zip(items, response.results, strict=True):
             if isinstance(res, ItemError):
+                problem: str | None = res.error
+            else:
+                problem = _mismatch(item, res)
+            if problem is not None:
                 self.fallbacks += 1
-                self.last_error = res.error
+                self.last_error = problem
                 out.append(None)
             else:
-                out.append(res)
+                out.append(res)  # type: ignore[arg-type]
         return out
+
+
+def _mismatch(item: ReadItem, res: dict[str, np.ndarray]) -> str | None:
+    """Why an answer does not fit its item (``None`` when it does): a server of another
+    version or a broken one must not put wrong cells into the output."""
+    if isinstance(item, TileItem):
+        cells = res.get("cells")
+        if cells is None or cells.shape != item.out_shape or cells.dtype != np.dtype(
+                item.dtype):
+            return (f"pushdown answer for {item.key} has shape "
+                    f"{None if cells is None else cells.shape}, expected {item.out_shape}")
+        return None
+    coords = res.get("coords")
+    if coords is None or coords.ndim != 2 or coords.shape[1] != item.ndim:
+        return f"pushdown answer for {item.coords.key} has no {item.ndim}-D coordinates"
+    for name, attr in item.attrs:
+        values = res.get(f"attr:{name}")
+        if values is None or values.shape != (len(coords), *attr.cell_shape):
+            return f"pushdown answer for {item.coords.key} lacks values of {name!r}"
+    return None
 
 
 def tile_item(schema: ArraySchema, read: Any, sel: Selection, array_path: str | None,

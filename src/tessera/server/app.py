@@ -73,6 +73,8 @@ class PushdownApp:
         self.service = ReadService(store.aio, self.cache)
         self._slots = asyncio.Semaphore(config.max_concurrency)
         self.in_flight = 0  # read requests admitted: being served or queued
+        self.active = 0  # read requests holding a slot
+        self.active_peak = 0
 
     # -- plumbing ------------------------------------------------------------------------
     async def handle(self, request: Request, route: str, auth: bool,
@@ -136,7 +138,8 @@ class PushdownApp:
         stats = self.store.stats
         return PlainTextResponse(
             self.metrics.render(self.cache.hits, self.cache.misses, self.cache.nbytes,
-                                self.in_flight, stats.bytes_received, stats.requests),
+                                self.in_flight, stats.bytes_received, stats.requests,
+                                self.active_peak),
             media_type="text/plain; version=0.0.4")
 
     async def read(self, request: Request, rid: str) -> Response:
@@ -159,7 +162,12 @@ class PushdownApp:
             try:
                 async with asyncio.timeout(cfg.request_timeout_s):
                     async with self._slots:
-                        results, server_s = await self.service.read(items)
+                        self.active += 1
+                        self.active_peak = max(self.active_peak, self.active)
+                        try:
+                            results, server_s = await self.service.read(items)
+                        finally:
+                            self.active -= 1
             except TimeoutError:
                 self.metrics.reject("timeout")
                 return _error(504, f"the request took longer than {cfg.request_timeout_s} s; "

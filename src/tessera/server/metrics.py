@@ -58,7 +58,8 @@ class ServerMetrics:
             self.item_errors += errors
 
     def render(self, cache_hits: int, cache_misses: int, cache_bytes: int,
-               in_flight: int, store_bytes_in: int = 0, store_requests: int = 0) -> str:
+               in_flight: int, store_bytes_in: int = 0, store_requests: int = 0,
+               active_peak: int = 0) -> str:
         """The metrics as Prometheus text."""
         with self._lock:
             lines = ["# HELP tessera_requests_total HTTP requests by path and status.",
@@ -100,6 +101,9 @@ class ServerMetrics:
                 "# HELP tessera_in_flight Read requests being served or queued.",
                 "# TYPE tessera_in_flight gauge",
                 f"tessera_in_flight {in_flight}",
+                "# HELP tessera_active_peak Most read requests served at once so far.",
+                "# TYPE tessera_active_peak gauge",
+                f"tessera_active_peak {active_peak}",
                 "# HELP tessera_read_seconds Latency of POST /v1/read.",
                 "# TYPE tessera_read_seconds histogram",
             ]

@@ -36,8 +36,10 @@ class StoreProfile:
         bandwidth: ``(concurrent requests N, bytes per second)`` points, ascending in N.
         request_latency_s: ``T_R``, server handling time of one Get or Range request.
         concurrency: ``t``, requests the client keeps in flight.
-        pushdown_alpha_s_per_byte, pushdown_beta_s: ``T_lambda(size) = alpha*size + beta``;
-            ``None`` when no pushdown server was profiled.
+        pushdown_alpha_s_per_byte, pushdown_beta_s: ``T_lambda(size) = alpha*size + beta``
+            as the client sees it (``beta`` includes the round trip to the server; pushdowns
+            pay no ``T_R`` besides, as Lambda requests in the paper's model); ``None`` when
+            no pushdown server was profiled.
         pushdown_memory_gb: ``M_lambda``, memory billed per pushdown invocation.
     """
 
@@ -94,11 +96,13 @@ class StoreProfile:
 
     def with_pushdown_defaults(self) -> StoreProfile:
         """This profile, with :data:`DEFAULT_PUSHDOWN` figures where pushdown was not
-        profiled (a pushdown server is configured but not yet measured)."""
+        profiled (a pushdown server is configured but not yet measured); ``beta`` then also
+        counts one request latency ``T_R``, the round trip a pushdown makes."""
         if self.has_pushdown:
             return self
         alpha, beta = DEFAULT_PUSHDOWN
-        return dataclasses.replace(self, pushdown_alpha_s_per_byte=alpha, pushdown_beta_s=beta)
+        return dataclasses.replace(self, pushdown_alpha_s_per_byte=alpha,
+                                   pushdown_beta_s=beta + self.request_latency_s)
 
     def _peak_range(self) -> tuple[int, int]:
         peak = max(b for _, b in self.bandwidth)
@@ -131,7 +135,8 @@ DEFAULT_PROFILES: Mapping[str, StoreProfile] = MappingProxyType({
 
 DEFAULT_PUSHDOWN = (1e-9, 0.005)
 """``(alpha, beta)`` of an unprofiled pushdown server beside its store: tiles read and
-sliced at 1 GB/s, 5 ms per call (``tessera profile URL --pushdown SERVER`` measures them)."""
+sliced at 1 GB/s, 5 ms per call on the server, plus the profile's ``T_R`` for the round trip
+(``tessera profile URL --pushdown SERVER`` measures them)."""
 
 
 @dataclasses.dataclass(frozen=True)

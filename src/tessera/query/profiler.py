@@ -10,8 +10,10 @@ reuse it for every later plan.
   bandwidth (the paper's ``N_max``), capped by the store's ``max_concurrency``.
 - With a pushdown server: ``T_lambda(size) = alpha * size + beta`` by least squares over
   pushdowns of tiles of several sizes (parts of the scratch object, each read once so the
-  server's cache does not flatter it), timed by the server itself as the paper's profiler
-  uses the provider's reported execution time.
+  server's cache does not flatter it, one byte returned), timed from the client. The paper
+  times lambdas on the provider's side and charges them no request latency (``N_R = 0`` for
+  Lambda in its Table 3); timing from the client puts the round trip to the server, which a
+  pushdown pays like any request, into ``beta`` so that the paper's formula stays as it is.
 
 Profiles are JSON files in ``TESSERA_PROFILE_DIR`` or the user cache folder
 (``platformdirs``), one per endpoint; :func:`load_profile` finds them again.
@@ -215,19 +217,21 @@ async def _measure(store: AsyncStore, s: ProfileSettings,
 
 async def _pushdown_once(client: Any, array_path: str, key: str, data: np.ndarray,
                          start: int, size: int) -> float:
-    """The server's seconds for one pushdown of ``size`` bytes at ``start`` of the scratch
-    object (one byte selected, so the answer is negligible)."""
+    """Seconds of one pushdown of ``size`` bytes at ``start`` of the scratch object, as the
+    client sees them (one byte selected, so the answer is negligible)."""
     from tessera.errors import PushdownError
     from tessera.server.protocol import ItemError, Slice, TileItem
 
     crc = zlib.crc32(data[start:start + size].data)
     item = TileItem(array_path, key, start, size, None, crc, "|u1", (), (size,), "row-major",
                     (Slice(0, 1, 1),))
+    t0 = time.perf_counter()
     response = await client.read([item])
+    seconds = time.perf_counter() - t0
     if isinstance(response.results[0], ItemError):
         raise PushdownError(f"pushdown server {client.url} failed a profiling read: "
                             f"{response.results[0].error}")
-    return float(response.server_s)
+    return seconds
 
 
 def _fit_pushdown(timings: list[tuple[int, float]]) -> tuple[float, float]:

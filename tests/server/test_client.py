@@ -115,3 +115,18 @@ def test_answers_that_do_not_fit_their_request_fall_back(served: Any) -> None:
     assert np.array_equal(arr.read((slice(None), 3), method="pushdown"), data[:, 3])
     assert arr.last_read.pushdown_fallbacks == 4
     assert "expected (10, 1)" in (arr.last_read.pushdown_error or "")
+
+
+def test_open_array_takes_the_server_and_token_from_the_environment(
+        served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    arr, _, _ = served
+    monkeypatch.setenv("TESSERA_PUSHDOWN_URL", "http://10.1.2.3:8700/")
+    monkeypatch.setenv("TESSERA_PUSHDOWN_TOKEN", "from-the-environment-0001")
+    opened = tessera.open_array(arr.uri)
+    assert opened.pushdown is not None and opened.pushdown.url == "http://10.1.2.3:8700"
+    assert opened.pushdown.config.token == "from-the-environment-0001"
+    assert tessera.open_array(arr.uri, pushdown_token="given-token-000000001").pushdown \
+        .config.token == "given-token-000000001"  # type: ignore[union-attr]
+    monkeypatch.setenv("TESSERA_PUSHDOWN_URL", "10.1.2.3:8700")
+    with pytest.raises(tessera.ConfigError, match="http://"):
+        tessera.open_array(arr.uri)

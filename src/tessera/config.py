@@ -194,6 +194,8 @@ class PushdownConfig:
         timeout_s: seconds to wait for one batch before fetching its tiles directly.
         batch_items: most tiles in one request.
         batch_bytes: most selected bytes in one request.
+        batch_parallel: fewest requests a read's pushed-down tiles are spread over (when
+            there are that many tiles), so server work and transfers overlap.
     """
 
     url: str = ""
@@ -201,8 +203,11 @@ class PushdownConfig:
     timeout_s: float = 30.0
     batch_items: int = 64
     batch_bytes: int = 64 << 20
+    batch_parallel: int = 4
 
     def __post_init__(self) -> None:
+        if self.batch_parallel < 1:
+            raise ConfigError("pushdown batch_parallel must be >= 1")
         if self.url and not self.url.startswith(("http://", "https://")):
             raise ConfigError(f"pushdown url must start with http:// or https://, got "
                               f"{self.url!r}")

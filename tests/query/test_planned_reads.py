@@ -3,22 +3,29 @@ move the bytes and requests they promise."""
 
 from __future__ import annotations
 
+import httpx
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tessera
+from tessera.server.app import create_app
 
-METHODS = ["auto", "get", "merge", "fetch"]
+METHODS = ["auto", "get", "merge", "fetch", "pushdown"]
 
 
 @pytest.fixture
 def grid(store_url):
+    """An array on each backend, its handle served by a pushdown server in-process (the ASGI
+    app over the same store root, reached through httpx's ASGI transport)."""
     url, options = store_url
     data = np.arange(96 * 80, dtype=np.int32).reshape(96, 80)
     arr = tessera.from_numpy(f"{url.rstrip('/')}/grid", data, tile=(32, 16),
                              storage_options=options)
+    app = create_app(tessera.open_store(url, **options), token="planned-reads-token-01")
+    arr.pushdown = tessera.PushdownClient("http://pushdown", token="planned-reads-token-01",
+                                          transport=httpx.ASGITransport(app))
     return arr, data
 
 
@@ -36,6 +43,9 @@ def test_every_method_reads_the_right_cells(grid, method, y0, ny, ys, x0, nx, xs
         assert set(plan.methods) == {"range"}
     if method == "get":
         assert set(plan.methods) == {"get"}
+    if method == "pushdown":
+        assert set(plan.methods) == {"pushdown"}
+        assert arr.last_read.pushdown_fallbacks == 0, arr.last_read.pushdown_error
 
 
 def test_fetch_moves_fewer_bytes_than_merge_than_get(grid) -> None:
@@ -86,5 +96,6 @@ def test_bad_planner_arguments(grid) -> None:
         arr.read((0, 0), phi=-1)
     with pytest.raises(tessera.ConfigError, match="phi must be a number"):
         arr.read((0, 0), phi="fast")
+    arr.pushdown = None
     with pytest.raises(tessera.ConfigError, match="pushdown server"):
         arr.read((0, 0), method="pushdown")

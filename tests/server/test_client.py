@@ -66,9 +66,11 @@ def test_forced_pushdown_asks_once_where_the_array_is_then_batches(served: Any) 
     arr, data, transport = served
     for _ in range(2):
         assert np.array_equal(arr.read((slice(None), 3), method="pushdown"), data[:, 3])
-    assert transport.paths == ["/v1/info", "/v1/read", "/v1/read"]  # token stripped: 200s
+    # 4 tiles spread over batch_parallel = 4 requests; the token was stripped: all 200s
+    assert transport.paths == ["/v1/info"] + ["/v1/read"] * 8
     stats = arr.last_read.stats.by_method["pushdown"]
-    assert stats.requests == 1 and stats.bytes_received > 40 * 4 and stats.compute_gb_s > 0
+    assert stats.requests == 4 and stats.failures == 0
+    assert stats.bytes_received > 40 * 4 and stats.compute_gb_s > 0
     assert arr.last_read.stats.cost_usd("s3") > 0
 
 
@@ -78,12 +80,21 @@ def test_batches_respect_items_and_bytes(served: Any) -> None:
                                   config=tessera.config.PushdownConfig(batch_items=3))
     assert np.array_equal(arr.read(method="pushdown"), data)  # 16 tiles: 6 requests
     assert arr.last_read.stats.by_method["pushdown"].requests == 6
-    reader = arr._pushdown_reader()
-    assert reader is not None
-    assert reader.batches([10, 10, 10, 10]) == [[0, 1, 2], [3]]
-    arr.pushdown = PushdownClient("http://pushdown", token=TOKEN, transport=transport,
-                                  config=tessera.config.PushdownConfig(batch_bytes=25))
-    assert arr._pushdown_reader().batches([10, 10, 30, 5]) == [[0, 1], [2], [3]]  # type: ignore[union-attr]
+    def batches(sizes: list[int], **config: Any) -> list[list[int]]:
+        client = PushdownClient("http://pushdown", config=tessera.config.PushdownConfig(
+            **config))
+        arr.pushdown = client
+        reader = arr._pushdown_reader()
+        assert reader is not None
+        return reader.batches(sizes)
+
+    assert batches([10] * 4, batch_items=3, batch_parallel=1) == [[0, 1, 2], [3]]
+    assert batches([10, 10, 30, 5], batch_bytes=25, batch_parallel=1) == [[0, 1], [2], [3]]
+    # spread over at least batch_parallel requests, so server work and transfers overlap
+    assert batches([10] * 8, batch_parallel=4) == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert batches([10] * 3, batch_parallel=4) == [[0], [1], [2]]
+    assert batches([10] * 9, batch_parallel=2, batch_items=3) == [[0, 1, 2], [3, 4, 5],
+                                                                   [6, 7, 8]]
 
 
 def test_pushdown_setter_checks_its_value(served: Any) -> None:

@@ -73,13 +73,17 @@ class PushdownReader:
 
     def batches(self, sizes: list[int]) -> list[list[int]]:
         """Positions grouped into requests of at most ``batch_items`` items and
-        ``batch_bytes`` selected bytes each (an item larger than that goes alone)."""
+        ``batch_bytes`` selected bytes each (an item larger than that goes alone), and
+        into at least ``batch_parallel`` requests when there are that many items, so the
+        server's work on one batch overlaps the transfer of another."""
         out: list[list[int]] = []
         cur: list[int] = []
         cur_bytes = 0
         cfg = self.client.config
+        per = min(cfg.batch_items, -(-len(sizes) // max(1, min(len(sizes),
+                                                              cfg.batch_parallel))))
         for i, size in enumerate(sizes):
-            if cur and (len(cur) >= cfg.batch_items or cur_bytes + size > cfg.batch_bytes):
+            if cur and (len(cur) >= per or cur_bytes + size > cfg.batch_bytes):
                 out.append(cur)
                 cur, cur_bytes = [], 0
             cur.append(i)

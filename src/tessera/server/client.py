@@ -48,7 +48,8 @@ class PushdownClient:
         base = config or PushdownConfig.from_env()
         self.config = PushdownConfig(url.rstrip("/"),
                                      (base.token if token is None else token).strip(),
-                                     base.timeout_s, base.batch_items, base.batch_bytes)
+                                     base.timeout_s, base.batch_items, base.batch_bytes,
+                                     base.batch_parallel)
         self.url = self.config.url
         self._transport = transport
         self._clients: dict[int, httpx.AsyncClient] = {}  # one per event loop

@@ -99,3 +99,14 @@ def test_bad_planner_arguments(grid) -> None:
     arr.pushdown = None
     with pytest.raises(tessera.ConfigError, match="pushdown server"):
         arr.read((0, 0), method="pushdown")
+
+
+def test_last_read_prints_estimates_beside_measurements(grid) -> None:
+    arr, data = grid
+    np.testing.assert_array_equal(arr.read((slice(0, 96), 5), method="merge"), data[:, 5])
+    report = arr.last_read
+    text = str(report)
+    assert "estimated" in text and "measured" in text
+    data_bytes = sum(report.stats.by_method[k].bytes_received for k in ("get", "range")
+                     if k in report.stats.by_method)
+    assert f"{data_bytes:,}" in text and f"{report.plan.totals.nbytes:,}" in text

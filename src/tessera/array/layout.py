@@ -111,10 +111,17 @@ def tile_to_bytes(tile: np.ndarray, schema: ArraySchema) -> memoryview:
 
 def tile_from_bytes(data: Any, schema: ArraySchema, attr: Attr) -> np.ndarray:
     """Inverse of :func:`tile_to_bytes` (zero-copy view where possible)."""
-    shape = schema.tile_shape
-    flat = np.frombuffer(memoryview(data), dtype=attr.np_dtype)
-    if schema.cell_order == "col-major":
-        n = len(shape)
-        arr = flat.reshape(tuple(reversed(shape)) + attr.cell_shape)
+    return tile_view(data, attr.np_dtype, schema.tile_shape, attr.cell_shape,
+                     schema.cell_order)
+
+
+def tile_view(data: Any, dtype: Any, tile_shape: tuple[int, ...],
+              cell_shape: tuple[int, ...], cell_order: str) -> np.ndarray:
+    """A tile's bytes as an array of shape ``tile_shape + cell_shape`` (no copy), for
+    callers that know the layout without a schema (the pushdown server)."""
+    flat = np.frombuffer(memoryview(data), dtype=dtype)
+    if cell_order == "col-major":
+        n = len(tile_shape)
+        arr = flat.reshape(tuple(reversed(tile_shape)) + cell_shape)
         return arr.transpose(tuple(reversed(range(n))) + tuple(range(n, arr.ndim)))
-    return flat.reshape(shape + attr.cell_shape)
+    return flat.reshape(tile_shape + cell_shape)

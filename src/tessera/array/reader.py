@@ -343,10 +343,7 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
     pushed = [] if pushdown is None or plan is None else [
         i for i in range(len(reads)) if plan.choices[where_in[i]].method == "pushdown"]
 
-    async def push(batch: list[int]) -> None:
-        from tessera.array.pushdown_read import tile_item
-
-        items = [tile_item(schema, reads[i], sel, pushdown.array_path) for i in batch]
+    async def push(batch: list[int], items: list[Any]) -> None:
         async with limit:
             results = await pushdown.read(items)
         for i, res in zip(batch, results, strict=True):
@@ -364,11 +361,12 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
     direct = set(range(len(reads))) - set(pushed)
     tasks = [asyncio.ensure_future(one(i, r)) for i, r in enumerate(reads) if i in direct]
     if pushed:
-        sizes = [math.prod(len(d.within(lo, hi)[0]) for d, lo, hi in
-                           zip(sel.dims, reads[i].region[0], reads[i].region[1], strict=True))
-                 * schema.attr(reads[i].attr).cell_nbytes for i in pushed]
-        tasks += [asyncio.ensure_future(push([pushed[j] for j in batch]))
-                  for batch in pushdown.batches(sizes)]
+        from tessera.array.pushdown_read import tile_item
+
+        items = [tile_item(schema, reads[i], sel, pushdown.array_path) for i in pushed]
+        tasks += [asyncio.ensure_future(push([pushed[j] for j in batch],
+                                             [items[j] for j in batch]))
+                  for batch in pushdown.batches([it.out_bytes for it in items])]
     tasks += [asyncio.ensure_future(cells(c)) for c in cell_reads if not c.inline]
     try:
         for c in cell_reads:

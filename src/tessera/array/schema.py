@@ -27,7 +27,7 @@ from tessera.errors import SchemaError
 SCHEMA_VERSION = 1
 Order = Literal["row-major", "col-major"]
 _ORDERS = ("row-major", "col-major")
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +146,7 @@ class ArraySchema:
         for i, name in enumerate(names):
             if isinstance(name, str) and name.startswith("__"):
                 raise SchemaError(f"name {name!r}: names starting with '__' are reserved")
-            if not isinstance(name, str) or not _NAME.match(name):
+            if not isinstance(name, str) or not NAME_PATTERN.match(name):
                 raise SchemaError(f"name {name!r} is invalid: use letters, digits, '_', '.', '-'"
                                   ", starting with a letter or '_' (at most 64 characters)")
             if name in names[:i]:

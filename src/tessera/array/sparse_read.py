@@ -189,10 +189,11 @@ async def read_sparse(store: AsyncStore, schema: ArraySchema, sel: SparseSelecti
     pushed = [] if pushdown is None else [r for r in reads if not r.inline]
     done: dict[int, Part] = {}
     if pushed:
-        sizes = [r.coords.length + sum(p.length for p in r.attrs.values()) for r in pushed]
+        batches = pushdown.batches([r.coords.length + sum(p.length for p in r.attrs.values())
+                                    for r in pushed])
         groups = await asyncio.gather(*(push([pushed[j] for j in batch])
-                                        for batch in pushdown.batches(sizes)))
-        for batch, group in zip(pushdown.batches(sizes), groups, strict=True):
+                                        for batch in batches))
+        for batch, group in zip(batches, groups, strict=True):
             for j, part in zip(batch, group, strict=True):
                 done[id(pushed[j])] = part
     direct = await asyncio.gather(*(one(r) for r in reads if id(r) not in done))

@@ -11,6 +11,7 @@ executor fetches those tiles itself.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -46,10 +47,8 @@ class PushdownClient:
                  config: PushdownConfig | None = None,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         base = config or PushdownConfig.from_env()
-        self.config = PushdownConfig(url.rstrip("/"),
-                                     (base.token if token is None else token).strip(),
-                                     base.timeout_s, base.batch_items, base.batch_bytes,
-                                     base.batch_parallel)
+        self.config = dataclasses.replace(
+            base, url=url.rstrip("/"), token=(base.token if token is None else token).strip())
         self.url = self.config.url
         self._transport = transport
         self._clients: dict[int, httpx.AsyncClient] = {}  # one per event loop
@@ -93,12 +92,9 @@ class PushdownClient:
                                 f"trying again after {self.RETRY_AFTER_DOWN_S:g} s")
         try:
             response = await self._client().request(method, path, **kw)
-        except httpx.TransportError as err:
+        except httpx.HTTPError as err:
             if isinstance(err, (httpx.ConnectError, httpx.ConnectTimeout)):
                 self._down_until = time.monotonic() + self.RETRY_AFTER_DOWN_S
-            raise PushdownError(f"pushdown server {self.url}: {type(err).__name__}: "
-                                f"{err or 'no answer'}") from None
-        except httpx.HTTPError as err:
             raise PushdownError(f"pushdown server {self.url}: {type(err).__name__}: "
                                 f"{err or 'no answer'}") from None
         if response.status_code != 200:

@@ -59,6 +59,7 @@ from typing import Any, TypeGuard
 import numpy as np
 
 from tessera.array.codecs import normalize_codec_spec
+from tessera.array.schema import NAME_PATTERN
 from tessera.errors import InvalidKeyError, SchemaError, TesseraError
 from tessera.storage.keys import validate_key
 
@@ -346,7 +347,7 @@ def _parse_cells(raw: dict[str, Any], where: str, limits: Limits) -> CellsItem:
     attrs = []
     for name, spec in attrs_raw.items():
         aw = f"{where}.attrs[{name!r}]"
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$", name):
+        if not NAME_PATTERN.match(name):
             raise ProtocolError(f"{aw}: not a valid attribute name")
         spec = _obj(spec, aw)
         attrs.append((name, CellAttr(_piece(spec, aw, limits), _dtype(spec.get("dtype"),

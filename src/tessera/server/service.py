@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-import zlib
 from typing import Any
 
 import numpy as np
 
-from tessera.array.codecs import get_codec
-from tessera.errors import InvalidRangeError, ObjectNotFoundError, StorageError
+from tessera.array.layout import tile_view
+from tessera.array.reader import THREAD_BYTES, Piece, verify_piece
+from tessera.array.sparse_read import SparseSelection
+from tessera.errors import CorruptDataError, InvalidRangeError, ObjectNotFoundError, StorageError
 from tessera.server.cache import TileCache
 from tessera.server.protocol import (
     CellsItem,
@@ -28,9 +29,6 @@ from tessera.server.protocol import (
 )
 from tessera.storage.keys import join_key
 from tessera.storage.store import AsyncStore
-
-#: Tiles at least this large are verified, decoded and sliced on a worker thread.
-THREAD_BYTES = 1 << 20
 
 
 class ItemFailure(Exception):
@@ -102,18 +100,13 @@ class ReadService:
             data = b""
         except StorageError as err:
             raise ItemFailure(502, f"reading {where} failed: {err}") from None
-        if len(data) != length:
-            raise ItemFailure(422, f"{where}: the object is truncated (got {len(data)} bytes)")
 
         def check() -> Any:
-            if zlib.crc32(memoryview(data)) != crc:
-                raise ItemFailure(422, f"{where}: checksum mismatch; the stored bytes are "
-                                       "damaged")
-            if codec is None:
-                return data
             try:
-                return get_codec(codec).decode(memoryview(data))
-            except Exception as err:  # a codec's own error types vary
+                return verify_piece(data, Piece(full_key, offset, length, codec, crc), where)
+            except CorruptDataError as err:
+                raise ItemFailure(422, str(err)) from None
+            except Exception as err:  # the client named a codec the bytes are not in
                 raise ItemFailure(422, f"{where}: cannot decode with {codec}: {err}") from None
 
         out = await asyncio.to_thread(check) if threaded else check()
@@ -122,19 +115,12 @@ class ReadService:
 
 
 def _slice_tile(item: TileItem, data: Any) -> dict[str, np.ndarray]:
-    dtype = np.dtype(item.dtype)
     if len(memoryview(data).cast("B")) != item.tile_bytes:
         raise ItemFailure(422, f"{item.array}/{item.key} bytes {item.offset}.."
                                f"{item.offset + item.length}: the decoded tile has "
                                f"{len(data)} bytes, not {item.tile_bytes} (shape "
                                f"{item.tile_shape}, dtype {item.dtype})")
-    flat = np.frombuffer(memoryview(data), dtype=dtype)
-    shape, n = item.tile_shape, len(item.tile_shape)
-    if item.cell_order == "col-major":
-        tile = flat.reshape(tuple(reversed(shape)) + item.cell_shape)
-        tile = tile.transpose(tuple(reversed(range(n))) + tuple(range(n, tile.ndim)))
-    else:
-        tile = flat.reshape(shape + item.cell_shape)
+    tile = tile_view(data, item.dtype, item.tile_shape, item.cell_shape, item.cell_order)
     idx = [s.as_index() for s in item.select]
     if all(isinstance(i, slice) for i in idx):
         picked = tile[tuple(idx)]
@@ -152,15 +138,10 @@ def _select_cells(item: CellsItem, coords_raw: Any, values_raw: list[Any],
     if len(raw) % (cdt.itemsize * item.ndim):
         raise ItemFailure(422, f"{where}: coordinates do not fit {item.ndim} dimensions")
     coords = np.frombuffer(raw, cdt).reshape(-1, item.ndim)
-    keep = np.ones(len(coords), dtype=bool)
     box = item.box
-    for d in range(item.ndim):
-        c = coords[:, d]
-        keep &= c >= box.lo[d]
-        keep &= (c < box.hi[d]) if box.hi_open[d] else (c <= box.hi[d])
-        members = box.members[d]
-        if members is not None:
-            keep &= np.isin(c, np.asarray(members))
+    keep = SparseSelection(box.lo, box.hi, box.hi_open,
+                           tuple(None if m is None else np.asarray(m) for m in box.members)
+                           ).mask(coords)
     out = {"coords": np.ascontiguousarray(coords[keep])}
     for (name, attr), data in zip(item.attrs, values_raw, strict=True):
         dt = np.dtype(attr.dtype)

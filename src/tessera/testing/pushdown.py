@@ -21,6 +21,7 @@ import httpx
 
 from tessera.errors import TesseraError
 from tessera.server.client import PushdownClient
+from tessera.testing._process import stop_process
 
 
 class PushdownTestServerError(TesseraError, RuntimeError):
@@ -121,14 +122,7 @@ class PushdownTestServer:
         proc, self._proc = self._proc, None
         if proc is None:
             return None
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-        return proc.returncode
+        return stop_process(proc, 15)
 
     def __enter__(self) -> PushdownTestServer:
         return self.start()

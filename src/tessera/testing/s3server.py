@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import IO
 
 from tessera.errors import TesseraError
+from tessera.testing._process import stop_process
 
 DEFAULT_BUCKET = "tessera-test"
 ACCESS_KEY_ID = "testing"
@@ -92,13 +93,7 @@ class S3TestServer:
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop_process(proc, 10)
         for pipe in (proc.stdin, proc.stdout):
             if pipe is not None:
                 pipe.close()

@@ -25,6 +25,11 @@ class ConfigError(TesseraError, ValueError):
     """A configuration value or environment variable is invalid."""
 
 
+class ForkSafetyError(TesseraError, RuntimeError):
+    """I/O was attempted in a process forked after its parent had done Tessera I/O (the
+    I/O runtime does not survive fork); start workers with ``spawn`` or ``forkserver``."""
+
+
 class InvalidURLError(TesseraError, ValueError):
     """A store URL cannot be parsed or names an unsupported scheme."""
 

@@ -34,6 +34,7 @@ from tessera.errors import (
 )
 from tessera.storage.backends import build_backend, local_backend
 from tessera.storage.errormap import map_error
+from tessera.storage.forkguard import note_io
 from tessera.storage.keys import join_key, validate_key, validate_prefix
 from tessera.storage.stats import IOStats, RequestRecord, StatsRecorder
 from tessera.storage.url import StoreURL, parse_store_url
@@ -116,6 +117,7 @@ class AsyncStore:
         received: Callable[[T], int] = lambda _: 0,
         requests: Callable[[T], int] = lambda _: 1,
     ) -> T:
+        note_io()
         policy = self.config.retry
         timeout = self.config.request_timeout_s
         for attempt in range(1, policy.max_attempts + 1):

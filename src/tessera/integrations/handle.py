@@ -1,0 +1,83 @@
+"""A picklable reference to an array, reopened once per process.
+
+Worker processes (PyTorch DataLoader workers, Dask workers) must not share an open handle
+with their parent: obstore's I/O runtime does not survive ``fork`` and sockets must not be
+shared. An :class:`ArrayRef` carries only what it takes to open the array (URI, storage
+options, snapshot timestamp, pushdown server URL) and opens it lazily in whichever process
+uses it.
+
+>>> import numpy as np, pickle, tessera
+>>> from tessera.integrations.handle import ArrayRef
+>>> _ = tessera.from_numpy("memory://doc-ref", np.arange(6).reshape(2, 3))
+>>> ref = pickle.loads(pickle.dumps(ArrayRef("memory://doc-ref")))
+>>> ref.array[1].tolist()
+[3, 4, 5]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+from tessera.array.array import Array, open_array
+
+
+@dataclasses.dataclass
+class ArrayRef:
+    """What it takes to open an array in another process.
+
+    Attributes:
+        uri: the array's URI.
+        storage_options: store options (endpoint, keys, ...), as ``open_array`` takes them.
+        timestamp: read the array as of this time (ns); ``None`` sees every commit.
+        pushdown: a pushdown server URL, or ``None`` (``TESSERA_PUSHDOWN_URL`` applies).
+        pushdown_token: its token (default ``TESSERA_PUSHDOWN_TOKEN``).
+        mode: ``"r"`` or ``"w"``.
+    """
+
+    uri: str
+    storage_options: dict[str, Any] | None = None
+    timestamp: int | None = None
+    pushdown: str | None = None
+    pushdown_token: str | None = None
+    mode: str = "r"
+    _array: Array | None = dataclasses.field(default=None, repr=False, compare=False)
+    _pid: int | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def of(cls, arr: Array, *, storage_options: dict[str, Any] | None = None,
+           pin: bool = False) -> ArrayRef:
+        """A reference to an open array (its URI, snapshot and pushdown server).
+
+        ``pin``: pin the snapshot to the newest fragment visible now, so every process sees
+        the same data even while writers go on.
+        """
+        timestamp = arr.timestamp
+        if pin and timestamp is None:
+            frags = arr.fragments
+            timestamp = max((f.timestamp for f in frags), default=None)
+        client = arr.pushdown
+        ref = cls(arr.uri, storage_options, timestamp,
+                  client.url if client is not None else None,
+                  (client.config.token or None) if client is not None else None, arr.mode)
+        if timestamp == arr.timestamp:  # else the pinned snapshot opens on first use
+            ref._array, ref._pid = arr, os.getpid()
+        return ref
+
+    @property
+    def array(self) -> Array:
+        """The open array, opened on first use in this process."""
+        if self._array is None or self._pid != os.getpid():
+            self._array = open_array(self.uri, self.mode, self.timestamp,
+                                     storage_options=self.storage_options,
+                                     pushdown=self.pushdown,
+                                     pushdown_token=self.pushdown_token)
+            self._pid = os.getpid()
+        return self._array
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_array"] = None
+        state["_pid"] = None
+        return state

@@ -13,9 +13,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Core library only: what `make demo` needs today.
-$(VENV)/.installed-core: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+# The library with the torch extra: what `make demo` needs (it trains on crops). torch is
+# installed first, pinned, so that nothing that depends on it pulls another build.
+$(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet torch==$(TORCH_VERSION)
+	$(BIN)/python -m pip install --quiet -e '.[torch]'
 	touch $@
 
 # Everything (all extras, dev tools, peers). torch is installed first, pinned, so that
@@ -23,11 +25,11 @@ $(VENV)/.installed-core: pyproject.toml | $(BIN)/python
 $(VENV)/.installed-all: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet torch==$(TORCH_VERSION)
 	$(BIN)/python -m pip install --quiet -e '.[all]'
-	touch $(VENV)/.installed-core $@
+	touch $(VENV)/.installed-demo $@
 
 install: $(VENV)/.installed-all
 
-demo: $(VENV)/.installed-core
+demo: $(VENV)/.installed-demo
 	$(BIN)/python -m tessera.demo
 
 test: $(VENV)/.installed-all

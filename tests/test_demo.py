@@ -1,26 +1,33 @@
-"""The demo runs end to end, verifies every crop and reports fewer bytes for exact ranges."""
+"""The demo runs end to end: ingest, crop check, training steps, and an I/O report that
+shows fewer bytes than whole-image downloads."""
 
 from __future__ import annotations
 
 import uuid
 
+import pytest
+
+pytest.importorskip("torch")
+
 from tessera.demo import main, run_demo
 
 
 def test_run_demo_in_memory() -> None:
-    phases = run_demo(f"memory://demo-{uuid.uuid4().hex[:8]}", images=6, size=64)
-    assert phases["write"].by_method["put"].requests == 6
-    assert phases["write"].bytes_sent == 6 * 64 * 64 * 3
-    assert phases["whole"].bytes_received == 6 * 64 * 64 * 3
-    assert phases["ranges"].by_method["range"].requests == 6
-    assert phases["ranges"].bytes_received < phases["whole"].bytes_received
-    assert phases["ranges"].cost_usd("s3") < phases["whole"].cost_usd("s3")
+    rows = run_demo(f"memory://demo-{uuid.uuid4().hex[:8]}", images=40, steps=3, batch=8,
+                    size=(64, 96))
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    for r in rows:
+        assert 1 <= r["whole"].requests <= 8  # one GET per distinct image of the batch
+        assert r["whole"].bytes_received == r["whole"].requests * 3 * 64 * 96
+        assert 0 < r["io"].bytes_received < r["whole"].bytes_received
+        assert r["loss"] > 0
 
 
 def test_demo_cli_reruns_on_the_same_folder(tmp_path, capsys) -> None:
     url = (tmp_path / "store").as_uri()
-    main(["--store", url, "--images", "3", "--size", "32"])
-    main(["--store", url, "--images", "2", "--size", "32"])  # replaces the earlier run
+    main(["--store", url, "--images", "20", "--steps", "2", "--batch", "4"])
+    main(["--store", url, "--images", "12", "--steps", "1", "--batch", "4"])  # replaces it
     out = capsys.readouterr().out
-    assert "exact ranges" in out and "fewer bytes" in out
-    assert len(list((tmp_path / "store" / "images").iterdir())) == 2
+    assert "training on crops" in out and "the bytes" in out
+    commits = list((tmp_path / "store" / "camera-trap" / "images" / "__commits").iterdir())
+    assert len(commits) == 1  # the rerun's one fragment; the first run's are gone

@@ -1,22 +1,27 @@
-"""``make demo``: store a synthetic image dataset in a local folder and read it back.
+"""``make demo``: train a classifier on camera-trap crops read region by region.
 
-Writes N synthetic RGB images (HWC uint8) as objects, then reads them back two ways, checking
-every byte against numpy:
+The main job, on a local folder store (``./demo-store``):
 
-* **whole download**: GET each image, then crop the band of rows a training step needs, the
-  way most pipelines do today;
-* **exact ranges**: one ranged GET per image for just that band of rows.
+1. generate a synthetic camera-trap set (images with one animal each, its species, and
+   MegaDetector-style detections; :mod:`tessera.testing.camera_trap`);
+2. ingest the images as one Tessera array ``(N, 3, H, W)`` uint8 in ``1 x 3 x 64 x 64``
+   tiles, and the detections as JSON beside it;
+3. train a small CNN for a few steps on the animal crops, read through
+   :class:`tessera.torch.RegionDataset` (each step's crops are one planned read), after
+   checking a batch of crops against numpy;
+4. print per-step I/O (requests, bytes, dollars at S3 prices) beside what downloading the
+   whole images and cropping them would have cost.
 
-It prints the requests, bytes and seconds of each way, and what they would cost at S3, GCS and
-Azure list prices. Later parts of Tessera (tiles, the planner) replace the hand-made ranges.
-
-    python -m tessera.demo [--store URL] [--images N] [--size PIXELS]
+    python -m tessera.demo [--store URL] [--images N] [--steps N] [--batch N]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.console import Console
@@ -24,93 +29,159 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import tessera
-from tessera.storage.stats import IOStats
+from tessera.storage.stats import IOStats, RequestRecord
+from tessera.testing.camera_trap import CameraTrapSet, make_camera_trap_set
 
 console = Console(highlight=False)
 
+#: Images per ingest write (one fragment each).
+INGEST_BATCH = 64
+#: Side of the square each crop is resized to for the classifier.
+CROP_SIZE = 32
+
 
 def _progress() -> Progress:
-    return Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
+    return Progress(TextColumn("{task.description:<26}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=console)
 
 
-def make_image(index: int, size: int) -> np.ndarray:
-    """A deterministic synthetic RGB image: gradients plus seeded noise."""
-    rng = np.random.default_rng(index)
-    y, x = np.mgrid[0:size, 0:size]
-    base = np.stack([(x + index) % 256, (y * 2) % 256, (x + y) % 256], axis=-1)
-    return ((base + rng.integers(0, 32, base.shape)) % 256).astype(np.uint8)
-
-
-def crop_rows(index: int, size: int) -> tuple[int, int]:
-    """The band of rows [start, stop) a training step wants from image ``index``."""
-    rng = np.random.default_rng(10_000 + index)
-    height = int(rng.integers(size // 16, size // 6))
-    start = int(rng.integers(0, size - height))
-    return start, start + height
-
-
-def run_demo(url: str, images: int, size: int) -> dict[str, IOStats]:
-    """Write the dataset, read it back both ways, verify, and return the stats per phase."""
+def ingest(url: str, data: CameraTrapSet, progress: Progress) -> tessera.Array:
+    """Write the images as one array (a fragment per batch) and the detections as JSON."""
     store = tessera.open_store(url)
-    stale = store.list("images")
-    if stale:
-        for info in stale:
-            store.delete(info.key)
-    row_bytes = size * 3
-    phases: dict[str, IOStats] = {}
+    for info in store.list("camera-trap"):  # a rerun replaces the earlier one
+        store.delete(info.key)
+    n, c, h, w = data.images.shape
+    schema = tessera.ArraySchema(
+        [tessera.Dim("image", (0, n - 1), 1), tessera.Dim("channel", (0, c - 1), c),
+         tessera.Dim("y", (0, h - 1), min(64, h)), tessera.Dim("x", (0, w - 1), min(64, w))],
+        [tessera.Attr("rgb", "uint8", 0, None)])
+    arr = tessera.create_array(f"{url.rstrip('/')}/camera-trap/images", schema)
+    task = progress.add_task("ingesting images", total=n)
+    for start in range(0, n, INGEST_BATCH):
+        stop = min(n, start + INGEST_BATCH)
+        arr.write(data.images[start:stop], origin=(start, 0, 0, 0))
+        progress.advance(task, stop - start)
+    store.put("camera-trap/detections.json", json.dumps(data.megadetector()).encode())
+    return arr
 
+
+def whole_image_stats(indices: list[int], image_bytes: int) -> IOStats:
+    """The I/O of downloading each distinct image of a batch whole (one GET each)."""
+    stats = IOStats()
+    for i in sorted(set(indices)):
+        stats.record(RequestRecord("get", f"images/{i}", image_bytes))
+    return stats
+
+
+def _classifier(classes: int) -> Any:
+    import torch
+
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(), torch.nn.Linear(32 * (CROP_SIZE // 4) ** 2, classes))
+
+
+def run_demo(url: str, images: int = 300, steps: int = 24, batch: int = 32,
+             size: tuple[int, int] = (192, 256)) -> list[dict[str, Any]]:
+    """Generate, ingest, check, train; return one row per training step."""
+    try:
+        import torch
+
+        from tessera.torch import RegionDataset, Resize
+    except ImportError:  # pragma: no cover - make demo installs the torch extra
+        raise SystemExit("the demo trains with PyTorch: pip install 'tessera[torch]' "
+                         "(make demo does)") from None
+    rows: list[dict[str, Any]] = []
     with _progress() as progress:
-        task = progress.add_task("writing images", total=images)
-        with store.collect() as phases["write"]:
-            for i in range(images):
-                store.put(f"images/{i:05d}.rgb", make_image(i, size), mode="create")
+        task = progress.add_task("generating camera traps", total=1)
+        data = make_camera_trap_set(images, height=size[0], width=size[1], seed=0)
+        progress.advance(task)
+        arr = ingest(url, data, progress)
+        detections = json.loads(bytes(
+            tessera.open_store(url).get("camera-trap/detections.json")))
+        raw = RegionDataset.from_megadetector(arr.uri, detections, min_conf=0.5)
+        labels = [int(data.labels[i]) for i, _ in _region_images(raw)]
+        _check_crops(raw, data, progress)
+        ds = RegionDataset(raw.ref, [(i, box) for i, box in _region_images(raw)],
+                           Resize((CROP_SIZE, CROP_SIZE)), labels=labels)
+        model = _classifier(len(data.species_names))
+        optim = torch.optim.Adam(model.parameters(), lr=3e-3)
+        loss_fn = torch.nn.CrossEntropyLoss()
+        gen = torch.Generator().manual_seed(0)
+        image_bytes = int(np.prod(data.images.shape[1:]))
+        task = progress.add_task("training on crops", total=steps)
+        step = 0
+        while step < steps:
+            sampler = torch.utils.data.RandomSampler(ds, generator=gen)
+            batches = torch.utils.data.BatchSampler(sampler, batch, drop_last=False)
+            for idx in batches:
+                started = time.perf_counter()
+                items = ds.__getitems__(idx)
+                read_s = time.perf_counter() - started
+                x = torch.stack([t for t, _ in items])
+                y = torch.tensor([label for _, label in items])
+                optim.zero_grad()
+                logits = model(x)
+                loss = loss_fn(logits, y)
+                loss.backward()
+                optim.step()
+                io = ds.array.last_read.stats if ds.array.last_read else IOStats()
+                whole = whole_image_stats([ds.selections[i][0] for i in idx], image_bytes)
+                rows.append({"step": step + 1, "loss": loss.item(),
+                             "acc": float((logits.argmax(1) == y).float().mean()),
+                             "read_s": read_s, "io": io, "whole": whole})
+                step += 1
                 progress.advance(task)
-
-        task = progress.add_task("whole download + crop", total=images)
-        with store.collect() as phases["whole"]:
-            for i in range(images):
-                start, stop = crop_rows(i, size)
-                full = np.frombuffer(memoryview(store.get(f"images/{i:05d}.rgb")), np.uint8)
-                crop = full.reshape(size, size, 3)[start:stop]
-                _check(crop, make_image(i, size)[start:stop], i)
-                progress.advance(task)
-
-        task = progress.add_task("exact ranges", total=images)
-        with store.collect() as phases["ranges"]:
-            for i in range(images):
-                start, stop = crop_rows(i, size)
-                buf = store.get_range(f"images/{i:05d}.rgb", start * row_bytes,
-                                      (stop - start) * row_bytes)
-                crop = np.frombuffer(memoryview(buf), np.uint8).reshape(stop - start, size, 3)
-                _check(crop, make_image(i, size)[start:stop], i)
-                progress.advance(task)
-    return phases
+                if step == steps:
+                    break
+    return rows
 
 
-def _check(got: np.ndarray, want: np.ndarray, index: int) -> None:
-    if not np.array_equal(got, want):
-        raise SystemExit(f"demo: image {index} read back wrong; this is a bug, please report it")
+def _region_images(ds: Any) -> list[tuple[int, tuple[Any, ...]]]:
+    """(image index, box) of each region of a dataset built on the 4-D image array."""
+    return [(int(sel[0]), tuple(sel[1:])) for sel in ds.selections]
 
 
-def _report(url: str, phases: dict[str, IOStats], images: int, size: int) -> None:
-    table = Table(title=f"{images} images of {size}x{size}x3 uint8 in {url}")
-    for col in ("phase", "req", "MiB out", "MiB in", "sec", "$ S3", "$ GCS", "$ Azure"):
-        table.add_column(col, justify="left" if col == "phase" else "right", no_wrap=True)
-    labels = {"write": "write", "whole": "whole + crop", "ranges": "exact ranges"}
-    for name, stats in phases.items():
-        table.add_row(labels[name], str(stats.requests), f"{stats.bytes_sent / 2**20:.1f}",
-                      f"{stats.bytes_received / 2**20:.1f}", f"{stats.elapsed_s:.2f}",
-                      *(f"{stats.cost_usd(p):.5f}" for p in ("s3", "gcs", "azure")))
+def _check_crops(ds: Any, data: CameraTrapSet, progress: Progress) -> None:
+    """Read the first 64 crops unresized and compare them with numpy's crops."""
+    n = min(64, len(ds))
+    task = progress.add_task("checking crops vs numpy", total=n)
+    for k, (crop, _) in enumerate(ds.__getitems__(list(range(n)))):
+        want = data.images[ds.selections[k]]
+        if not np.array_equal(crop.numpy(), want):
+            raise SystemExit(f"demo: crop {k} read back wrong; this is a bug, please report it")
+        progress.advance(task)
+
+
+def report(url: str, rows: list[dict[str, Any]]) -> None:
+    """Print the per-step table and the totals."""
+    table = Table(title=f"training on crops from {url}", caption="µ$: millionths of a "
+                  "dollar at S3 list prices; 'whole': downloading each image and cropping")
+    cols = ("step", "loss", "acc", "read\nms", "req", "KiB", "µ$", "whole\nreq",
+            "whole\nKiB", "whole\nµ$")
+    for col in cols:
+        table.add_column(col, justify="right", no_wrap=True)
+    for r in rows:
+        io, whole = r["io"], r["whole"]
+        table.add_row(str(r["step"]), f"{r['loss']:.2f}", f"{r['acc']:.2f}",
+                      f"{r['read_s'] * 1e3:.0f}", str(io.requests),
+                      f"{io.bytes_received / 1024:.0f}", f"{io.cost_usd('s3') * 1e6:.0f}",
+                      str(whole.requests), f"{whole.bytes_received / 1024:.0f}",
+                      f"{whole.cost_usd('s3') * 1e6:.0f}")
     console.print(table)
-    whole, ranges = phases["whole"], phases["ranges"]
-    ratio = whole.bytes_received / max(1, ranges.bytes_received)
+    io = sum((r["io"] for r in rows), IOStats())
+    whole = sum((r["whole"] for r in rows), IOStats())
     console.print(
-        f"Exact ranges moved [bold]{ratio:.1f}x fewer bytes[/] than whole downloads for the "
-        f"same crops; at S3 prices a million such crops cost "
-        f"${ranges.cost_usd('s3') / images * 1e6:,.2f} instead of "
-        f"${whole.cost_usd('s3') / images * 1e6:,.2f}. Every crop was checked against numpy.")
-    console.print("[dim]Prices: tessera.storage.pricing (list prices, recorded 2026-11-22).[/]")
+        f"{len(rows)} steps read {io.bytes_received / 2**20:.1f} MiB in {io.requests} requests "
+        f"(${io.cost_usd('s3'):.6f} at S3 prices); whole-image downloads would have moved "
+        f"{whole.bytes_received / 2**20:.1f} MiB in {whole.requests} requests "
+        f"(${whole.cost_usd('s3'):.6f}): [bold]"
+        f"{whole.bytes_received / max(1, io.bytes_received):.1f}x the bytes, "
+        f"{whole.cost_usd('s3') / max(1e-12, io.cost_usd('s3')):.1f}x the dollars[/].")
+    console.print("[dim]Requests include each read's listing of commits. Prices: "
+                  "tessera.storage.pricing (list prices, recorded 2026-11-22).[/]")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -119,17 +190,18 @@ def main(argv: list[str] | None = None) -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--store", default=Path("demo-store").resolve().as_uri(),
                         help="store URL (default: ./demo-store)")
-    parser.add_argument("--images", type=int, default=64, help="number of images")
-    parser.add_argument("--size", type=int, default=512, help="image height and width")
+    parser.add_argument("--images", type=int, default=300, help="number of images")
+    parser.add_argument("--steps", type=int, default=24, help="training steps")
+    parser.add_argument("--batch", type=int, default=32, help="crops per step")
     args = parser.parse_args(argv)
-    if args.images < 1 or args.size < 16:
-        parser.error("--images must be >= 1 and --size >= 16")
+    if args.images < 1 or args.steps < 1 or args.batch < 1:
+        parser.error("--images, --steps and --batch must be >= 1")
     try:
-        phases = run_demo(args.store, args.images, args.size)
+        rows = run_demo(args.store, args.images, args.steps, args.batch)
     except tessera.TesseraError as err:
         console.print(f"[bold red]error:[/] {err}")
         raise SystemExit(1) from None
-    _report(args.store, phases, args.images, args.size)
+    report(args.store, rows)
 
 
 if __name__ == "__main__":

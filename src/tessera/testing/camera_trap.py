@@ -86,9 +86,12 @@ def make_camera_trap_set(n: int, *, height: int = 192, width: int = 256,
         x0, y0 = rng.uniform(0, 1 - w), rng.uniform(0, 1 - h)
         boxes[i] = (x0, y0, w, h)
         images[i] = _draw(rng, yy, xx, vignette, colour, (x0, y0, w, h), height, width)
-        spurious.append(tuple(float(v) for v in (*rng.uniform(0, 0.7, 2),
-                                                 *rng.uniform(0.1, 0.3, 2)))  # type: ignore[misc]
-                        if rng.random() < 0.125 else None)
+        if rng.random() < 0.125:
+            sx, sy = (float(v) for v in rng.uniform(0, 0.7, 2))
+            sw, sh = (float(v) for v in rng.uniform(0.1, 0.3, 2))
+            spurious.append((sx, sy, sw, sh))
+        else:
+            spurious.append(None)
     conf = rng.uniform(0.6, 0.99, n)
     return CameraTrapSet(images, labels, boxes, conf, spurious, names)
 
@@ -112,4 +115,5 @@ def _draw(rng: np.random.Generator, yy: np.ndarray, xx: np.ndarray, vignette: np
     for c in range(3):
         img[c][inside] = (colour[c] * stripes[inside]
                           + rng.normal(0, 10, int(inside.sum())))
-    return np.clip(img, 0, 255).astype(np.uint8)
+    out: np.ndarray = np.clip(img, 0, 255).astype(np.uint8)
+    return out

@@ -16,7 +16,7 @@ def test_quick_profile_is_measured_saved_and_reused(store_url, tmp_path) -> None
     steps = []
     prof = tessera.profile_store(url, quick=True, progress=lambda s, f: steps.append(f),
                                  **options)
-    assert [n for n, _ in prof.bandwidth] == [1, 2, 4, 8]
+    assert [n for n, _ in prof.bandwidth] == [1, 2, 4, 8, 16, 32]
     assert all(b > 0 for _, b in prof.bandwidth) and prof.request_latency_s > 0
     assert 1 <= prof.concurrency <= 8 and steps[-1] == pytest.approx(1.0)
     store = tessera.open_store(url, **options)

@@ -98,6 +98,7 @@ class Array:
         self._profile: StoreProfile | None = None
         self._last_visible: list[FragmentMeta] | None = None  # what the latest read used
         self._metas: dict[str, FragmentMeta] = {}
+        self._snapshot: list[FragmentMeta] | None = None  # timestamped handles list once
         self.last_read: ReadReport | None = None
         self.pushdown = pushdown
 
@@ -204,7 +205,13 @@ class Array:
         """Run a read, keep its report with the I/O it made as ``last_read``, return its
         result."""
         with self._store.collect() as stats:
-            result, report = run_sync(coro)
+            try:
+                result, report = run_sync(coro)
+            except ObjectNotFoundError:
+                if self._snapshot is not None:  # were the snapshot's fragments vacuumed?
+                    self._snapshot = None
+                    run_sync(check_history(self._store.aio, self.timestamp or 0, self.uri))
+                raise
         report.stats = stats
         self.last_read = report
         return result
@@ -439,10 +446,18 @@ class Array:
         return [self._metas[n] for n in names]
 
     async def _visible_metas(self) -> list[FragmentMeta]:
-        """The fragments reads use, oldest first: replaced fragments hidden."""
-        if self.timestamp is not None:
+        """The fragments reads use, oldest first: replaced fragments hidden.
+
+        A handle opened at a timestamp lists them once, at its first read (as TileDB opens
+        an array at a timestamp); a handle without one lists them at every read, so it sees
+        every commit.
+        """
+        if self.timestamp is None:
+            return apply_replacements(await self._committed_metas())
+        if self._snapshot is None:
             await check_history(self._store.aio, self.timestamp, self.uri)
-        return apply_replacements(await self._committed_metas())
+            self._snapshot = apply_replacements(await self._committed_metas())
+        return self._snapshot
 
     # -- writes ----------------------------------------------------------------------------
     def __setitem__(self, sel: Any, values: Any) -> None:

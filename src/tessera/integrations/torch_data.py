@@ -6,6 +6,10 @@ with the batch's indices, and the dataset reads their hyperslabs as one
 :class:`~tessera.Hyperslabs` union, so tiles that several samples share are fetched once
 and the planner sees all of the step's requests together.
 
+Snapshots: a dataset reads the array as it was when the dataset was made (pinned to the
+newest fragment then), so every worker and every epoch sees the same data, and a step's
+read needs no listing of fragments.
+
 Worker processes: the datasets pickle as references (URI, options, snapshot) and reopen
 the array in each worker. obstore's I/O runtime does not survive ``fork`` once the parent
 has done I/O, so start workers with ``forkserver`` or ``spawn``; :meth:`loader` does that
@@ -46,7 +50,8 @@ def _ref(array: str | Array | ArrayRef, storage_options: dict[str, Any] | None,
     if isinstance(array, Array):
         return ArrayRef.of(array, storage_options=storage_options, pin=True)
     if isinstance(array, (str, os.PathLike)):
-        return ArrayRef(str(array), storage_options, pushdown=pushdown)
+        ref = ArrayRef(str(array), storage_options, pushdown=pushdown)
+        return ArrayRef.of(ref.array, storage_options=storage_options, pin=True)
     raise TypeError(f"expected an array URI, a tessera.Array or an ArrayRef, got "
                     f"{type(array).__name__}")
 

@@ -237,6 +237,17 @@ class CostModel:
                    * math.ceil(mix.pushdowns / t))
         return transfer + handling + lam
 
+    def smooth_cost(self, mix: RequestMix) -> float:
+        """The cost with request handling charged per request (``T_R * requests / t``)
+        rather than in whole waves: what one request more or less is worth on average.
+        Greedy merging uses it, since with whole waves a single merge rarely changes the
+        estimate although a run of them saves a wave."""
+        prof = self.profile
+        n = mix.get_requests + mix.range_requests
+        step = prof.request_latency_s * (n / prof.concurrency - math.ceil(n / prof.concurrency))
+        s = self.seconds(mix) + step
+        return s + self.phi * self.dollars(mix) if self.phi else s
+
     def estimate(self, mix: RequestMix) -> Estimate:
         """Seconds, dollars and their combined cost."""
         s, d = self.seconds(mix), self.dollars(mix)

@@ -60,7 +60,7 @@ class ProfileSettings:
     pushdown_samples: int = 0
 
 
-QUICK = ProfileSettings(4 << 20, (1, 2, 4, 8), 2, 8, (64 << 10, 256 << 10, 1 << 20), 3)
+QUICK = ProfileSettings(4 << 20, (1, 2, 4, 8, 16, 32), 2, 8, (64 << 10, 256 << 10, 1 << 20), 3)
 FULL = ProfileSettings(128 << 20, (1, 2, 4, 8, 16, 32, 64), 3, 32,
                        (64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20), 6)
 

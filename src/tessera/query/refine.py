@@ -259,8 +259,10 @@ class PlannedRequest:
 def plan_requests(choices: list[TileChoice], model: CostModel,
                   merge_neighbours: bool = True) -> list[PlannedRequest]:
     """The requests of a plan. With ``merge_neighbours``, byte requests (gets and ranges)
-    of neighbouring tiles of one object are merged left to right while that lowers the
-    cost of the whole plan; a merged request is a ``range`` serving several tiles."""
+    of neighbouring tiles of one object are merged left to right where that lowers the
+    cost of the whole plan with request handling charged per request
+    (:meth:`CostModel.smooth_cost`): a merge pays for the gap's bytes and saves a request's
+    share of a wave. A merged request is a ``range`` serving several tiles."""
     reqs = [PlannedRequest(c.method, c.need.key, int(a), int(b), (i,))
             for i, c in enumerate(choices) for a, b in c.requests]
     if not merge_neighbours:
@@ -275,7 +277,7 @@ def plan_requests(choices: list[TileChoice], model: CostModel,
         if (prev is not None and prev.key == r.key and prev.stop <= r.start
                 and set(prev.tiles) != set(r.tiles)):
             trial = _merge_mix(total, prev, r)
-            if model.estimate(trial).cost < model.estimate(total).cost:
+            if model.smooth_cost(trial) < model.smooth_cost(total):
                 merged[-1] = PlannedRequest("range", r.key, prev.start, r.stop,
                                             tuple(sorted(set(prev.tiles) | set(r.tiles))))
                 total = trial

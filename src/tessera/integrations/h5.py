@@ -1,0 +1,594 @@
+"""An h5py-shaped facade over Tessera arrays (import it as :mod:`tessera.h5`).
+
+``import tessera.h5 as h5py`` lets a plain h5py script run against any Tessera store for
+the operations below; what h5py can do and this facade cannot raises
+:class:`NotImplementedError` naming the feature.
+
+Layout in the store, below the file's URI: a group is a folder holding ``__group.json``; a
+dataset is a Tessera array (a folder holding ``__schema.json``, its chunks as tiles);
+attributes of either live in the node's ``__attrs.json`` (JSON; numbers and arrays keep their
+dtype; never pickled). Dataset writes add fragments, so earlier versions stay readable with
+``tessera.open_array(uri, timestamp=...)``.
+
+Differences from h5py: ``chunks`` is always the tile shape (Tessera always tiles);
+datasets are numeric (no strings, compound or object dtypes) with at least one dimension
+and no resizing; attribute updates are read-modify-write of one object (last writer wins).
+
+>>> import numpy as np
+>>> import tessera.h5 as h5py
+>>> with h5py.File("memory://doc-h5", "w") as f:
+...     d = f.create_dataset("grp/x", data=np.arange(12).reshape(3, 4), chunks=(2, 2))
+...     d.attrs["units"] = "m"
+...     d[0, :2] = [-1, -2]
+>>> f = h5py.File("memory://doc-h5", "r")
+>>> f["grp/x"][:, 1], f["grp"]["x"].attrs["units"], list(f.keys())
+(array([-2,  5,  9]), 'm', ['grp'])
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Any
+
+import numpy as np
+
+from tessera.array.array import Array, _default_tile, create_array, open_array
+from tessera.array.fragment import SCHEMA_KEY
+from tessera.array.schema import ArraySchema, Attr, Dim
+from tessera.errors import ObjectNotFoundError, ReadOnlyError
+from tessera.query.selection import normalize_selection
+from tessera.storage.keys import validate_key
+from tessera.storage.store import Store, open_store
+
+GROUP_KEY = "__group.json"
+ATTRS_KEY = "__attrs.json"
+MODES = ("r", "r+", "w", "w-", "x", "a")
+#: h5py Dataset features this facade does not offer (each raises NotImplementedError).
+UNSUPPORTED_DATASET = ("resize", "maxshape", "id", "dims", "regionref", "asstr", "fields",
+                       "iter_chunks", "virtual_sources", "is_virtual", "refresh", "flush",
+                       "external", "scaleoffset", "shuffle", "fletcher32", "len",
+                       "make_scale", "is_scale", "file_id", "ref", "lazy_compute")
+
+
+def _unsupported(what: str) -> NotImplementedError:
+    return NotImplementedError(f"tessera.h5 does not support {what}; see the tessera.h5 "
+                               "module docs for what the facade covers")
+
+
+class AttributeManager(MutableMapping[str, Any]):
+    """``obj.attrs``: a mapping stored as JSON beside the node (numbers keep their dtype)."""
+
+    def __init__(self, store: Store, path: str, writable: bool) -> None:
+        self._store, self._key, self._writable = store, _join(path, ATTRS_KEY), writable
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            doc = json.loads(bytes(self._store.get(self._key)))
+        except ObjectNotFoundError:
+            return {}
+        return dict(doc)
+
+    def _save(self, doc: dict[str, Any]) -> None:
+        if not self._writable:
+            raise ReadOnlyError(f"cannot change attributes: {self._store.url} is open "
+                                "read-only (mode 'r')")
+        self._store.put(self._key, json.dumps(doc).encode())
+
+    def __getitem__(self, name: str) -> Any:
+        doc = self._load()
+        if name not in doc:
+            raise KeyError(f"Can't open attribute (attribute {name!r} doesn't exist)")
+        return _decode_attr(doc[name])
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        doc = self._load()
+        doc[str(name)] = _encode_attr(value, name)
+        self._save(doc)
+
+    def __delitem__(self, name: str) -> None:
+        doc = self._load()
+        if name not in doc:
+            raise KeyError(f"Can't delete attribute (attribute {name!r} doesn't exist)")
+        del doc[name]
+        self._save(doc)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def __repr__(self) -> str:
+        return f"<Attributes of {self._key.rsplit('/', 1)[0] or '/'}: {sorted(self._load())}>"
+
+
+def _encode_attr(value: Any, name: str) -> dict[str, Any]:
+    if isinstance(value, str):
+        return {"str": value}
+    arr = np.asarray(value)
+    if arr.dtype.kind in "US" or (arr.dtype.kind == "O" and all(
+            isinstance(v, str) for v in arr.ravel())):
+        return {"strs": [str(v) for v in arr.ravel()], "shape": list(arr.shape)}
+    if arr.dtype.kind not in "biuf":
+        raise _unsupported(f"attribute {name!r} of dtype {arr.dtype} (attributes are numbers, "
+                           "strings or arrays of them)")
+    return {"dtype": arr.dtype.str, "shape": list(arr.shape), "data": arr.ravel().tolist()}
+
+
+def _decode_attr(doc: dict[str, Any]) -> Any:
+    if "str" in doc:
+        return doc["str"]
+    if "strs" in doc:
+        return np.array(doc["strs"], dtype=object).reshape(doc["shape"])
+    arr = np.array(doc["data"], dtype=np.dtype(doc["dtype"])).reshape(doc["shape"])
+    return arr[()] if arr.ndim == 0 else arr
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}/{name}" if path else name
+
+
+class Group:
+    """A group: a hierarchy of names holding groups and datasets (as h5py's)."""
+
+    def __init__(self, file: File, path: str) -> None:
+        self._file, self._path = file, path
+
+    @property
+    def name(self) -> str:
+        """The absolute name, ``/`` for the root."""
+        return "/" + self._path
+
+    @property
+    def file(self) -> File:
+        """The file this group belongs to."""
+        return self._file
+
+    @property
+    def parent(self) -> Group:
+        """The group holding this one (the root is its own parent)."""
+        return Group(self._file, self._path.rpartition("/")[0])
+
+    @property
+    def attrs(self) -> AttributeManager:
+        """The group's attributes."""
+        return AttributeManager(self._file._store, self._path, self._file._writable)
+
+    # -- names -----------------------------------------------------------------------------
+    def _resolve(self, name: str) -> str:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"names are non-empty str, got {name!r}")
+        path = name.strip("/") if name.startswith("/") else _join(self._path, name.strip("/"))
+        if not path:
+            return ""
+        validate_key(path)
+        for seg in path.split("/"):
+            if seg.startswith("__"):
+                raise ValueError(f"name {name!r}: segments starting with '__' are reserved "
+                                 "for Tessera's own objects")
+        return path
+
+    def _kind(self, path: str) -> str | None:
+        store = self._file._store
+        if path == "" or store.exists(_join(path, GROUP_KEY)):
+            return "group"
+        if store.exists(_join(path, SCHEMA_KEY)):
+            return "dataset"
+        return None
+
+    def __getitem__(self, name: str) -> Group | Dataset:
+        self._file._check_open()
+        path = self._resolve(name)
+        kind = self._kind(path)
+        if kind == "group":
+            return Group(self._file, path)
+        if kind == "dataset":
+            return Dataset(self._file, path)
+        raise KeyError(f"Unable to open object (object {name!r} doesn't exist in "
+                       f"{self.name})")
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The member ``name``, or ``default``."""
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._kind(self._resolve(name)) is not None
+
+    def keys(self) -> list[str]:
+        """Member names, sorted (h5py's default order)."""
+        self._file._check_open()
+        listing = self._file._store.list_dir(self._path)
+        out = []
+        for prefix in listing.prefixes:
+            child = prefix.rstrip("/").rsplit("/", 1)[-1]
+            if not child.startswith("__") and self._kind(_join(self._path, child)):
+                out.append(child)
+        return out
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+    def values(self) -> list[Group | Dataset]:
+        """The members, in key order."""
+        return [self[k] for k in self.keys()]
+
+    def items(self) -> list[tuple[str, Group | Dataset]]:
+        """(name, member) pairs, in key order."""
+        return [(k, self[k]) for k in self.keys()]
+
+    def visititems(self, func: Callable[[str, Any], Any]) -> Any:
+        """Call ``func(name, obj)`` for every member below, depth first, names relative to
+        this group; stop at the first call that returns something other than ``None``."""
+        def walk(group: Group, prefix: str) -> Any:
+            for key, obj in group.items():
+                name = _join(prefix, key)
+                if (ret := func(name, obj)) is not None:
+                    return ret
+                if isinstance(obj, Group) and (ret := walk(obj, name)) is not None:
+                    return ret
+            return None
+        return walk(self, "")
+
+    def visit(self, func: Callable[[str], Any]) -> Any:
+        """Call ``func(name)`` for every member below (see :meth:`visititems`)."""
+        return self.visititems(lambda name, _obj: func(name))
+
+    # -- creation --------------------------------------------------------------------------
+    def create_group(self, name: str) -> Group:
+        """A new group (and any missing groups on its way)."""
+        path = self._resolve(name)
+        if self._kind(path) is not None:
+            raise ValueError(f"Unable to create group (name {name!r} already exists)")
+        self._make_groups(path)
+        return Group(self._file, path)
+
+    def require_group(self, name: str) -> Group:
+        """The group ``name``, created if missing."""
+        path = self._resolve(name)
+        kind = self._kind(path)
+        if kind == "dataset":
+            raise TypeError(f"{name!r} is a dataset, not a group")
+        if kind is None:
+            self._make_groups(path)
+        return Group(self._file, path)
+
+    def _make_groups(self, path: str) -> None:
+        self._file._check_writable()
+        parts = path.split("/")
+        for i in range(1, len(parts) + 1):
+            sub = "/".join(parts[:i])
+            kind = self._kind(sub)
+            if kind == "dataset":
+                raise ValueError(f"cannot create {path!r}: {sub!r} is a dataset")
+            if kind is None:
+                self._file._store.put(_join(sub, GROUP_KEY), b'{"tessera_h5": 1}')
+
+    def create_dataset(self, name: str, shape: Any = None, dtype: Any = None, data: Any = None,
+                       *, chunks: Any = None, compression: Any = None,
+                       compression_opts: Any = None, fillvalue: Any = None,
+                       maxshape: Any = None, **kwargs: Any) -> Dataset:
+        """A new dataset, as h5py's: give ``shape`` and ``dtype`` (default ``float32``), or
+        ``data``. ``chunks`` becomes the tile shape; ``compression``: ``gzip`` (level from
+        ``compression_opts``, default 4; an int 0-9 means gzip at that level), or one of
+        Tessera's codecs (``zstd``, ``lz4``, ``blosc``)."""
+        self._file._check_writable()
+        for key, value in kwargs.items():
+            if value not in (None, False):
+                raise _unsupported(f"create_dataset({key}=...)")
+        path = self._resolve(name)
+        if self._kind(path) is not None:
+            raise ValueError(f"Unable to create dataset (name {name!r} already exists)")
+        values = None
+        if data is not None:
+            values = np.asarray(data, dtype=dtype)
+            shape = values.shape if shape is None else tuple(shape)
+            if values.shape != tuple(shape):
+                values = values.reshape(shape)
+        if shape is None:
+            raise TypeError("create_dataset needs a shape or data")
+        shape = (int(shape),) if isinstance(shape, (int, np.integer)) else \
+            tuple(int(n) for n in shape)
+        dt = np.dtype(values.dtype if values is not None else (dtype or "f4"))
+        if maxshape is not None and tuple(maxshape) != shape:
+            raise _unsupported("resizable datasets (maxshape)")
+        if not shape:
+            raise _unsupported("scalar (0-dimensional) datasets")
+        if 0 in shape:
+            raise _unsupported(f"empty datasets (shape {shape})")
+        if dt.kind not in "biufc":
+            raise _unsupported(f"datasets of dtype {dt} (numeric dtypes only)")
+        tile = (_default_tile(shape, dt.itemsize) if chunks in (None, True)
+                else tuple(int(c) for c in chunks))
+        if len(tile) != len(shape):
+            raise ValueError(f"chunks {tile} do not match shape {shape}")
+        if "/" in path:
+            self._make_groups(path.rpartition("/")[0])
+        fill = None if fillvalue is None else np.asarray(fillvalue, dt).item()
+        schema = ArraySchema(
+            [Dim(f"d{i}", (0, n - 1), min(t, n)) for i, (n, t) in
+             enumerate(zip(shape, tile, strict=True))],
+            [Attr("data", dt.newbyteorder("<").str, fill, _codec(compression,
+                                                                 compression_opts))])
+        arr = create_array(self._file._child(path), schema,
+                           storage_options=self._file.storage_options)
+        if values is not None:
+            arr.write(values.astype(dt.newbyteorder("<"), copy=False))
+        return Dataset(self._file, path, arr)
+
+    def require_dataset(self, name: str, shape: Any, dtype: Any, exact: bool = False,
+                        **kwargs: Any) -> Dataset:
+        """The dataset ``name`` if it has this shape (and dtype, exactly with ``exact``,
+        else one that casts safely), else a new one."""
+        if name not in self:
+            return self.create_dataset(name, shape, dtype, **kwargs)
+        dset = self[name]
+        if not isinstance(dset, Dataset):
+            raise TypeError(f"{name!r} is a group, not a dataset")
+        want = np.dtype(dtype)
+        if tuple(dset.shape) != tuple(shape):
+            raise TypeError(f"shapes do not match (existing {dset.shape} vs new {shape})")
+        if (exact and dset.dtype != want) or not np.can_cast(dset.dtype, want):
+            raise TypeError(f"datatypes do not match (existing {dset.dtype} vs new {want})")
+        return dset
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self.create_dataset(name, data=value)
+
+    def __delitem__(self, name: str) -> None:
+        self._file._check_writable()
+        path = self._resolve(name)
+        if not path or self._kind(path) is None:
+            raise KeyError(f"Couldn't delete link (object {name!r} doesn't exist)")
+        store = self._file._store
+        for info in store.list(path):
+            store.delete(info.key)
+
+    def __repr__(self) -> str:
+        return f'<tessera.h5 group "{self.name}" in {self._file.filename}>'
+
+
+def _codec(compression: Any, opts: Any) -> str | None:
+    if compression is None:
+        return None
+    if isinstance(compression, (int, np.integer)) and not isinstance(compression, bool):
+        compression, opts = "gzip", int(compression)
+    if compression == "gzip":
+        level = 4 if opts is None else int(opts)
+        if not 0 <= level <= 9:
+            raise ValueError(f"gzip level must be 0-9, got {level}")
+        return f"gzip:{level}"
+    if compression in ("zstd", "lz4", "blosc"):
+        return compression if opts is None else f"{compression}:{int(opts)}"
+    raise _unsupported(f"compression={compression!r} (use 'gzip', 'zstd', 'lz4' or 'blosc')")
+
+
+class Dataset:
+    """A dataset: a Tessera array read and written with numpy indexing."""
+
+    def __init__(self, file: File, path: str, array: Array | None = None) -> None:
+        self._file, self._path = file, path
+        self._array = array or open_array(file._child(path), "w" if file._writable else "r",
+                                          storage_options=file.storage_options)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in UNSUPPORTED_DATASET:
+            raise _unsupported(f"Dataset.{name}")
+        raise AttributeError(f"'Dataset' object has no attribute {name!r}")
+
+    @property
+    def array(self) -> Array:
+        """The Tessera array behind the dataset (plans, fragments, time travel)."""
+        return self._array
+
+    @property
+    def name(self) -> str:
+        """The absolute name."""
+        return "/" + self._path
+
+    @property
+    def file(self) -> File:
+        """The file this dataset belongs to."""
+        return self._file
+
+    @property
+    def parent(self) -> Group:
+        """The group holding this dataset."""
+        return Group(self._file, self._path.rpartition("/")[0])
+
+    @property
+    def attrs(self) -> AttributeManager:
+        """The dataset's attributes."""
+        return AttributeManager(self._file._store, self._path, self._file._writable)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Cells per dimension."""
+        return self._array.shape
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        """The element type."""
+        return self._array.dtype
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        """The tile shape."""
+        return tuple(d.tile for d in self._array.schema.dims)
+
+    @property
+    def compression(self) -> str | None:
+        """``gzip`` or a Tessera codec name, or ``None``."""
+        codec = self._array.schema.attrs[0].codec
+        return None if codec is None else codec.split(":")[0]
+
+    @property
+    def compression_opts(self) -> int | None:
+        """The compression level, where one was set."""
+        codec = self._array.schema.attrs[0].codec
+        return int(codec.split(":")[1]) if codec and ":" in codec else None
+
+    @property
+    def fillvalue(self) -> Any:
+        """What unwritten cells read as."""
+        fill = self._array.schema.attrs[0].fill
+        return self.dtype.type(0 if fill is None else fill)
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self.shape))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the whole dataset in memory."""
+        return self.size * self.dtype.itemsize
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[Any]:
+        for i in range(self.shape[0]):
+            yield self[i]
+
+    def _selection(self, sel: Any) -> Any:
+        if isinstance(sel, tuple) and not sel:
+            return ...
+        items = sel if isinstance(sel, tuple) else (sel,)
+        out = []
+        for it in items:
+            if isinstance(it, str):
+                raise _unsupported("field names in selections (compound dtypes)")
+            a = np.asarray(it) if isinstance(it, (list, np.ndarray)) else None
+            if a is not None and a.dtype == bool:
+                if a.ndim != 1:
+                    raise _unsupported("multi-dimensional boolean masks")
+                it = np.flatnonzero(a).tolist()
+            out.append(it)
+        return tuple(out)
+
+    def __getitem__(self, sel: Any) -> Any:
+        return self._array.read(self._selection(sel))
+
+    def __setitem__(self, sel: Any, values: Any) -> None:
+        self._file._check_writable()
+        sel = self._selection(sel)
+        selection = normalize_selection(sel, self._array.schema)
+        box = all(len(d.coords) < 2 or np.all(np.diff(d.coords) == 1) for d in selection.dims)
+        if box:
+            self._array[sel] = np.asarray(values, dtype=self.dtype)
+            return
+        vals = np.broadcast_to(np.asarray(values, dtype=self.dtype), selection.shape)
+        grids = np.meshgrid(*(d.coords for d in selection.dims), indexing="ij")
+        self._array.write_cells(tuple(g.ravel() for g in grids),
+                                vals.reshape(selection.full_shape).ravel())
+
+    def read_direct(self, dest: np.ndarray, source_sel: Any = None,
+                    dest_sel: Any = None) -> None:
+        """Read ``self[source_sel]`` into ``dest[dest_sel]`` (defaults: everything)."""
+        values = self[... if source_sel is None else source_sel]
+        dest[... if dest_sel is None else dest_sel] = values
+
+    def write_direct(self, source: np.ndarray, source_sel: Any = None,
+                     dest_sel: Any = None) -> None:
+        """Write ``source[source_sel]`` to ``self[dest_sel]`` (defaults: everything)."""
+        self[... if dest_sel is None else dest_sel] = \
+            np.asarray(source)[... if source_sel is None else source_sel]
+
+    def astype(self, dtype: Any) -> _AsType:
+        """A view reading as ``dtype``: ``dset.astype('f8')[:10]``."""
+        return _AsType(self, np.dtype(dtype))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = np.asarray(self[...])
+        return out if dtype is None else out.astype(dtype)
+
+    def __repr__(self) -> str:
+        return f'<tessera.h5 dataset "{self.name}": shape {self.shape}, type "{self.dtype.str}">'
+
+
+class _AsType:
+    def __init__(self, dset: Dataset, dtype: np.dtype[Any]) -> None:
+        self._dset, self._dtype = dset, dtype
+
+    def __getitem__(self, sel: Any) -> np.ndarray:
+        return np.asarray(self._dset[sel]).astype(self._dtype)
+
+
+class File(Group):
+    """An h5py-shaped file rooted at a store URI.
+
+    Modes as h5py's: ``r`` (read, must exist), ``r+`` (read/write, must exist), ``w``
+    (create, removing what is there), ``w-`` or ``x`` (create, fail if it exists), ``a``
+    (read/write, create if missing).
+    """
+
+    def __init__(self, uri: str, mode: str = "r", *,
+                 storage_options: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        for key, value in kwargs.items():
+            if value is not None:
+                raise _unsupported(f"File({key}=...)")
+        if mode not in MODES:
+            raise ValueError(f"invalid mode {mode!r}; use one of {', '.join(MODES)}")
+        self.storage_options = dict(storage_options or {})
+        self._store = open_store(uri, **self.storage_options)
+        self.filename = str(self._store.url)
+        self.mode = "r" if mode == "r" else "r+"
+        self._writable = mode != "r"
+        self._open = True
+        super().__init__(self, "")
+        exists = self._store.exists(GROUP_KEY)
+        if mode in ("r", "r+") and not exists:
+            raise FileNotFoundError(f"Unable to open file (no tessera.h5 file at {uri}; "
+                                    "create one with mode 'w' or 'a')")
+        if mode in ("w-", "x") and exists:
+            raise FileExistsError(f"Unable to create file ({uri} already holds a file; use "
+                                  "mode 'w' to replace it or 'a' to add to it)")
+        if mode == "w":
+            for info in self._store.list():
+                self._store.delete(info.key)
+        if not exists or mode == "w":
+            self._store.put(GROUP_KEY, b'{"tessera_h5": 1}')
+
+    def _child(self, path: str) -> str:
+        return self._store.url.child(path)
+
+    def _check_open(self) -> None:
+        if not self._open:
+            raise ValueError(f"{self.filename} is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if not self._writable:
+            raise ReadOnlyError(f"{self.filename} is open read-only (mode 'r')")
+
+    def close(self) -> None:
+        """Close the file; later use of it raises."""
+        self._open = False
+
+    def flush(self) -> None:
+        """Nothing to do: every write is durable when it returns."""
+
+    def __enter__(self) -> File:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __bool__(self) -> bool:
+        return self._open
+
+    def __repr__(self) -> str:
+        state = "open" if self._open else "closed"
+        return f'<tessera.h5 file "{self.filename}" (mode {self.mode}, {state})>'

@@ -324,6 +324,84 @@ def serve(
                storage_options=_options(endpoint, region, allow_http, option))
 
 
+def _run_import(kind: str, run: Any) -> None:
+    """Run an importer with a progress bar per dataset, then print what it did."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+    tasks: dict[str, Any] = {}
+    with Progress(TextColumn("{task.description:<30}"), BarColumn(), DownloadColumn(),
+                  TimeElapsedColumn(), console=err) as bar:
+        def progress(label: str, done: int, total: int) -> None:
+            if label not in tasks:
+                tasks[label] = bar.add_task(label[-30:], total=total)
+            bar.update(tasks[label], completed=done)
+
+        report = run(progress)
+    out.print(f"{kind}: imported {len(report.imported)} dataset(s), "
+              f"{_human(report.nbytes)}")
+    for name, why in report.skipped:
+        out.print(f"  skipped {name}: {why}")
+    for name, note in report.notes:
+        out.print(f"  note {name}: {note}")
+
+
+@app.command("import-npy")
+def import_npy(
+    source: Annotated[Path, typer.Argument(help="A .npy file (one array) or .npz file.")],
+    uri: Annotated[str, typer.Argument(help="Target URI (must not exist yet).")],
+    tile: Annotated[str | None, typer.Option(
+        help="Tile extents, comma-separated (default: about 1 MiB tiles).")] = None,
+    codec: Annotated[str | None, typer.Option(
+        help="zstd, lz4, gzip or blosc (optionally :LEVEL); default none.")] = None,
+    endpoint: EndpointOpt = None,
+    region: RegionOpt = None,
+    allow_http: AllowHttpOpt = False,
+    option: OptionOpt = None,
+) -> None:
+    """Import a .npy file as one array (or a .npz file as a tessera.h5 file), copied in
+    slabs so memory stays bounded."""
+    from tessera.integrations.importers import import_npy as run
+
+    extents = tuple(int(t) for t in tile.split(",")) if tile else None
+    opts = _options(endpoint, region, allow_http, option)
+    _run_import("import-npy", lambda p: run(source, uri, tile=extents, codec=codec,
+                                            storage_options=opts, progress=p))
+
+
+@app.command("import-hdf5")
+def import_hdf5(
+    source: Annotated[Path, typer.Argument(help="An HDF5 file.")],
+    uri: Annotated[str, typer.Argument(help="Target URI (must not exist yet).")],
+    endpoint: EndpointOpt = None,
+    region: RegionOpt = None,
+    allow_http: AllowHttpOpt = False,
+    option: OptionOpt = None,
+) -> None:
+    """Import every dataset of an HDF5 file (chunk shapes, gzip compression, attributes
+    and groups kept) as a tessera.h5 file."""
+    from tessera.integrations.importers import import_hdf5 as run
+
+    opts = _options(endpoint, region, allow_http, option)
+    _run_import("import-hdf5", lambda p: run(source, uri, storage_options=opts, progress=p))
+
+
+@app.command("import-zarr")
+def import_zarr(
+    source: Annotated[str, typer.Argument(help="A zarr array or group (path or URL).")],
+    uri: Annotated[str, typer.Argument(help="Target URI (must not exist yet).")],
+    endpoint: EndpointOpt = None,
+    region: RegionOpt = None,
+    allow_http: AllowHttpOpt = False,
+    option: OptionOpt = None,
+) -> None:
+    """Import a zarr array or group (chunk shapes, zstd/gzip/blosc/lz4 compression,
+    attributes and groups kept) as a tessera.h5 file."""
+    from tessera.integrations.importers import import_zarr as run
+
+    opts = _options(endpoint, region, allow_http, option)
+    _run_import("import-zarr", lambda p: run(source, uri, storage_options=opts, progress=p))
+
+
 def main() -> None:
     """Entry point of the ``tessera`` script."""
     try:

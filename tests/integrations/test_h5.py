@@ -111,6 +111,11 @@ def test_modes(tmp_path):
         assert list(f.keys()) == []
     with pytest.raises(ValueError, match="invalid mode"):
         tessera.h5.File(uri, "rw")
+    other = tessera.open_store((tmp_path / "other").as_uri())
+    other.put("keep.txt", b"precious")
+    with pytest.raises(FileExistsError, match="nothing was deleted"):
+        tessera.h5.File((tmp_path / "other").as_uri(), "w")
+    assert bytes(other.get("keep.txt")) == b"precious"
 
 
 def test_groups_and_deletion(tmp_path):

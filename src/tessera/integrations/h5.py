@@ -530,7 +530,8 @@ class File(Group):
     """An h5py-shaped file rooted at a store URI.
 
     Modes as h5py's: ``r`` (read, must exist), ``r+`` (read/write, must exist), ``w``
-    (create, removing what is there), ``w-`` or ``x`` (create, fail if it exists), ``a``
+    (create, replacing a tessera.h5 file there; a location holding other objects is
+    refused, nothing deleted), ``w-`` or ``x`` (create, fail if it exists), ``a``
     (read/write, create if missing).
     """
 
@@ -556,7 +557,13 @@ class File(Group):
             raise FileExistsError(f"Unable to create file ({uri} already holds a file; use "
                                   "mode 'w' to replace it or 'a' to add to it)")
         if mode == "w":
-            for info in self._store.list():
+            stale = self._store.list()
+            if stale and not exists:
+                raise FileExistsError(
+                    f"Unable to create file ({uri} holds {len(stale)} object(s) that are not "
+                    "a tessera.h5 file; mode 'w' replaces only a tessera.h5 file, so nothing "
+                    "was deleted: choose an empty location)")
+            for info in stale:
                 self._store.delete(info.key)
         if not exists or mode == "w":
             self._store.put(GROUP_KEY, b'{"tessera_h5": 1}')

@@ -45,9 +45,9 @@ lint: $(VENV)/.installed-all
 bench: $(VENV)/.installed-all
 	$(BIN)/python benchmarks/link_check.py
 	$(BIN)/python benchmarks/array_engine.py --no-cold
-	$(BIN)/python benchmarks/hyperslab.py --quick
 	$(BIN)/python benchmarks/pushdown_load.py --requests 100
 	$(BIN)/python benchmarks/dataloader.py --quick
+	$(BIN)/python benchmarks/evaluation.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache demo-store benchmarks/out

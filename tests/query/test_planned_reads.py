@@ -110,3 +110,16 @@ def test_last_read_prints_estimates_beside_measurements(grid) -> None:
     data_bytes = sum(report.stats.by_method[k].bytes_received for k in ("get", "range")
                      if k in report.stats.by_method)
     assert f"{data_bytes:,}" in text and f"{report.plan.totals.nbytes:,}" in text
+
+
+def test_a_union_of_hyperslabs_is_pushed_down(grid):
+    """Regression: a Hyperslabs read planned its tiles for pushdown but fetched them whole."""
+    arr, data = grid
+    sels = [(slice(None), slice(5, 9)), (slice(40, 44), slice(None))]
+    got = arr.read(tessera.Hyperslabs(sels), method="pushdown")
+    for g, s in zip(got, sels, strict=True):
+        np.testing.assert_array_equal(g, data[s])
+    kinds = arr.last_read.stats.by_method
+    assert kinds["pushdown"].requests >= 1
+    assert "get" not in kinds and "range" not in kinds
+    assert arr.last_read.pushdown_fallbacks == 0

@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import math
-from collections.abc import Coroutine
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -76,6 +76,7 @@ from tessera.server.client import PushdownClient
 from tessera.storage.store import Store, open_store
 
 TimestampLike = int | dt.datetime | None
+T = TypeVar("T")
 
 
 class Array:
@@ -224,10 +225,12 @@ class Array:
         return dense if attrs is not None or len(names) > 1 else dense[names[0]]
 
     async def _union_plan(self, sels: list[Any], names: list[str], method: str, phi: float,
+                          metas: list[FragmentMeta] | None = None,
                           ) -> tuple[list[Any], list[list[int]], list[Any], Plan | None]:
         """Tile reads of every selection, the distinct tiles among them, which distinct
         tile each read is, and one plan over the distinct tiles."""
-        metas = await self._visible_metas()
+        if metas is None:
+            metas = await self._visible_metas()
         per = [plan_tile_reads(self.schema, s, metas, names) for s in sels]
         index: dict[tuple[Any, ...], int] = {}
         distinct: list[Any] = []
@@ -302,7 +305,14 @@ class Array:
 
     async def _read_union_async(self, sels: list[Any], names: list[str], method: str,
                                 phi: float) -> tuple[list[dict[str, np.ndarray]], ReadReport]:
-        per, positions, distinct, plan = await self._union_plan(sels, names, method, phi)
+        return await self._speculate(
+            lambda metas: self._read_union_with(sels, names, method, phi, metas))
+
+    async def _read_union_with(self, sels: list[Any], names: list[str], method: str,
+                               phi: float, metas: list[FragmentMeta],
+                               ) -> tuple[list[dict[str, np.ndarray]], ReadReport]:
+        per, positions, distinct, plan = await self._union_plan(sels, names, method, phi,
+                                                                metas)
         fetcher = TileFetcher(self._store.aio, self.schema, distinct, plan, self.uri)
         for pos in positions:
             for p in pos:
@@ -315,6 +325,7 @@ class Array:
         used = len({r.fragment for r in distinct}
                    | {c.fragment for _, cells, _ in per for c in cells})
         cell_reads = [c for _, cells, _ in per for c in cells]
+        self._last_visible = metas
         return list(outs), _report(ReadReport(distinct, used, 0, cell_reads=cell_reads,
                                               plan=plan), pushdown)
 
@@ -366,14 +377,20 @@ class Array:
 
     async def _read_async(self, selection: Any, names: list[str], method: str = "auto",
                           phi: float = 0.0) -> tuple[dict[str, np.ndarray], ReadReport]:
-        if self._last_visible is not None:
-            # Speculate: read with the fragments the previous read saw while listing the
-            # commit markers at the same time (one round trip saved on every read). The
-            # answer stands if the listing shows the same fragments; otherwise read again.
+        return await self._speculate(
+            lambda metas: self._read_with(selection, names, method, phi, metas,
+                                          retry=metas is not self._last_visible))
+
+    async def _speculate(self, read: Callable[[list[FragmentMeta]], Awaitable[T]]) -> T:
+        """Run ``read(fragments)``. A handle that has read before (and lists at every read)
+        speculates: it reads with the fragments the previous read saw while listing the
+        commit markers at the same time (one round trip saved on every read); the answer
+        stands if the listing shows the same fragments, otherwise it reads again."""
+        last = self._last_visible
+        if last is not None and self.timestamp is None:
             listing = asyncio.ensure_future(self._visible_metas())
             try:
-                guess = await self._read_with(selection, names, method, phi,
-                                              self._last_visible)
+                guess: T | None = await read(last)
             except CorruptDataError:
                 guess = None  # e.g. vacuumed meanwhile: the listing decides below
             except BaseException:
@@ -381,12 +398,11 @@ class Array:
                 await asyncio.gather(listing, return_exceptions=True)
                 raise
             metas = await listing
-            if guess is not None and [m.name for m in metas] == [
-                    m.name for m in self._last_visible]:
+            if guess is not None and [m.name for m in metas] == [m.name for m in last]:
                 return guess
         else:
             metas = await self._visible_metas()
-        return await self._read_with(selection, names, method, phi, metas, retry=True)
+        return await read(metas)
 
     async def _read_with(self, selection: Any, names: list[str], method: str, phi: float,
                          metas: list[FragmentMeta], retry: bool = False,

@@ -316,6 +316,8 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
         ranks[name] = None if layered else np.full(sel.full_shape, -1, dtype=np.int32)
     if fetcher is None:
         fetcher = TileFetcher(store, schema, reads, plan, array_url)
+    elif plan is None:
+        plan = fetcher.plan  # a union's shared plan decides which tiles are pushed down
     limit = fetcher.limit  # one bound on requests in flight, shared by every selection
     where_in = list(range(len(reads))) if positions is None else positions
 

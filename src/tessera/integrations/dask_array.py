@@ -13,8 +13,8 @@ fragment: fragments need no locks, so any scheduler works, ``distributed`` inclu
 >>> x.chunks, int(x[1:5, 2].sum().compute())
 (((4, 2), (4, 2)), 68)
 >>> out = to_array(x * 2, "memory://doc-dask-out")
->>> out[5, 5], len(out.fragments)
-(np.int64(70), 4)
+>>> int(out[5, 5]), len(out.fragments)
+(70, 4)
 """
 
 from __future__ import annotations

@@ -37,7 +37,13 @@ def test_consolidate_all_then_vacuum(store_url) -> None:
     for ts, state in zip(old, states, strict=True):  # history stays readable until vacuum
         np.testing.assert_array_equal(
             tessera.open_array(arr.uri, timestamp=ts, storage_options=options)[:, :], state)
+    # a timestamped handle lists its fragments once: one that read before the vacuum
+    # still says why its fragments are gone
+    before = tessera.open_array(arr.uri, timestamp=old[1], storage_options=options)
+    np.testing.assert_array_equal(before[:, :], states[1])
     removed = arr.vacuum(orphan_grace_s=0)
+    with pytest.raises(tessera.HistoryVacuumedError, match="consolidated and vacuumed"):
+        before[:, :]
     # four commit markers and bookkeeping objects, the two dense writes' data objects (the
     # small sparse fragments keep their tiles inline)
     assert removed >= 4 + 4 + 2

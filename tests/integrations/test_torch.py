@@ -234,3 +234,13 @@ def test_distributed_sampler_over_two_ranks(shared_images):
             np.testing.assert_array_equal(t.numpy(), data[i])
         seen += indices
     assert sorted(seen) == list(range(10))
+
+
+@pytest.mark.parametrize("shared_images", ["s3"], indirect=True)
+def test_an_open_array_brings_its_store_options_to_workers(shared_images):
+    uri, options, data = shared_images
+    arr = tessera.open_array(uri, storage_options=options)
+    ds = ArrayDataset(arr)  # no storage_options given: the array's own travel with it
+    assert ds.ref.storage_options == options
+    got = [t for batch in ds.loader(batch_size=4, num_workers=2) for t in batch]
+    np.testing.assert_array_equal(np.stack([t.numpy() for t in got]), data)

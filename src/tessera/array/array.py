@@ -208,7 +208,7 @@ class Array:
         with self._store.collect() as stats:
             try:
                 result, report = run_sync(coro)
-            except ObjectNotFoundError:
+            except (ObjectNotFoundError, CorruptDataError):
                 if self._snapshot is not None:  # were the snapshot's fragments vacuumed?
                     self._snapshot = None
                     run_sync(check_history(self._store.aio, self.timestamp or 0, self.uri))

@@ -50,9 +50,13 @@ class ArrayRef:
            pin: bool = False) -> ArrayRef:
         """A reference to an open array (its URI, snapshot and pushdown server).
 
-        ``pin``: pin the snapshot to the newest fragment visible now, so every process sees
-        the same data even while writers go on.
+        ``storage_options`` default to those the array's store was opened with (they travel
+        with the reference to the processes that reopen it). ``pin``: pin the snapshot to
+        the newest fragment visible now, so every process sees the same data even while
+        writers go on.
         """
+        if storage_options is None:
+            storage_options = dict(arr.store.aio._options) or None
         timestamp = arr.timestamp
         if pin and timestamp is None:
             frags = arr.fragments

@@ -87,6 +87,7 @@ class AsyncStore:
         self.url = url
         self.config = config
         self.endpoint: str | None = options.get("endpoint") or options.get("endpoint_url")
+        self._options = dict(options)  # to reopen the store elsewhere (worker processes)
         self._inner = build_backend(url, config, dict(options))
         self._root = url.prefix
         self._recorder = StatsRecorder()

@@ -35,3 +35,9 @@ def test_evaluation_tiny_run(tmp_path: Path) -> None:
         assert (tmp_path / "out" / f"{name}.png").stat().st_size > 1000
     text = results.read_text()
     assert "## Goals (issue 6)" in text and "tessera-auto" in text
+    results.unlink()
+    again = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--report-only",
+                            "--out", str(tmp_path / "out"), "--results", str(results)],
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert results.read_text() == text  # the report is a function of the measured CSVs

@@ -221,3 +221,25 @@ def test_bad_cloud_options_name_the_problem(url: str, options: dict, match: str)
     with pytest.raises(ConfigError, match=match) as info:
         tessera.open_store(url, **options)
     assert "Debug source" not in str(info.value)
+
+
+def _child_reads(url: str, queue) -> None:
+    try:
+        tessera.open_store(url).get("k")
+        queue.put("read")
+    except tessera.ForkSafetyError as err:
+        queue.put(f"refused: {err}")
+
+
+def test_a_child_forked_after_io_refuses_io_instead_of_hanging(tmp_path) -> None:
+    import multiprocessing
+
+    url = (tmp_path / "s").as_uri()
+    tessera.open_store(url).put("k", b"v")  # this process has done I/O
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child_reads, args=(url, queue))
+    child.start()
+    answer = queue.get(timeout=60)
+    child.join(30)
+    assert answer.startswith("refused") and "forkserver" in answer

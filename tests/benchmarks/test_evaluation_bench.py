@@ -19,10 +19,15 @@ SCRIPT = Path(__file__).parents[2] / "benchmarks" / "evaluation.py"
 
 def test_evaluation_tiny_run(tmp_path: Path) -> None:
     results = tmp_path / "RESULTS.md"
-    done = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--rtt-ms", "2",
-                           "--first-byte-ms", "0", "--out", str(tmp_path / "out"),
-                           "--results", str(results)],
-                          capture_output=True, text=True, timeout=600)
+    command = [sys.executable, str(SCRIPT), "--tiny", "--rtt-ms", "2", "--first-byte-ms", "0",
+               "--out", str(tmp_path / "out"), "--results", str(results)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0 and "WRONG ANSWER" not in done.stdout + done.stderr:
+        # One more try for what a loaded machine can cause (a peer's request timing out);
+        # a wrong answer is never retried. The first failure stays visible in the log.
+        print("first run failed, retrying:", done.stdout[-3000:], done.stderr[-3000:],
+              file=sys.stderr)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     with open(tmp_path / "out" / "a.csv", newline="") as f:
         rows = list(csv.DictReader(f))

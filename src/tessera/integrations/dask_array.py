@@ -84,13 +84,7 @@ def from_array(array: str | Array | ArrayRef, *, attr: str | None = None,
     ``array``: a URI, an open :class:`~tessera.Array` or an ``ArrayRef``; ``attr``: the
     attribute (default the first); ``method`` and ``phi`` steer the planner per task.
     """
-    if isinstance(array, ArrayRef):
-        ref = array
-    elif isinstance(array, Array):
-        ref = ArrayRef.of(array, storage_options=storage_options, pin=True)
-    else:
-        ref = ArrayRef.of(ArrayRef(str(array), storage_options).array,
-                          storage_options=storage_options, pin=True)
+    ref = ArrayRef.resolve(array, storage_options)
     schema = ref.array.schema
     if schema.sparse:
         raise TypeError(f"{ref.uri} is a sparse array; tessera.dask reads dense arrays")

@@ -129,8 +129,8 @@ def _join(path: str, name: str) -> str:
     return f"{path}/{name}" if path else name
 
 
-class Group:
-    """A group: a hierarchy of names holding groups and datasets (as h5py's)."""
+class _Node:
+    """What groups and datasets share: a path in a file, a name, a parent, attributes."""
 
     def __init__(self, file: File, path: str) -> None:
         self._file, self._path = file, path
@@ -142,18 +142,22 @@ class Group:
 
     @property
     def file(self) -> File:
-        """The file this group belongs to."""
+        """The file this node belongs to."""
         return self._file
 
     @property
     def parent(self) -> Group:
-        """The group holding this one (the root is its own parent)."""
+        """The group holding this node (the root is its own parent)."""
         return Group(self._file, self._path.rpartition("/")[0])
 
     @property
     def attrs(self) -> AttributeManager:
-        """The group's attributes."""
+        """The node's attributes."""
         return AttributeManager(self._file._store, self._path, self._file._writable)
+
+
+class Group(_Node):
+    """A group: a hierarchy of names holding groups and datasets (as h5py's)."""
 
     # -- names -----------------------------------------------------------------------------
     def _resolve(self, name: str) -> str:
@@ -369,11 +373,11 @@ def _codec(compression: Any, opts: Any) -> str | None:
     raise _unsupported(f"compression={compression!r} (use 'gzip', 'zstd', 'lz4' or 'blosc')")
 
 
-class Dataset:
+class Dataset(_Node):
     """A dataset: a Tessera array read and written with numpy indexing."""
 
     def __init__(self, file: File, path: str, array: Array | None = None) -> None:
-        self._file, self._path = file, path
+        super().__init__(file, path)
         self._array = array or open_array(file._child(path), "w" if file._writable else "r",
                                           storage_options=file.storage_options)
 
@@ -386,26 +390,6 @@ class Dataset:
     def array(self) -> Array:
         """The Tessera array behind the dataset (plans, fragments, time travel)."""
         return self._array
-
-    @property
-    def name(self) -> str:
-        """The absolute name."""
-        return "/" + self._path
-
-    @property
-    def file(self) -> File:
-        """The file this dataset belongs to."""
-        return self._file
-
-    @property
-    def parent(self) -> Group:
-        """The group holding this dataset."""
-        return Group(self._file, self._path.rpartition("/")[0])
-
-    @property
-    def attrs(self) -> AttributeManager:
-        """The dataset's attributes."""
-        return AttributeManager(self._file._store, self._path, self._file._writable)
 
     @property
     def shape(self) -> tuple[int, ...]:

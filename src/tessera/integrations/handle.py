@@ -6,12 +6,14 @@ shared. An :class:`ArrayRef` carries only what it takes to open the array (URI, 
 options, snapshot timestamp, pushdown server URL) and opens it lazily in whichever process
 uses it.
 
->>> import numpy as np, pickle, tessera
+>>> import copy, numpy as np, tessera
 >>> from tessera.integrations.handle import ArrayRef
 >>> _ = tessera.from_numpy("memory://doc-ref", np.arange(6).reshape(2, 3))
->>> ref = pickle.loads(pickle.dumps(ArrayRef("memory://doc-ref")))
+>>> ref = ArrayRef("memory://doc-ref")
 >>> ref.array[1].tolist()
 [3, 4, 5]
+>>> copy.deepcopy(ref)._array is None      # copies (and pickles) carry no open handle
+True
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ class ArrayRef:
         writers go on.
         """
         if storage_options is None:
-            storage_options = dict(arr.store.aio._options) or None
+            storage_options = arr.store.aio.storage_options or None
         timestamp = arr.timestamp
         if pin and timestamp is None:
             frags = arr.fragments
@@ -68,6 +70,22 @@ class ArrayRef:
         if timestamp == arr.timestamp:  # else the pinned snapshot opens on first use
             ref._array, ref._pid = arr, os.getpid()
         return ref
+
+    @classmethod
+    def resolve(cls, array: str | os.PathLike[str] | Array | ArrayRef,
+                storage_options: dict[str, Any] | None = None,
+                pushdown: str | None = None) -> ArrayRef:
+        """A reference pinned to the current snapshot from a URI or an open array (an
+        ``ArrayRef`` is returned as it is): what datasets and dask arrays hold."""
+        if isinstance(array, ArrayRef):
+            return array
+        if isinstance(array, Array):
+            return cls.of(array, storage_options=storage_options, pin=True)
+        if isinstance(array, (str, os.PathLike)):
+            opened = cls(str(array), storage_options, pushdown=pushdown).array
+            return cls.of(opened, storage_options=storage_options, pin=True)
+        raise TypeError(f"expected an array URI, a tessera.Array or an ArrayRef, got "
+                        f"{type(array).__name__}")
 
     @property
     def array(self) -> Array:

@@ -43,19 +43,6 @@ Transform = Callable[[torch.Tensor], Any]
 IMAGE_LAYOUTS = ("CHW", "HWC", "HW")
 
 
-def _ref(array: str | Array | ArrayRef, storage_options: dict[str, Any] | None,
-         pushdown: str | None) -> ArrayRef:
-    if isinstance(array, ArrayRef):
-        return array
-    if isinstance(array, Array):
-        return ArrayRef.of(array, storage_options=storage_options, pin=True)
-    if isinstance(array, (str, os.PathLike)):
-        ref = ArrayRef(str(array), storage_options, pushdown=pushdown)
-        return ArrayRef.of(ref.array, storage_options=storage_options, pin=True)
-    raise TypeError(f"expected an array URI, a tessera.Array or an ArrayRef, got "
-                    f"{type(array).__name__}")
-
-
 class _ArraySamples(Dataset[Any]):
     """What both datasets share: the array reference, reads through the planner, tensors
     from numpy without a copy, and the I/O this process made."""
@@ -63,7 +50,7 @@ class _ArraySamples(Dataset[Any]):
     def __init__(self, array: str | Array | ArrayRef, *, sample_dim: int, attr: str | None,
                  transform: Transform | None, storage_options: dict[str, Any] | None,
                  pushdown: str | None, method: str | None, phi: float | None) -> None:
-        self.ref = _ref(array, storage_options, pushdown)
+        self.ref = ArrayRef.resolve(array, storage_options, pushdown)
         schema = self.ref.array.schema
         if not -schema.ndim <= sample_dim < schema.ndim:
             raise ValueError(f"sample_dim {sample_dim} is out of range for the "
@@ -262,7 +249,7 @@ class RegionDataset(_ArraySamples):
         ``index_of`` maps an image's ``file`` to its sample index (default: its position in
         the ``images`` list).
         """
-        ref = _ref(uri, storage_options, kwargs.pop("pushdown", None))
+        ref = ArrayRef.resolve(uri, storage_options, kwargs.pop("pushdown", None))
         sample_dim = kwargs.get("sample_dim", 0)
         shape = list(ref.array.shape)
         del shape[sample_dim % len(shape)]

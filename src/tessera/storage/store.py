@@ -87,11 +87,17 @@ class AsyncStore:
         self.url = url
         self.config = config
         self.endpoint: str | None = options.get("endpoint") or options.get("endpoint_url")
-        self._options = dict(options)  # to reopen the store elsewhere (worker processes)
+        self._options = dict(options)
         self._inner = build_backend(url, config, dict(options))
         self._root = url.prefix
         self._recorder = StatsRecorder()
         self._rand = random.Random()
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        """A copy of the options the store was opened with (credentials included), to
+        reopen it in another process."""
+        return dict(self._options)
 
     # -- accounting ------------------------------------------------------------------------
     @property

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import csv
 import os
 import statistics
 import tempfile
@@ -44,6 +43,7 @@ from rich.table import Table
 from torch.utils.data import DataLoader, Dataset
 
 import tessera
+from _common import write_csv
 from tessera._sync import run_sync
 from tessera.storage.pricing import get_pricing
 from tessera.testing import EmulatedLink, S3TestServer
@@ -226,10 +226,7 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace, nregions: int) 
                       str(r["requests"]), f"{r['dollars']:.6f}")
     console.print(table)
     path = args.out / "dataloader.csv"
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(path, rows)
     console.print(f"wrote {path}")
 
 

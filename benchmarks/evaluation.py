@@ -53,6 +53,7 @@ from rich.console import Console
 
 import peers
 import tessera
+from _common import write_csv
 from tessera.storage.pricing import get_pricing
 from tessera.testing import EmulatedLink, PushdownTestServer, S3TestServer
 from tessera.testing.camera_trap import make_camera_trap_set
@@ -148,7 +149,8 @@ def check(got: Any, want: np.ndarray, what: str) -> None:
 
 
 # -- data and workloads ---------------------------------------------------------------------
-def make_data(scale: Scale, seed: int) -> dict[str, np.ndarray]:
+def make_data(scale: Scale, seed: int) -> tuple[dict[str, np.ndarray], Any]:
+    """The arrays every system stores, and the camera-trap set behind ``cams``."""
     rng = np.random.default_rng(seed)
     data = {"grid": rng.integers(0, 2**31 - 1, (scale.n, scale.n), dtype=np.int32)}
     cams = make_camera_trap_set(scale.images, height=scale.image_hw[0],
@@ -156,11 +158,11 @@ def make_data(scale: Scale, seed: int) -> dict[str, np.ndarray]:
     data["cams"] = cams.images
     for i in range(scale.bert_arrays):
         data[f"bert{i}"] = rng.integers(0, 30522, scale.bert_shape, dtype=np.int32)
-    make_data.cams = cams  # type: ignore[attr-defined]
-    return data
+    return data, cams
 
 
-def make_workloads(scale: Scale, data: dict[str, np.ndarray], seed: int) -> list[Workload]:
+def make_workloads(scale: Scale, data: dict[str, np.ndarray], cams: Any,
+                   seed: int) -> list[Workload]:
     rng = np.random.default_rng(seed + 1)
     n = scale.n
     k = max(1, n // 100)
@@ -172,7 +174,6 @@ def make_workloads(scale: Scale, data: dict[str, np.ndarray], seed: int) -> list
         Workload("small", "grid", [[(slice(y, y + 21), slice(x, x + 21))] for y, x in
                                    rng.integers(0, n - 21, (scale.queries, 2))]),
     ]
-    cams = make_data.cams  # type: ignore[attr-defined]
     shape = data["cams"].shape[1:]
     regions, _ = regions_from_megadetector(cams.megadetector(), shape, min_conf=0.5)
     wl.append(Workload("crops", "cams", [
@@ -219,7 +220,9 @@ def write_all(bench: Bench, scale: Scale, data: dict[str, np.ndarray]) -> None:
 
 # -- systems --------------------------------------------------------------------------------
 def tessera_reader(bench: Bench, w: Workload, scale: Scale, method: str,
-                   phi: float | None = None) -> Callable[[list[Any]], list[np.ndarray]]:
+                   phi: float | None = None,
+                   ) -> tuple[Callable[[list[Any]], list[np.ndarray]], dict[str, Any]]:
+    """A reader of the workload's queries through Tessera, and the arrays it reads."""
     arrays = {n: bench.tessera(f"tessera/{n}") for n in names_of(w, scale)}
     for a in arrays.values():
         a[(0,) * a.ndim]  # bookkeeping loaded, connections open
@@ -231,8 +234,7 @@ def tessera_reader(bench: Bench, w: Workload, scale: Scale, method: str,
         arr = arrays[w.dataset]
         return list(arr.read(tessera.Hyperslabs(query), method=method, phi=phi))
 
-    read.arrays = arrays  # type: ignore[attr-defined]
-    return read
+    return read, arrays
 
 
 def zarr_reader(bench: Bench, w: Workload, scale: Scale, kind: str) -> Callable[..., Any]:
@@ -247,12 +249,13 @@ def zarr_reader(bench: Bench, w: Workload, scale: Scale, kind: str) -> Callable[
     return read
 
 
-def whole_reader(bench: Bench, w: Workload, scale: Scale) -> Callable[..., Any]:
+def whole_reader(bench: Bench, w: Workload, scale: Scale,
+                 data: dict[str, np.ndarray]) -> Callable[..., Any]:
     store = tessera.open_store(bench.s3.url(""), **bench.opts)
 
     def read(query: list[Any]) -> list[np.ndarray]:
         if w.dataset == "cams":
-            shape, out = data_shapes["cams"][1:], []
+            shape, out = data["cams"].shape[1:], []
             cache: dict[int, np.ndarray] = {}
             for sel in query:
                 i = int(sel[0])
@@ -260,13 +263,14 @@ def whole_reader(bench: Bench, w: Workload, scale: Scale) -> Callable[..., Any]:
                     cache[i] = peers.whole_read(store, f"raw/cams/{i:05d}", shape, np.uint8, ...)
                 out.append(cache[i][sel[1:]])
             return out
-        return [peers.whole_read(store, f"raw/{n}", data_shapes[n], data_dtypes[n], s)
+        return [peers.whole_read(store, f"raw/{n}", data[n].shape, data[n].dtype, s)
                 for n, s in zip(names_of(w, scale) * len(query), query, strict=False)]
 
     return read
 
 
-def ranges_reader(bench: Bench, w: Workload, scale: Scale) -> Callable[..., Any]:
+def ranges_reader(bench: Bench, w: Workload, scale: Scale,
+                  data: dict[str, np.ndarray]) -> Callable[..., Any]:
     store = tessera.open_store(bench.s3.url(""), **bench.opts)
 
     def read(query: list[Any]) -> list[np.ndarray]:
@@ -274,7 +278,7 @@ def ranges_reader(bench: Bench, w: Workload, scale: Scale) -> Callable[..., Any]
         for n, sel in zip(names_of(w, scale) * len(query), query, strict=False):
             if w.dataset == "cams":
                 i, ch, ys, xs = sel
-                key, shape = f"raw/cams/{int(i):05d}", data_shapes["cams"][1:]
+                key, shape = f"raw/cams/{int(i):05d}", data["cams"].shape[1:]
                 flat_rows = (np.arange(shape[0])[ch][:, None] * shape[1]
                              + np.arange(shape[1])[ys][None, :]).ravel()
                 got = peers.ranges_read(store, key, (shape[0] * shape[1], shape[2]),
@@ -282,17 +286,13 @@ def ranges_reader(bench: Bench, w: Workload, scale: Scale) -> Callable[..., Any]
                 out.append(got.reshape(len(np.arange(shape[0])[ch]), -1, got.shape[-1]))
                 continue
             rows, cols = sel
-            shape = data_shapes[n]
+            shape = data[n].shape
             row_idx = np.arange(shape[0])[rows] if isinstance(rows, slice) else rows
-            out.append(peers.ranges_read(store, f"raw/{n}", shape, data_dtypes[n], row_idx,
+            out.append(peers.ranges_read(store, f"raw/{n}", shape, data[n].dtype, row_idx,
                                          cols))
         return out
 
     return read
-
-
-data_shapes: dict[str, tuple[int, ...]] = {}
-data_dtypes: dict[str, Any] = {}
 
 
 def truth_of(w: Workload, scale: Scale, data: dict[str, np.ndarray],
@@ -341,7 +341,7 @@ def tiledb_measure(bench: Bench, w: Workload, scale: Scale, data: dict[str, np.n
                               else s for s in sel) for sel in sels]
             bench.reset()
             secs, arrays = peers.tiledb_read(bench.s3, bench.link.endpoint, f"tiledb/{n}",
-                                             [_full(s, data_shapes[n]) for s in sels],
+                                             [_full(s, data[n].shape) for s in sels],
                                              concurrency)
             b, r = bench.counted()  # includes opening the array (a few small requests)
             seconds += sum(secs)
@@ -388,8 +388,7 @@ def experiment_a(bench: Bench, scale: Scale, data: dict[str, np.ndarray],
     rows, mix = [], []
     for w in workloads:
         for method in METHODS:
-            read = tessera_reader(bench, w, scale, method)
-            arrays = read.arrays  # type: ignore[attr-defined]
+            read, arrays = tessera_reader(bench, w, scale, method)
 
             console.print(f"  {w.name}: tessera-{method}")
             m = measure(bench, w, scale, data, read, f"tessera-{method}",
@@ -411,9 +410,9 @@ def experiment_a(bench: Bench, scale: Scale, data: dict[str, np.ndarray],
             m = tiledb_measure(bench, w, scale, data, conc, label)
             rows.append(m.row(workload=w.name, system=label))
         console.print(f"  {w.name}: whole objects, exact ranges")
-        rows.append(measure(bench, w, scale, data, whole_reader(bench, w, scale),
+        rows.append(measure(bench, w, scale, data, whole_reader(bench, w, scale, data),
                             "whole").row(workload=w.name, system="whole-object"))
-        rows.append(measure(bench, w, scale, data, ranges_reader(bench, w, scale),
+        rows.append(measure(bench, w, scale, data, ranges_reader(bench, w, scale, data),
                             "ranges").row(workload=w.name, system="exact-ranges"))
     return rows, mix
 
@@ -460,8 +459,7 @@ def experiment_d(bench: Bench, scale: Scale, data: dict[str, np.ndarray],
     w = workloads[1]
     rows = []
     for phi in (0.0, 1.0, 10.0, 100.0, 1e3, 1e4, 1e5):
-        read = tessera_reader(bench, w, scale, "auto", phi)
-        arrays = read.arrays  # type: ignore[attr-defined]
+        read, arrays = tessera_reader(bench, w, scale, "auto", phi)
         m = measure(bench, w, scale, data, read, f"phi={phi}",
                     tessera_dollars(arrays, f"phi={phi}"))
         plan = next(iter(arrays.values())).last_read.plan
@@ -516,8 +514,7 @@ def experiment_f(bench: Bench, scale: Scale, data: dict[str, np.ndarray],
             for link in (bench.link, bench.pd_link):
                 link.configure(one_way_delay_s=r / 2e3, bandwidth=b)
             for method in ("auto", "get", "merge", "pushdown"):
-                read = tessera_reader(bench, w, scale, method)
-                arrays = read.arrays  # type: ignore[attr-defined]
+                read, arrays = tessera_reader(bench, w, scale, method)
                 m = measure(bench, w, scale, data, read, f"{kind} {method}",
                             tessera_dollars(arrays, f"{kind} {method}"))
                 rows.append(m.row(vary=kind, bandwidth_mbps=b / 1e6, rtt_ms=r, method=method))
@@ -529,16 +526,6 @@ def experiment_f(bench: Bench, scale: Scale, data: dict[str, np.ndarray],
 
 
 # -- output ---------------------------------------------------------------------------------
-def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    fields: list[str] = []
-    for r in rows:
-        fields += [k for k in r if k not in fields]
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 COLORS = {"tessera-auto": "black", "tessera-get": "tab:blue", "tessera-merge": "tab:orange",
           "tessera-fetch": "tab:green", "tessera-pushdown": "tab:red", "zarr": "tab:purple",
           "zarr-zstd": "tab:pink", "zarr-sharded": "tab:brown", "tiledb": "tab:olive",
@@ -801,10 +788,8 @@ def main() -> None:
                              for k in ("a", "b", "c", "d", "e", "f", "goals", "run")})
         return
     started = time.perf_counter()
-    data = make_data(scale, args.seed)
-    for k, v in data.items():
-        data_shapes[k], data_dtypes[k] = v.shape, v.dtype
-    workloads = make_workloads(scale, data, args.seed)
+    data, cams = make_data(scale, args.seed)
+    workloads = make_workloads(scale, data, cams, args.seed)
     link_args = {"one_way_delay_s": args.rtt_ms / 2e3, "bandwidth": args.bandwidth_mbps * 1e6,
                  "first_byte_latency_s": args.first_byte_ms / 1e3}
     results: dict[str, list[dict[str, Any]]] = {

@@ -14,12 +14,10 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import obstore
 import zarr
 from obstore.store import S3Store
 
@@ -148,13 +146,3 @@ def _encode(item: Any) -> Any:
     if isinstance(item, slice):
         return {"slice": [item.start, item.stop]}
     return {"index": [int(i) for i in np.asarray(item).ravel()]}
-
-
-def timed(fn: Any, *args: Any) -> tuple[float, Any]:
-    t0 = time.perf_counter()
-    out = fn(*args)
-    return time.perf_counter() - t0, out
-
-
-__all__ = ["exact_ranges", "obstore", "ranges_read", "raw_write", "tiledb_read",
-           "tiledb_write", "timed", "whole_read", "zarr_open", "zarr_write"]

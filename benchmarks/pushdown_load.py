@@ -12,7 +12,6 @@ Prints a table; writes benchmarks/out/pushdown_load.csv.
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 import tessera
+from _common import write_csv
 from tessera.testing import PushdownTestServer, S3TestServer
 from tessera.testing.loadgen import run_load, tile_request_factory
 
@@ -71,10 +71,7 @@ def main() -> None:
                       f"{r['p50_ms']:.1f}", f"{r['p99_ms']:.1f}", f"{r['peak_rss_mib']:.0f}")
     console.print(table)
     path = args.out / "pushdown_load.csv"
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(path, rows)
     console.print(f"wrote {path}")
 
 

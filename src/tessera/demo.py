@@ -91,7 +91,7 @@ def run_demo(url: str, images: int = 300, steps: int = 24, batch: int = 32,
     try:
         import torch
 
-        from tessera.torch import RegionDataset, Resize
+        from tessera.torch import RegionDataset, Resize, regions_from_megadetector
     except ImportError:  # pragma: no cover - make demo installs the torch extra
         raise SystemExit("the demo trains with PyTorch: pip install 'tessera[torch]' "
                          "(make demo does)") from None
@@ -103,11 +103,12 @@ def run_demo(url: str, images: int = 300, steps: int = 24, batch: int = 32,
         arr = ingest(url, data, progress)
         detections = json.loads(bytes(
             tessera.open_store(url).get("camera-trap/detections.json")))
-        raw = RegionDataset.from_megadetector(arr.uri, detections, min_conf=0.5)
-        labels = [int(data.labels[i]) for i, _ in _region_images(raw)]
+        regions, _ = regions_from_megadetector(detections, data.images.shape[1:],
+                                               min_conf=0.5)
+        labels = [int(data.labels[i]) for i, _ in regions]  # species, not MD's "animal"
+        raw = RegionDataset(arr.uri, regions, labels=labels)
         _check_crops(raw, data, progress)
-        ds = RegionDataset(raw.ref, [(i, box) for i, box in _region_images(raw)],
-                           Resize((CROP_SIZE, CROP_SIZE)), labels=labels)
+        ds = RegionDataset(raw.ref, regions, Resize((CROP_SIZE, CROP_SIZE)), labels=labels)
         # Plan as for S3 (the cloud profile and S3 prices), since the report prices each
         # step's I/O at S3: on a local folder the planner would trade bytes for requests.
         ds.array.profile = DEFAULT_PROFILES["cloud"]
@@ -143,11 +144,6 @@ def run_demo(url: str, images: int = 300, steps: int = 24, batch: int = 32,
                 if step == steps:
                     break
     return rows
-
-
-def _region_images(ds: Any) -> list[tuple[int, tuple[Any, ...]]]:
-    """(image index, box) of each region of a dataset built on the 4-D image array."""
-    return [(int(sel[0]), tuple(sel[1:])) for sel in ds.selections]
 
 
 def _check_crops(ds: Any, data: CameraTrapSet, progress: Progress) -> None:

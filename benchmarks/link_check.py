@@ -4,7 +4,9 @@
 2. bandwidth: 64 MiB GET through a 50 MB/s cap (bound: >= 64 MiB / 50 MB/s = 1.342 s);
 3. counting: the link's byte counters against the response heads and bodies;
 4. ranged GET cost: 1 KiB from objects of 1, 64 and 256 MiB, on the patched test server
-   (what the benchmarks use) and on stock moto (goal: 256 MiB costs <= 2x 1 MiB).
+   (what the benchmarks use) and on stock moto (goal: 256 MiB costs <= 2x 1 MiB); beside it,
+   eight concurrent 336 KiB ranges (one per 4 MiB tile, the horizontal box of the planner's
+   benchmark) and the TCP connections opened for ten sequential requests (keep-alive: 1).
 
 Prints tables; writes benchmarks/out/link_check.csv and benchmarks/out/link_check.png.
 
@@ -102,7 +104,18 @@ def main() -> None:
                 medians[size_mib] = statistics.median(t)
                 store.delete(key)
             ratio = medians[256] / medians[1]
-            range_rows.append((label, medians, ratio))
+            store.put("tiles", b"\x5a" * (32 * MiB))
+            spans = [(i * 4 * MiB, 336 * 1024) for i in range(8)]
+            store.get_ranges("tiles", spans)
+            eight = statistics.median(timed(
+                lambda st=store, sp=spans: st.get_ranges("tiles", sp), args.repeats))
+            with EmulatedLink(s3.port) as link:
+                counted = tessera.open_store(s3.url("ranges"),
+                                             **s3.storage_options(link.endpoint))
+                for _ in range(10):
+                    counted.get_range("tiles", 0, 1024)
+                conns = link.counters().connections
+            range_rows.append((label, medians, ratio, eight, conns))
             rows.append({"check": f"1 KiB range 256 MiB / 1 MiB, {label}", "bound_s": "",
                          "min_s": medians[1], "median_s": medians[256],
                          "holds": ratio <= 2.0, "ratio": ratio})
@@ -125,10 +138,12 @@ def main() -> None:
     console.print(table)
 
     table = Table(title="1 KiB ranged GET, median ms, by object size")
-    for col in ("server", "1 MiB", "64 MiB", "256 MiB", "256/1 ratio"):
+    for col in ("server", "1 MiB", "64 MiB", "256 MiB", "256/1 ratio", "8 x 336 KiB",
+                "connections / 10 requests"):
         table.add_column(col, justify="left" if col == "server" else "right")
-    for label, med, ratio in range_rows:
-        table.add_row(label, *(f"{med[s] * 1e3:.2f}" for s in (1, 64, 256)), f"{ratio:.2f}")
+    for label, med, ratio, eight, conns in range_rows:
+        table.add_row(label, *(f"{med[s] * 1e3:.2f}" for s in (1, 64, 256)), f"{ratio:.2f}",
+                      f"{eight * 1e3:.2f}", str(conns))
     console.print(table)
 
     csv_path = args.out / "link_check.csv"
@@ -153,7 +168,7 @@ def _plot(range_rows: list[tuple[str, dict[int, float], float]], path: Path) -> 
         return
     fig, ax = plt.subplots(figsize=(6, 3.5))
     sizes = [1, 64, 256]
-    for label, med, _ in range_rows:
+    for label, med, *_ in range_rows:
         ax.plot(sizes, [med[s] * 1e3 for s in sizes], marker="o", label=label)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")

@@ -33,8 +33,8 @@ class S3TestServer:
     """moto's S3 server in a child process on ``127.0.0.1``, with a bucket ready.
 
     By default the server is patched so that a ranged GET costs the same whatever the object
-    size, connections are kept alive and TCP_NODELAY is set (see ``_moto_main``). Pass
-    ``stock=True`` for moto exactly as shipped.
+    size, connections are kept alive (uvicorn), TCP_NODELAY is set and plain GETs skip moto's
+    request dispatch (see ``_moto_main``). Pass ``stock=True`` for moto exactly as shipped.
 
     Attributes:
         bucket: the bucket created at start.

@@ -108,11 +108,15 @@ class PlannerConfig:
         phi: seconds a read may take longer to save one dollar (0: fastest).
         pricing: price table for the dollars in plans (``s3``, ``gcs``, ``azure``,
             ``local``); empty: chosen from the store's URL scheme.
+        max_request_bytes: largest request that merging neighbouring tiles may build
+            (a single tile larger than this is still fetched whole). Bounds the bytes one
+            request holds in memory and keeps a large read spread over concurrent requests.
     """
 
     method: str = "auto"
     phi: float = 0.0
     pricing: str = ""
+    max_request_bytes: int = 16 << 20
 
     def __post_init__(self) -> None:
         if self.method not in READ_METHODS:
@@ -120,6 +124,9 @@ class PlannerConfig:
                               f"{', '.join(READ_METHODS)}")
         if not self.phi >= 0:
             raise ConfigError(f"phi must be a number >= 0, got {self.phi!r}")
+        if self.max_request_bytes < 1:
+            raise ConfigError("max_request_bytes must be a positive number of bytes, got "
+                              f"{self.max_request_bytes!r}")
 
     def overridden(self, method: str | None = None, phi: float | None = None,
                    ) -> PlannerConfig:

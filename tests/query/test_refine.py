@@ -118,3 +118,32 @@ def test_neighbouring_tiles_share_a_request_when_it_pays() -> None:
     assert len(requests) == 1 and requests[0].tiles == (0, 1, 2)
     assert (requests[0].start, requests[0].stop) == (0, 2 * 16384 + 15360)
     assert len(plan_requests(choices, model, merge_neighbours=False)) == 3
+
+
+@pytest.mark.parametrize("profile", [CLOUD, DEFAULT_PROFILES["local"]])
+def test_merged_requests_stay_within_the_limits(profile: StoreProfile) -> None:
+    """Neighbour merging stops at max_request_bytes and at twice the bandwidth-delay
+    product: a full read of contiguous 4 MiB tiles on a local store stays one get per tile
+    (merged, it became a single 1 GiB request, 2x slower)."""
+    for tile in (64 << 10, 4 * MiB):
+        needs = [TileNeed(f"t{i}", "obj", i * tile, tile, True, np.array([[0, tile]]), tile)
+                 for i in range(64)]
+        model = CostModel(profile, "s3")
+        choices = plan_tiles(needs, model, cell_nbytes=4)
+        limit = 2 * profile.min_range_bytes
+        for cap in (1 << 40, 256 << 10):
+            requests = plan_requests(choices, model, max_request_bytes=cap)
+            assert sorted(t for r in requests for t in r.tiles) == list(range(64))
+            assert all(r.stop - r.start <= max(tile, min(cap, limit)) for r in requests)
+            if tile < min(cap, limit) // 2:
+                assert len(requests) < 64  # small tiles are still merged
+    assert 2 * DEFAULT_PROFILES["local"].min_range_bytes < 4 * MiB
+
+
+def test_max_request_bytes_is_configurable_and_checked(monkeypatch) -> None:
+    from tessera.config import PlannerConfig
+
+    monkeypatch.setenv("TESSERA_PLANNER_MAX_REQUEST_BYTES", "1048576")
+    assert PlannerConfig.from_env().max_request_bytes == MiB
+    with pytest.raises(ConfigError, match="max_request_bytes"):
+        PlannerConfig(max_request_bytes=0)

@@ -264,7 +264,8 @@ class Array:
         return plan_needs(needs, url=self._store.url, method=method, phi=phi,
                           pricing=self.planner.pricing or None,
                           profile=self.profile.with_pushdown_defaults() if push
-                          else self.profile, cell_nbytes=cell, allow_pushdown=push)
+                          else self.profile, cell_nbytes=cell, allow_pushdown=push,
+                          max_request_bytes=self.planner.max_request_bytes)
 
     def _pushdown_reader(self) -> PushdownReader | None:
         """The pushdown server as this read uses it (``None`` without one). The server is

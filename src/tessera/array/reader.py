@@ -437,26 +437,30 @@ class TileFetcher:
         data: Any
         if plan is not None and (plan.choices[position].method == "range"
                                  or position in plan.shared_tiles):
-            buf = np.empty(read.length, dtype=np.uint8)
             requests = plan.requests_for(position)
-            whole = any(r.start <= read.offset and r.stop >= read.offset + read.length
-                        for r in requests)
+            end = read.offset + read.length
             for req in requests:  # issue them all before waiting for any
                 ident = (req.key, req.start, req.stop)
                 if ident not in self._requests:
                     self._requests[ident] = asyncio.ensure_future(
                         self._fetch_request(req.key, req.start, req.stop, where))
-            for req in requests:
-                ident = (req.key, req.start, req.stop)
-                got = np.frombuffer(memoryview(await self._requests[ident]), np.uint8)
-                lo, hi = max(req.start, read.offset), min(req.stop, read.offset + read.length)
-                buf[lo - read.offset:hi - read.offset] = got[lo - req.start:hi - req.start]
-            # The whole tile came (maybe inside a request shared with neighbours): check and
-            # decode it like a get. Otherwise the tile is raw and the selected cells all lie
-            # in the fetched ranges.
-            if not whole:
+            within = [r for r in requests if r.start <= read.offset and r.stop >= end]
+            if within:
+                # The whole tile came in one request (maybe shared with neighbours): its
+                # bytes are a view of that request's buffer, checked and decoded like a get.
+                req = within[0]
+                got = memoryview(await self._requests[(req.key, req.start, req.stop)])
+                data = got[read.offset - req.start:end - req.start]
+            else:
+                # Pieces of a raw tile: the selected cells all lie in the fetched ranges.
+                buf = np.empty(read.length, dtype=np.uint8)
+                for req in requests:
+                    ident = (req.key, req.start, req.stop)
+                    got_arr = np.frombuffer(memoryview(await self._requests[ident]), np.uint8)
+                    lo, hi = max(req.start, read.offset), min(req.stop, end)
+                    buf[lo - read.offset:hi - read.offset] = \
+                        got_arr[lo - req.start:hi - req.start]
                 return _decode_tile(self.schema, attr, buf.data, where)
-            data = buf.data
         else:
             async with self.limit:
                 data = await fetch_bytes(self.store, read.piece, where)

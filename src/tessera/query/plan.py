@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tessera.array.schema import ArraySchema
+from tessera.config import PlannerConfig
 from tessera.query.cost import DEFAULT_PROFILES, CostModel, Estimate, RequestMix, StoreProfile
 from tessera.query.decompose import merge_ranges, tile_byte_ranges
 from tessera.query.refine import (
@@ -153,14 +154,17 @@ def union_needs(a: TileNeed, b: TileNeed) -> TileNeed:
 
 def plan_needs(needs: list[TileNeed], *, url: StoreURL, method: str = "auto", phi: float = 0.0,
                pricing: str | None = None, profile: StoreProfile | None = None,
-               cell_nbytes: int = 1, allow_pushdown: bool | None = None) -> Plan:
+               cell_nbytes: int = 1, allow_pushdown: bool | None = None,
+               max_request_bytes: int = PlannerConfig.max_request_bytes) -> Plan:
     """Plan tiles whose needs are already known (one read, or a union of selections).
-    ``allow_pushdown``: whether pushdown may compete (default: the profile has figures)."""
+    ``allow_pushdown``: whether pushdown may compete (default: the profile has figures);
+    ``max_request_bytes``: the largest request neighbour merging may build."""
     prof = profile or default_profile(url)
     model = CostModel(prof, pricing or default_pricing(url), phi)
     choices = plan_tiles(needs, model, method, cell_nbytes=cell_nbytes,
                          allow_pushdown=allow_pushdown)
-    requests = plan_requests(choices, model, merge_neighbours=method == "auto")
+    requests = plan_requests(choices, model, merge_neighbours=method == "auto",
+                             max_request_bytes=max_request_bytes)
     totals = RequestMix(
         get_requests=sum(1 for r in requests if r.method == "get"),
         get_bytes=sum(r.stop - r.start for r in requests if r.method == "get"),

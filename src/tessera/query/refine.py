@@ -257,12 +257,18 @@ class PlannedRequest:
 
 
 def plan_requests(choices: list[TileChoice], model: CostModel,
-                  merge_neighbours: bool = True) -> list[PlannedRequest]:
+                  merge_neighbours: bool = True,
+                  max_request_bytes: int = 16 << 20) -> list[PlannedRequest]:
     """The requests of a plan. With ``merge_neighbours``, byte requests (gets and ranges)
     of neighbouring tiles of one object are merged left to right where that lowers the
     cost of the whole plan with request handling charged per request
     (:meth:`CostModel.smooth_cost`): a merge pays for the gap's bytes and saves a request's
-    share of a wave. A merged request is a ``range`` serving several tiles."""
+    share of a wave. A merged request is a ``range`` serving several tiles, never longer
+    than ``max_request_bytes`` nor twice the bandwidth-delay product
+    (:attr:`StoreProfile.min_range_bytes`): past that, the request handling a merge saves is
+    small beside the transfer, while one large request holds its bytes in memory and
+    delays decoding until its last byte (the cost model sees neither: without these
+    limits, a full read of a local array became one 1 GiB request, 2x slower than gets)."""
     reqs = [PlannedRequest(c.method, c.need.key, int(a), int(b), (i,))
             for i, c in enumerate(choices) for a, b in c.requests]
     if not merge_neighbours:
@@ -271,10 +277,12 @@ def plan_requests(choices: list[TileChoice], model: CostModel,
     fetched = sorted((r for r in reqs if r.method in ("get", "range")),
                      key=lambda r: (r.key, r.start))
     others = [r for r in reqs if r.method not in ("get", "range")]
+    limit = min(max_request_bytes, 2 * model.profile.min_range_bytes)
     merged: list[PlannedRequest] = []
     for r in fetched:
         prev = merged[-1] if merged else None
         if (prev is not None and prev.key == r.key and prev.stop <= r.start
+                and r.stop - prev.start <= limit
                 and set(prev.tiles) != set(r.tiles)):
             trial = _merge_mix(total, prev, r)
             if model.smooth_cost(trial) < model.smooth_cost(total):

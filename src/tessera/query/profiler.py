@@ -134,8 +134,10 @@ def profile_store(url: str | Store, pushdown: Any = None, quick: bool = False, *
             :class:`~tessera.server.client.PushdownClient`; token from
             ``TESSERA_PUSHDOWN_TOKEN``) whose root holds ``url``: also measure its ``alpha``
             and ``beta``.
-        quick: a few seconds of measuring (4 MiB object, 1-8 requests); the full mode
-            reads 128 MiB at 1-64 concurrent requests, three times.
+        quick: a few seconds of measuring (4 MiB object, 1-32 requests); the full mode
+            reads 128 MiB at 1-64 concurrent requests, three times. ``T_R`` is the median
+            time of 1 KiB ranges; ``BW(N)`` is the object's size over the best time of N
+            concurrent ranges less ``T_R`` (the cost model adds ``T_R`` itself).
         save: write the profile where :func:`load_profile` finds it.
         progress: called with a step name and the fraction done.
 
@@ -168,6 +170,14 @@ async def _measure(store: AsyncStore, s: ProfileSettings,
     progress("upload", 0.0)
     await store.put(key, data)
     try:
+        latencies = []
+        for i in range(s.latency_samples):
+            t0 = time.perf_counter()
+            await store.get_range(key, (i * 7919 * 1024) % (s.object_bytes - 1024), 1024)
+            latencies.append(time.perf_counter() - t0)
+            done += 1
+            progress("latency", done / steps)
+        latency = statistics.median(latencies)
         points = []
         for n in s.levels:
             size = -(-s.object_bytes // n)
@@ -180,14 +190,8 @@ async def _measure(store: AsyncStore, s: ProfileSettings,
                 best = min(best, time.perf_counter() - t0)
                 done += 1
                 progress(f"bandwidth, {n} requests", done / steps)
-            points.append((n, s.object_bytes / best))
-        latencies = []
-        for i in range(s.latency_samples):
-            t0 = time.perf_counter()
-            await store.get_range(key, (i * 7919 * 1024) % (s.object_bytes - 1024), 1024)
-            latencies.append(time.perf_counter() - t0)
-            done += 1
-            progress("latency", done / steps)
+            # Transfer time alone: the cost model adds T_R per wave of requests itself.
+            points.append((n, s.object_bytes / max(best - latency, 0.1 * best)))
         alpha = beta = None
         if client is not None:
             timings: list[tuple[int, float]] = []
@@ -207,8 +211,7 @@ async def _measure(store: AsyncStore, s: ProfileSettings,
             alpha, beta = _fit_pushdown(timings)
     finally:
         await store.delete(key)
-    bw1 = points[0][1]
-    t_r = max(1e-6, statistics.median(latencies) - 1024 / bw1)
+    t_r = max(1e-6, latency - 1024 / points[0][1])
     peak = max(b for _, b in points)
     n_max = max(n for n, b in points if b >= 0.9 * peak)
     return StoreProfile(f"measured:{store.url}", tuple(points), t_r,

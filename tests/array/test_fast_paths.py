@@ -1,6 +1,6 @@
 """The engine's fast paths give the same answers as the general ones: threaded encoding and
-landing of large tiles, inline small sparse fragments and their per-handle cache, and the
-single-pass merge of sparse updates."""
+landing of large tiles, raw tiles serialised while they upload, inline small sparse
+fragments and their per-handle cache, and the single-pass merge of sparse updates."""
 
 from __future__ import annotations
 
@@ -17,8 +17,11 @@ from tessera.array import reader as reader_mod
 
 @pytest.fixture
 def small_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make 'large' small, so the threaded paths run on test-sized arrays."""
+    """Make 'large' small, so the threaded and streamed paths run on test-sized arrays
+    (raw attributes are serialised while they upload, a few tiles per chunk)."""
     monkeypatch.setattr(reader_mod, "THREAD_BYTES", 256)
+    monkeypatch.setattr(fragment_mod, "STREAM_BYTES", 1)
+    monkeypatch.setattr(fragment_mod, "STREAM_CHUNK_BYTES", 2000)
     real = fragment_mod._work_groups
     monkeypatch.setattr(fragment_mod, "_work_groups",
                         lambda n, nbytes, min_bytes=0: real(n, nbytes, min_bytes=1))
@@ -144,3 +147,25 @@ def test_reads_see_fragments_committed_by_others_since_the_last_read(store_url) 
     writer.vacuum(orphan_grace_s=0)
     assert reader[2, 3] == 9  # the old fragments are gone: read again with the new list
     np.testing.assert_array_equal(reader[:, :], writer[:, :])
+
+
+def test_streamed_write_checksums_guard_every_tile(store_url, small_thresholds) -> None:
+    """A streamed write's checksums are the tiles' own: a damaged tile is still caught."""
+    url, options = store_url
+    schema = tessera.ArraySchema([tessera.Dim("y", (0, 63), 8), tessera.Dim("x", (0, 63), 8)],
+                                 [tessera.Attr("v", "<i4")])
+    arr = tessera.create_array(f"{url.rstrip('/')}/streamed", schema, storage_options=options)
+    truth = np.arange(64 * 64, dtype=np.int32).reshape(64, 64)
+    arr.write(truth)
+    np.testing.assert_array_equal(arr[:, :], truth)
+    (frag,) = arr.fragments
+    store = tessera.open_store(f"{url.rstrip('/')}/streamed", **options)
+    key = next(o.key for o in store.list() if o.key.endswith("v.data"))
+    blob = bytearray(bytes(store.get(key)))
+    assert len(blob) == truth.nbytes
+    blob[5 * 256 + 3] ^= 0xFF  # one byte of tile 5
+    store.put(key, bytes(blob))
+    fresh = tessera.open_array(f"{url.rstrip('/')}/streamed", storage_options=options)
+    with pytest.raises(tessera.CorruptDataError, match="checksum"):
+        fresh.read((slice(None), slice(None)), method="get")
+    assert frag.name

@@ -338,3 +338,41 @@ def test_get_ranges_failure_names_the_object(store: tessera.Store) -> None:
     store.put("r", b"x" * 100)
     with pytest.raises(tessera.InvalidRangeError, match="r"):
         store.get_ranges("r", [(0, 10), (500, 10), (20, 10)])
+
+
+# -- streamed puts -------------------------------------------------------------------------
+
+def test_put_stream_round_trip_and_accounting(store: tessera.Store) -> None:
+    parts = [os.urandom(3 << 20), b"", np.arange(1 << 20, dtype="<i4"), os.urandom(100)]
+    expected = b"".join(bytes(memoryview(p).cast("B")) for p in parts)  # 7 MiB: two parts
+
+    async def chunks():
+        for p in parts:
+            await asyncio.sleep(0)
+            yield p
+
+    async def go():
+        with store.aio.collect() as stats:
+            await store.aio.put_stream("streamed", chunks(), part_bytes=5 << 20)
+        return stats
+
+    stats = asyncio.run_coroutine_threadsafe(go(), _loop()).result()
+    assert bytes(store.get("streamed")) == expected
+    assert (stats.requests, stats.bytes_sent) == (1, len(expected))
+
+
+def test_put_stream_failing_producer_leaves_nothing(store: tessera.Store) -> None:
+    async def chunks():
+        yield os.urandom(6 << 20)
+        raise RuntimeError("producer broke")
+
+    with pytest.raises(Exception, match="producer broke"):
+        asyncio.run_coroutine_threadsafe(store.aio.put_stream("half", chunks()),
+                                         _loop()).result()
+    assert not store.exists("half")
+
+
+def _loop() -> asyncio.AbstractEventLoop:
+    from tessera._sync import _get_runner
+
+    return _get_runner().loop

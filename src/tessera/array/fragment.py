@@ -254,8 +254,9 @@ async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
         key = f"{FRAGMENTS}/{fid}/{attr.name}.data"
         attrs[attr.name], blob = await _encode_dense_attr(schema, attr, values[attr.name], box,
                                                           tiles, key)
-        puts.append(store.put(key, blob))
-    await asyncio.gather(*puts)
+        puts.append(store.put(key, blob) if not isinstance(blob, _StreamedTiles)
+                    else store.put_stream(key, blob, part_bytes=blob.chunk_bytes))
+    await asyncio.gather(*puts)  # streamed checksums are all filled in once these return
     meta = FragmentMeta("", 0, kind, box, tlo, thi, attrs, int(np.prod(shape)),
                         replaces=replaces)
     return await commit_fragment(store, fid, meta, timestamp)
@@ -272,6 +273,11 @@ async def _encode_dense_attr(schema: ArraySchema, attr: Attr, data: np.ndarray, 
     n = len(tiles)
     boxes = [tile_box(schema, tuple(int(i) for i in index)) for index in tiles]
     groups = _work_groups(n, data.nbytes)
+    if attr.codec is None and n * tile_nbytes(schema, attr) >= STREAM_BYTES:
+        tile_bytes = tile_nbytes(schema, attr)
+        stream = _StreamedTiles(schema, attr, data, box, boxes, tile_bytes)
+        return AttrTiles(key, None, np.arange(n, dtype=np.int64) * tile_bytes,
+                         np.full(n, tile_bytes, dtype=np.int64), stream.crcs), stream
     if attr.codec is None:
         tile_bytes = tile_nbytes(schema, attr)
         blob = np.empty(n * tile_bytes, dtype=np.uint8)
@@ -296,6 +302,58 @@ async def _encode_dense_attr(schema: ArraySchema, attr: Attr, data: np.ndarray, 
 
     await _run_groups(encoded_group, groups)
     return pack_tiles(key, attr.codec, chunks)
+
+
+#: Raw attribute data of at least this many bytes is serialised while it uploads, in
+#: chunks of about ``STREAM_CHUNK_BYTES`` (whole tiles).
+STREAM_BYTES = 64 << 20
+STREAM_CHUNK_BYTES = 16 << 20
+
+
+class _StreamedTiles:
+    """The raw tiles of one attribute of a large box write, as an async iterator of chunks
+    of whole tiles (about ``chunk_bytes`` each) in the object's order.
+
+    Each chunk is serialised and checksummed on a worker thread, up to ``ahead`` chunks
+    before the upload asks for them, so serialising overlaps with writing and only the
+    chunks in flight are held in memory (not a copy of the whole attribute). ``crcs`` is
+    complete once the iterator is exhausted.
+    """
+
+    def __init__(self, schema: ArraySchema, attr: Attr, data: np.ndarray, box: Box,
+                 boxes: list[Box], tile_bytes: int, chunk_bytes: int | None = None,
+                 ahead: int = 2) -> None:
+        self.schema, self.attr, self.data, self.box = schema, attr, data, box
+        self.boxes, self.tile_bytes = boxes, tile_bytes
+        per = max(1, (chunk_bytes or STREAM_CHUNK_BYTES) // tile_bytes)
+        self.chunk_bytes = per * tile_bytes
+        self.spans = [(lo, min(lo + per, len(boxes))) for lo in range(0, len(boxes), per)]
+        self.crcs = np.zeros(len(boxes), dtype=np.uint32)
+        self.ahead = max(1, ahead)
+
+    def _fill(self, lo: int, hi: int) -> np.ndarray:
+        out = np.empty((hi - lo) * self.tile_bytes, dtype=np.uint8)
+        for i in range(lo, hi):
+            dest = out[(i - lo) * self.tile_bytes:(i - lo + 1) * self.tile_bytes]
+            _fill_raw_tile(dest, self.schema, self.attr, self.data, self.box, self.boxes[i])
+            self.crcs[i] = zlib.crc32(memoryview(dest.data))
+        return out
+
+    async def __aiter__(self) -> Any:
+        pending: list[asyncio.Future[np.ndarray]] = []
+        spans = iter(self.spans)
+        try:
+            for span in itertools.islice(spans, self.ahead):
+                pending.append(asyncio.ensure_future(asyncio.to_thread(self._fill, *span)))
+            while pending:
+                chunk = await pending.pop(0)
+                nxt = next(spans, None)
+                if nxt is not None:
+                    pending.append(asyncio.ensure_future(asyncio.to_thread(self._fill, *nxt)))
+                yield chunk
+        finally:
+            for f in pending:
+                f.cancel()
 
 
 def _work_groups(n: int, nbytes: int, min_bytes: int = 8 << 20) -> list[tuple[int, int]]:

@@ -15,7 +15,15 @@ import datetime as dt
 import math
 import random
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterator,
+    Sequence,
+)
 from typing import Any, Literal, TypeVar
 
 import obstore
@@ -276,6 +284,52 @@ class AsyncStore:
                     info = await self.head(key)
                     return PutResult(etag=info.etag, version=info.version)
             raise
+
+    async def put_stream(self, key: str, chunks: AsyncIterable[Any], *,
+                         part_bytes: int = 16 << 20) -> PutResult:
+        """Write a whole object from chunks produced while it uploads (bytes-like each).
+
+        One multipart upload (a staging file on local folders): the object appears whole
+        when the last chunk is in, or not at all. Producing the next chunk overlaps with
+        sending the previous one, and only the chunks in flight are held in memory. Parts
+        of ``part_bytes`` (at least 5 MiB, S3's minimum) are retried by the upload itself;
+        the stream cannot be replayed, so a failure after the retries ends the put (it is
+        not retried as a whole, unlike :meth:`put`).
+
+        >>> import asyncio, tessera
+        >>> store = tessera.open_store("memory://doc-stream").aio
+        >>> async def parts():
+        ...     for i in range(3):
+        ...         yield bytes([i]) * 4
+        >>> _ = asyncio.run(store.put_stream("k", parts()))
+        >>> bytes(asyncio.run(store.get("k")))
+        b'\\x00\\x00\\x00\\x00\\x01\\x01\\x01\\x01\\x02\\x02\\x02\\x02'
+        """
+        path = self._path(key)
+        part_bytes = max(part_bytes, 5 << 20)
+        sent = 0
+
+        async def counted() -> AsyncIterator[Any]:
+            nonlocal sent
+            async for chunk in chunks:
+                payload = _as_payload(chunk, str(self.url), key)
+                sent += len(payload)
+                yield payload
+
+        note_io()
+        started = time.monotonic()
+        try:
+            res = await obstore.put_async(self._backend(write=True), path, counted(),
+                                          chunk_size=part_bytes, max_concurrency=4)
+        except Exception as exc:
+            self._recorder.record(RequestRecord("put", key, 0, sent,
+                                                time.monotonic() - started, False, started))
+            raise map_error(exc, url=str(self.url), key=key, op="put",
+                            networked=self.url.is_cloud,
+                            timeout_s=self.config.request_timeout_s) from exc
+        self._recorder.record(RequestRecord("put", key, 0, sent, time.monotonic() - started,
+                                            True, started))
+        return PutResult(etag=res.get("e_tag"), version=res.get("version"))
 
     async def delete(self, key: str) -> None:
         """Remove an object. Deleting a missing object is not an error (as on S3)."""

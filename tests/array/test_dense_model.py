@@ -196,3 +196,14 @@ def test_dense_arrays_match_numpy_file(tmp_path_factory, history) -> None:
 @given(history=histories())
 def test_dense_arrays_match_numpy_s3(s3_server, history) -> None:
     _check(s3_server.unique_url("prop"), s3_server.storage_options(), history)
+
+
+@settings(PROFILE, max_examples=30)
+@given(history=histories())
+def test_dense_arrays_match_numpy_with_the_update_index(monkeypatch, history) -> None:
+    """The same histories with every trailing run of small updates read through the
+    per-handle merged index (normally built from 8 fragments on)."""
+    from tessera.array import update_index
+
+    monkeypatch.setattr(update_index, "MIN_FRAGMENTS", 1)
+    _check("memory://prop-dense-index", {}, history)

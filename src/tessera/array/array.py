@@ -51,6 +51,7 @@ from tessera.array.sparse_read import (
     plan_cell_reads,
     read_sparse,
 )
+from tessera.array.update_index import MergedUpdates, merged_for
 from tessera.config import PlannerConfig, PushdownConfig
 from tessera.errors import (
     ArrayExistsError,
@@ -99,6 +100,8 @@ class Array:
         self._profile: StoreProfile | None = None
         self._last_visible: list[FragmentMeta] | None = None  # what the latest read used
         self._metas: dict[str, FragmentMeta] = {}
+        # The newest run of many small updates, merged once (see tessera.array.update_index).
+        self._updates: dict[Any, tuple[int, MergedUpdates | None]] = {}
         self._snapshot: list[FragmentMeta] | None = None  # timestamped handles list once
         self.last_read: ReadReport | None = None
         self.pushdown = pushdown
@@ -410,13 +413,15 @@ class Array:
                          ) -> tuple[dict[str, np.ndarray], ReadReport]:
         pushdown = self._pushdown_reader()
         while True:
-            reads, cell_reads, skipped = plan_tile_reads(self.schema, selection, metas, names)
+            start, merged = merged_for(self._updates, self.schema, metas, names, self.uri)
+            reads, cell_reads, skipped = plan_tile_reads(self.schema, selection, metas[:start],
+                                                         names)
             plan = self._plan_needs(reads, tile_needs(self.schema, selection, reads), method,
                                     phi)
             try:
                 outputs = await execute_tile_reads(self._store.aio, self.schema, selection,
                                                    reads, names, self.uri, cell_reads, plan,
-                                                   pushdown=pushdown)
+                                                   pushdown=pushdown, merged=merged)
                 break
             except CorruptDataError:
                 # A vacuum may have removed fragments this read listed a moment ago: read
@@ -429,6 +434,9 @@ class Array:
                 metas = fresh
         self._last_visible = metas
         used = len({r.fragment for r in reads} | {c.fragment for c in cell_reads})
+        if merged is not None:  # the run's fragments count as read, as without the index
+            touched = 0 if selection.empty else merged.touching(selection.bounds())
+            used, skipped = used + touched, skipped + len(merged.fragments) - touched
         return outputs, _report(ReadReport(reads, used, skipped, cell_reads=cell_reads,
                                            plan=plan), pushdown)
 

@@ -279,7 +279,8 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
                              cell_reads: list[CellTileRead] | None = None,
                              plan: Any = None, *, fetcher: TileFetcher | None = None,
                              positions: list[int] | None = None,
-                             pushdown: Any = None) -> dict[str, np.ndarray]:
+                             pushdown: Any = None, merged: Any = None,
+                             ) -> dict[str, np.ndarray]:
     """Fetch, verify, decode and scatter every tile read; returns full-shape outputs.
 
     Without a ``plan`` every tile is fetched whole and checked against its crc32. With a
@@ -295,6 +296,9 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
     ``pushdown`` are sent to the server in batches and only their selected cells come back;
     tiles the server fails are fetched whole instead.
 
+    ``merged`` (a :class:`~tessera.array.update_index.MergedUpdates`) holds the cells of the
+    newest fragments, already merged: its cells inside the selection land last.
+
     Newest wins per cell. In the common *layered* case (the dense tiles all come from one
     fragment and every sparse fragment is newer) the dense tiles land as they arrive, large
     ones decoded and copied on worker threads, and the sparse cells are merged in one
@@ -302,7 +306,7 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
     """
     cell_reads = cell_reads or []
     dense_ranks = {r.rank for r in reads}
-    cell_ranks = {c.rank for c in cell_reads}
+    cell_ranks = {c.rank for c in cell_reads} | ({merged.rank} if merged is not None else set())
     layered = len(dense_ranks) <= 1 and (not dense_ranks or not cell_ranks
                                          or min(cell_ranks) > max(dense_ranks))
     full = layered and _covers_selection(reads, attrs, sel)
@@ -381,6 +385,19 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
         await asyncio.gather(*tasks, return_exceptions=True)
         await fetcher.cancel()
         raise
+    if merged is not None and not sel.empty:
+        lo, hi = sel.bounds()
+        coords, values = merged.within(lo, hi)
+        if len(coords) and layered and not found:
+            # Unique and newest-wins already, and above everything else: no merge needed.
+            for name in attrs:
+                _scatter_cells(outputs[name], None, coords, values[name], 0, sel)
+        elif len(coords) and layered:
+            found.append((merged, coords, values))
+        elif len(coords):
+            for name in attrs:
+                _scatter_cells(outputs[name], ranks[name], coords, values[name], merged.rank,
+                               sel)
     if found:
         _merge_cells(schema, outputs, found, attrs, sel)
     return outputs

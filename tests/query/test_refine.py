@@ -147,3 +147,23 @@ def test_max_request_bytes_is_configurable_and_checked(monkeypatch) -> None:
     assert PlannerConfig.from_env().max_request_bytes == MiB
     with pytest.raises(ConfigError, match="max_request_bytes"):
         PlannerConfig(max_request_bytes=0)
+
+
+def test_pushdown_that_only_pays_for_the_whole_read_is_found() -> None:
+    """Eight 4 MiB compressed tiles, a profile like the emulated link's: against the rest
+    of the plan, switching one tile to pushdown costs more (its wave of server time) than
+    the transfer it saves, though all eight pushed down are much cheaper (the fetches share
+    the link). Tile-by-tile descent stops at all-get; the planner also descends from
+    all-pushdown and keeps the cheaper plan."""
+    from tessera.query.refine import _descend, _total_cost
+
+    prof = StoreProfile("link", ((1, 98e6), (32, 95e6)), 0.037, 32,
+                        pushdown_alpha_s_per_byte=1.65e-9, pushdown_beta_s=0.040)
+    model = CostModel(prof, "s3")
+    needs = [TileNeed(f"t{i}", "obj", i * 4 * MiB, 4 * MiB, False, np.empty((0, 2), np.int64),
+                      4 * MiB // 25) for i in range(8)]
+    stuck = _descend(needs, model, "auto", True, 4, 3, None)
+    assert [c.method for c in stuck] == ["get"] * 8
+    chosen = plan_tiles(needs, model, cell_nbytes=4)
+    assert [c.method for c in chosen] == ["pushdown"] * 8
+    assert _total_cost(chosen, model) < _total_cost(stuck, model) / 3

@@ -222,14 +222,36 @@ def plan_tiles(needs: list[TileNeed], model: CostModel, method: str = "auto", *,
     can_push = model.profile.has_pushdown if allow_pushdown is None else allow_pushdown
     if not needs:
         return []
-    current = [RequestMix(range_requests=1, range_bytes=n.selected_bytes) for n in needs]
+    plan = _descend(needs, model, method, can_push, cell_nbytes, rounds, None)
+    if method == "auto" and can_push and len(needs) > 1:
+        # Tile-by-tile steps miss plans that only pay as a whole: the first pushdown pays a
+        # full wave of server time, the next ones share it, while every tile fetched shares
+        # the link. So also descend from "push every tile down" and keep the cheaper plan.
+        start = [_choose(n, "pushdown", model, RequestMix(), True, cell_nbytes) for n in needs]
+        other = _descend(needs, model, method, can_push, cell_nbytes, rounds, start)
+        if _total_cost(other, model) < _total_cost(plan, model):
+            plan = other
+    return plan
+
+
+def _total_cost(choices: list[TileChoice], model: CostModel) -> float:
+    return model.estimate(sum((c.mix for c in choices), RequestMix())).cost
+
+
+def _descend(needs: list[TileNeed], model: CostModel, method: str, can_push: bool,
+             cell_nbytes: int, rounds: int, start: list[TileChoice] | None,
+             ) -> list[TileChoice]:
+    """Coordinate descent: each tile in turn takes its cheapest choice against the rest of
+    the plan as it stands; every step lowers (or keeps) the whole read's cost, so it
+    settles. ``start``: initial choices (default: none, each tile costed as one range)."""
+    choices: list[TileChoice | None] = list(start) if start is not None else [None] * len(needs)
+    current = [c.mix if c is not None else
+               RequestMix(range_requests=1, range_bytes=n.selected_bytes)
+               for c, n in zip(choices, needs, strict=True)]
     total = sum(current, RequestMix())
-    choices: list[TileChoice | None] = [None] * len(needs)
     for _ in range(max(1, rounds)):
         changed = False
         for i, need in enumerate(needs):
-            # One tile at a time, against the rest of the plan as it stands: every step
-            # lowers (or keeps) the estimated cost of the whole read, so this settles.
             context = total - current[i]
             old = choices[i]
             new = _choose(need, method, model, context, can_push, cell_nbytes, old)

@@ -166,4 +166,23 @@ def test_pushdown_that_only_pays_for_the_whole_read_is_found() -> None:
     assert [c.method for c in stuck] == ["get"] * 8
     chosen = plan_tiles(needs, model, cell_nbytes=4)
     assert [c.method for c in chosen] == ["pushdown"] * 8
-    assert _total_cost(chosen, model) < _total_cost(stuck, model) / 3
+    assert _total_cost(chosen, model) < _total_cost(stuck, model) / 3  # past the margin
+
+
+def test_a_marginal_all_pushdown_plan_is_not_taken(monkeypatch) -> None:
+    """Descending from all-pushdown must win by GLOBAL_PUSHDOWN_MARGIN: with server time
+    that makes all-pushdown only slightly cheaper, plain descent's plan stays."""
+    from tessera.query import refine
+    from tessera.query.refine import _descend, _total_cost
+
+    prof = StoreProfile("link", ((1, 98e6), (32, 95e6)), 0.037, 32,
+                        pushdown_alpha_s_per_byte=1.65e-9, pushdown_beta_s=0.040)
+    model = CostModel(prof, "s3")
+    needs = [TileNeed(f"t{i}", "obj", i * 4 * MiB, 4 * MiB, False, np.empty((0, 2), np.int64),
+                      4 * MiB // 25) for i in range(8)]
+    descent = _total_cost(_descend(needs, model, "auto", True, 4, 3, None), model)
+    pushed = _total_cost(plan_tiles(needs, model, cell_nbytes=4), model)
+    ratio = descent / pushed
+    assert ratio > refine.GLOBAL_PUSHDOWN_MARGIN
+    monkeypatch.setattr(refine, "GLOBAL_PUSHDOWN_MARGIN", ratio * 1.01)
+    assert [c.method for c in plan_tiles(needs, model, cell_nbytes=4)] == ["get"] * 8

@@ -59,7 +59,6 @@ class MergedUpdates:
             inside = np.ones(len(band), dtype=bool)
         return band[inside], {n: v[a:b][inside] for n, v in self.values.items()}
 
-
     def touching(self, box: tuple[tuple[int, ...], tuple[int, ...]]) -> int:
         """How many of the merged fragments' bounding boxes meet ``box``."""
         if not self.boxes:

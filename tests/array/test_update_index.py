@@ -74,7 +74,7 @@ def test_within_picks_the_box(n: int) -> None:
     rng = np.random.default_rng(n)
     coords = np.unique(rng.integers(0, 20, (max(n * 30, 1), 3)), axis=0)[: n * 30]
     vals = np.arange(len(coords))
-    idx = update_index.MergedUpdates(("f",), (((0, 0, 0), (19, 19, 19)),), 0, 0, coords,
+    idx = update_index.MergedUpdates(("f",), np.array([[[0, 0, 0], [19, 19, 19]]]), 0, 0, coords,
                                      {"v": vals})
     lo, hi = (2, 5, 0), (15, 9, 19)
     got, got_vals = idx.within(lo, hi)

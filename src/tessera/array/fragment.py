@@ -284,10 +284,8 @@ async def _encode_dense_attr(schema: ArraySchema, attr: Attr, data: np.ndarray, 
         crcs = np.zeros(n, dtype=np.uint32)
 
         def raw_group(lo: int, hi: int) -> None:
-            for i in range(lo, hi):
-                dest = blob[i * tile_bytes:(i + 1) * tile_bytes]
-                _fill_raw_tile(dest, schema, attr, data, box, boxes[i])
-                crcs[i] = zlib.crc32(memoryview(dest.data))
+            _fill_raw_tiles(blob[lo * tile_bytes:hi * tile_bytes], crcs, lo, hi, schema, attr,
+                            data, box, boxes)
 
         await _run_groups(raw_group, groups)
         sizes = np.full(n, tile_bytes, dtype=np.int64)
@@ -333,10 +331,8 @@ class _StreamedTiles:
 
     def _fill(self, lo: int, hi: int) -> np.ndarray:
         out = np.empty((hi - lo) * self.tile_bytes, dtype=np.uint8)
-        for i in range(lo, hi):
-            dest = out[(i - lo) * self.tile_bytes:(i - lo + 1) * self.tile_bytes]
-            _fill_raw_tile(dest, self.schema, self.attr, self.data, self.box, self.boxes[i])
-            self.crcs[i] = zlib.crc32(memoryview(dest.data))
+        _fill_raw_tiles(out, self.crcs, lo, hi, self.schema, self.attr, self.data, self.box,
+                        self.boxes)
         return out
 
     async def __aiter__(self) -> Any:
@@ -368,6 +364,17 @@ async def _run_groups(fn: Any, groups: list[tuple[int, int]]) -> None:
         fn(*groups[0])
         return
     await asyncio.gather(*(asyncio.to_thread(fn, lo, hi) for lo, hi in groups))
+
+
+def _fill_raw_tiles(out: np.ndarray, crcs: np.ndarray, lo: int, hi: int, schema: ArraySchema,
+                    attr: Attr, data: np.ndarray, box: Box, boxes: list[Box]) -> None:
+    """Write tiles ``lo..hi-1`` of a box write end to end into ``out`` and their checksums
+    into ``crcs[lo:hi]``."""
+    size = len(out) // (hi - lo)
+    for i in range(lo, hi):
+        dest = out[(i - lo) * size:(i - lo + 1) * size]
+        _fill_raw_tile(dest, schema, attr, data, box, boxes[i])
+        crcs[i] = zlib.crc32(memoryview(dest.data))
 
 
 def _fill_raw_tile(dest: np.ndarray, schema: ArraySchema, attr: Attr, data: np.ndarray,

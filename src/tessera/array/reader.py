@@ -13,7 +13,8 @@ import asyncio
 import dataclasses
 import math
 import zlib
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +25,13 @@ from tessera.array.schema import ArraySchema, Attr
 from tessera.errors import CorruptDataError, InvalidRangeError, ObjectNotFoundError
 from tessera.query.selection import Selection
 from tessera.storage.store import AsyncStore
+
+if TYPE_CHECKING:  # update_index builds on this module
+    from tessera.array.update_index import MergedUpdates
+
+#: Cells found for a read: their source (a data tile, or merged updates; each has ``rank``
+#: and ``kind``), coordinates ``(n, ndim)`` and values per attribute.
+FoundCells = tuple["CellTileRead | MergedUpdates", np.ndarray, dict[str, np.ndarray]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,7 +287,7 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
                              cell_reads: list[CellTileRead] | None = None,
                              plan: Any = None, *, fetcher: TileFetcher | None = None,
                              positions: list[int] | None = None,
-                             pushdown: Any = None, merged: Any = None,
+                             pushdown: Any = None, merged: MergedUpdates | None = None,
                              ) -> dict[str, np.ndarray]:
     """Fetch, verify, decode and scatter every tile read; returns full-shape outputs.
 
@@ -333,7 +341,7 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
         else:
             _scatter(outputs[read.attr], ranks[read.attr], tile, read, sel)
 
-    found: list[tuple[CellTileRead, np.ndarray, dict[str, np.ndarray]]] = []
+    found: list[FoundCells] = []
 
     async def cells(read: CellTileRead) -> None:
         async with limit:
@@ -522,7 +530,7 @@ def _where(array_url: str, read: TileRead) -> str:
 
 
 def _merge_cells(schema: ArraySchema, outputs: dict[str, np.ndarray],
-                 found: list[tuple[CellTileRead, np.ndarray, dict[str, np.ndarray]]],
+                 found: list[FoundCells],
                  attrs: list[str], sel: Selection) -> None:
     """Scatter the cells of every sparse data tile at once, the newest fragment winning."""
     found.sort(key=lambda f: f[0].rank)
@@ -532,22 +540,33 @@ def _merge_cells(schema: ArraySchema, outputs: dict[str, np.ndarray],
     coords = coords[inside]
     if not len(coords):
         return
+    keep = newest_per_coordinate(coords)
+    for name in attrs:
+        values = found_values(schema.attr(name), found)[inside]
+        _scatter_cells(outputs[name], None, coords[keep], values[keep], 0, sel)
+
+
+def newest_per_coordinate(coords: np.ndarray) -> np.ndarray:
+    """Positions in ``coords`` (``(n, ndim)``, in arrival order) of the last cell of each
+    distinct coordinate, in lexicographic coordinate order."""
     seq = np.arange(len(coords))
-    # Sort by coordinate, then by arrival in rank order; keep the last of each coordinate.
+    # Sort by coordinate, then by arrival; keep the last of each coordinate.
     order = np.lexsort((seq, *[coords[:, d] for d in reversed(range(coords.shape[1]))]))
     ordered = coords[order]
     last = np.ones(len(order), dtype=bool)
     if len(order) > 1:
         last[:-1] = np.any(ordered[1:] != ordered[:-1], axis=1)
-    keep = order[last]
-    for name in attrs:
-        attr = schema.attr(name)
-        fill = np.full((1, *attr.cell_shape), attr.fill_value, dtype=attr.np_dtype)
-        values = np.concatenate([
-            v[name] if read.kind != "delete"
-            else np.broadcast_to(fill, (len(c), *attr.cell_shape))
-            for read, c, v in found])[inside]
-        _scatter_cells(outputs[name], None, coords[keep], values[keep], 0, sel)
+    return order[last]
+
+
+def found_values(attr: Attr, found: Sequence[FoundCells]) -> np.ndarray:
+    """One attribute's values of found data tiles ``(read, coords, values)``, end to end;
+    a delete fragment's tombstones read as the fill value."""
+    fill = np.full((1, *attr.cell_shape), attr.fill_value, dtype=attr.np_dtype)
+    return np.concatenate([
+        v[attr.name] if read.kind != "delete"
+        else np.broadcast_to(fill, (len(c), *attr.cell_shape))
+        for read, c, v in found])
 
 
 async def fetch_bytes(store: AsyncStore, piece: Piece, where: str) -> Any:

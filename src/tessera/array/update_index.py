@@ -25,6 +25,13 @@ from typing import Any
 import numpy as np
 
 from tessera.array.fragment import FragmentMeta
+from tessera.array.reader import (
+    _meta_box,
+    _plan_cells,
+    found_values,
+    inline_cells,
+    newest_per_coordinate,
+)
 from tessera.array.schema import ArraySchema
 
 #: A run needs at least this many fragments before an index is built for it.
@@ -38,7 +45,7 @@ class MergedUpdates:
     attribute's fill value, which is what a dense read shows for a deleted cell."""
 
     fragments: tuple[str, ...]
-    boxes: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]
+    boxes: np.ndarray  # (fragments, 2, ndim): each fragment's bounding box
     first_rank: int
     rank: int
     coords: np.ndarray
@@ -61,9 +68,7 @@ class MergedUpdates:
 
     def touching(self, box: tuple[tuple[int, ...], tuple[int, ...]]) -> int:
         """How many of the merged fragments' bounding boxes meet ``box``."""
-        if not self.boxes:
-            return 0
-        b = np.asarray(self.boxes)  # (fragments, 2, ndim)
+        b = self.boxes
         meet = np.all((b[:, 0] <= np.asarray(box[1])) & (b[:, 1] >= np.asarray(box[0])),
                       axis=1)
         return int(np.count_nonzero(meet))
@@ -86,38 +91,23 @@ def _inline_update(meta: FragmentMeta) -> bool:
 def merge_updates(schema: ArraySchema, run: list[FragmentMeta], first_rank: int,
                   attrs: list[str], array_url: str) -> MergedUpdates:
     """Merge the cells of ``run`` (ranks ``first_rank``...), the newest winning."""
-    from tessera.array.reader import _meta_box, _plan_cells, inline_cells
-
-    coords: list[np.ndarray] = []
-    values: dict[str, list[np.ndarray]] = {n: [] for n in attrs}
-    for i, meta in enumerate(run):
-        for read in _plan_cells(meta, first_rank + i, _meta_box(meta), [], attrs):
-            c, v = inline_cells(schema, read, array_url)
-            coords.append(np.asarray(c, dtype=np.int64).reshape(-1, schema.ndim))
-            for n in attrs:
-                attr = schema.attr(n)
-                values[n].append(v[n] if meta.kind != "delete" else np.broadcast_to(
-                    np.asarray(attr.fill_value, dtype=attr.np_dtype),
-                    (len(c), *attr.cell_shape)))
-    last = first_rank + len(run) - 1
+    found = [(read, *inline_cells(schema, read, array_url))
+             for i, meta in enumerate(run)
+             for read in _plan_cells(meta, first_rank + i, _meta_box(meta), [], attrs)]
     names = tuple(m.name for m in run)
-    boxes = tuple(_meta_box(m) for m in run)
-    if not coords:
-        return MergedUpdates(names, boxes, first_rank, last, np.empty((0, schema.ndim), np.int64),
+    boxes = np.array([_meta_box(m) for m in run], dtype=np.int64).reshape(
+        len(run), 2, schema.ndim)
+    last = first_rank + len(run) - 1
+    if not found:
+        return MergedUpdates(names, boxes, first_rank, last,
+                             np.empty((0, schema.ndim), np.int64),
                              {n: np.empty((0, *schema.attr(n).cell_shape),
                                           schema.attr(n).np_dtype) for n in attrs})
-    allc = np.concatenate(coords)
-    seq = np.arange(len(allc))
-    # Coordinates in lexicographic order, each coordinate's cells in arrival (rank) order:
-    # the last of each coordinate is the newest.
-    order = np.lexsort((seq, *[allc[:, d] for d in reversed(range(schema.ndim))]))
-    ordered = allc[order]
-    keep = np.ones(len(order), dtype=bool)
-    if len(order) > 1:
-        keep[:-1] = np.any(ordered[1:] != ordered[:-1], axis=1)
-    pick = order[keep]
-    return MergedUpdates(names, boxes, first_rank, last, allc[pick],
-                         {n: np.concatenate(values[n])[pick] for n in attrs})
+    coords = np.concatenate([np.asarray(c, dtype=np.int64).reshape(-1, schema.ndim)
+                             for _, c, _ in found])
+    keep = newest_per_coordinate(coords)  # in lexicographic order, as within() needs
+    return MergedUpdates(names, boxes, first_rank, last, coords[keep],
+                         {n: found_values(schema.attr(n), found)[keep] for n in attrs})
 
 
 def merged_for(cache: dict[Any, tuple[int, MergedUpdates | None]], schema: ArraySchema,

@@ -42,6 +42,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 _RANGE_READ = threading.local()
@@ -113,6 +114,7 @@ _FALLBACK_HEADERS = frozenset({
     b"x-amz-checksum-mode", b"x-amz-server-side-encryption-customer-algorithm"})
 _PLAIN_PATH = re.compile(rb"^/([a-z0-9][a-z0-9.-]{1,62})/([A-Za-z0-9._~/-]+)$")
 _RANGE = re.compile(rb"bytes=(\d+)-(\d*)")
+_INLINE_BODY = 1 << 20  # bytes read on the event loop itself
 
 
 def _parse_range(header: bytes, size: int) -> tuple[int, int] | None:
@@ -128,9 +130,11 @@ def _parse_range(header: bytes, size: int) -> tuple[int, int] | None:
     return start, min(end, size - 1) + 1
 
 
-def _plain_get(scope: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], bytes] | None:
-    """The answer to a plain object GET straight from moto's key (status, headers, body), or
-    ``None`` when moto must answer (anything else, and every error)."""
+def _plain_get(scope: dict[str, Any],
+               ) -> tuple[int, list[tuple[bytes, bytes]], Callable[[], bytes], int] | None:
+    """The answer to a plain object GET straight from moto's key (status, headers, a reader
+    of the body and its length), or ``None`` when moto must answer (anything else, and
+    every error)."""
     if scope.get("method") != "GET" or scope.get("query_string"):
         return None
     headers = dict(scope.get("headers") or [])
@@ -165,17 +169,20 @@ def _plain_get(scope: dict[str, Any]) -> tuple[int, list[tuple[bytes, bytes]], b
         start, stop = span
         status = 206
         out["content-range"] = f"bytes {start}-{stop - 1}/{size}"
-    with key.lock:
-        buf = key._value_buffer
-        buf.seek(start)
-        body = bytes(buf.read(stop - start))
-    out["content-length"] = str(len(body))
+    def body() -> bytes:
+        with key.lock:
+            buf = key._value_buffer
+            buf.seek(start)
+            return bytes(buf.read(stop - start))
+
+    out["content-length"] = str(stop - start)
     if not any(k.lower() == "content-type" for k in out):
         out["Content-Type"] = "binary/octet-stream"
     out["x-amzn-requestid"] = uuid.uuid4().hex  # as moto's server adds (and flask-cors, below)
     out["access-control-allow-origin"] = "*"
     out["x-tessera-test-server"] = "fast-get"  # says which path answered (tests check it)
-    return status, [(k.encode("latin-1"), str(v).encode("latin-1")) for k, v in out.items()], body
+    return (status, [(k.encode("latin-1"), str(v).encode("latin-1")) for k, v in out.items()],
+            body, stop - start)
 
 
 class _S3App:
@@ -202,10 +209,12 @@ class _S3App:
         if scope["type"] == "http":
             answer = _plain_get(scope)
             if answer is not None:
-                status, headers, body = answer
+                status, headers, read, size = answer
+                # Large bodies are read off the event loop, so other connections go on.
+                data = await asyncio.to_thread(read) if size > _INLINE_BODY else read()
                 await send({"type": "http.response.start", "status": status,
                             "headers": headers})
-                await send({"type": "http.response.body", "body": body})
+                await send({"type": "http.response.body", "body": data})
                 return
         await self.moto(scope, receive, send)
 

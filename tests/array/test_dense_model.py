@@ -116,7 +116,7 @@ def histories(draw: st.DrawFn):
     return schema, writes, selections, seed
 
 
-def _check(url: str, options: dict, history) -> None:
+def _check(url: str, options: dict, history, methods: tuple[str, ...] = ("auto",)) -> None:
     schema, writes, selections, seed = history
     rng = np.random.default_rng(seed)
     arr = tessera.create_array(f"{url.rstrip('/')}/{uuid.uuid4().hex[:10]}", schema,
@@ -162,9 +162,11 @@ def _check(url: str, options: dict, history) -> None:
         snapshots.append((info.timestamp, {k: v.copy() for k, v in model.items()}))
     names = [a.name for a in schema.attrs]
     for sel in selections:
-        got = arr.read(sel, attrs=names)
-        for name in names:
-            np.testing.assert_array_equal(got[name], _model_select(model[name], sel, schema))
+        for method in methods:
+            got = arr.read(sel, attrs=names, method=method)
+            for name in names:
+                np.testing.assert_array_equal(got[name],
+                                              _model_select(model[name], sel, schema))
     for ts, past in snapshots:  # time travel to every earlier write
         old = tessera.open_array(arr.uri, timestamp=ts, storage_options=options)
         try:
@@ -207,3 +209,14 @@ def test_dense_arrays_match_numpy_with_the_update_index(monkeypatch, history) ->
 
     monkeypatch.setattr(update_index, "MIN_FRAGMENTS", 1)
     _check("memory://prop-dense-index", {}, history)
+
+
+@settings(PROFILE, max_examples=30)
+@given(history=histories(), block_bytes=st.sampled_from([0, 1, 5, 16, 48]))
+def test_dense_arrays_match_numpy_with_small_blocks(monkeypatch, history, block_bytes) -> None:
+    """The same histories with compressed tiles in blocks of a few bytes (cells straddle
+    blocks; normally 64 KiB, so these small tiles would be one block), or not blocked."""
+    from tessera.array import fragment
+
+    monkeypatch.setattr(fragment, "BLOCK_BYTES", block_bytes)
+    _check("memory://prop-dense-blocks", {}, history, methods=("auto", "fetch", "merge"))

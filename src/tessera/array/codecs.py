@@ -45,6 +45,14 @@ class Codec:
             return bytes(data)
         return bytes(self._impl.decode(data))
 
+    def decode_into(self, data: bytes | memoryview, out: Any) -> None:
+        """Decompress one encoded block into ``out`` (a writable buffer of exactly its
+        decoded size; a smaller one raises ``ValueError``)."""
+        if self._impl is None:
+            memoryview(out).cast("B")[:] = memoryview(data).cast("B")
+            return
+        self._impl.decode(data, out=out)
+
 
 def normalize_codec_spec(spec: str | None) -> str | None:
     """Check a codec spec and return its canonical form (``"ZSTD"`` -> ``"zstd"``)."""

@@ -5,7 +5,8 @@ Layout below the array's root (all keys relative to it)::
     __schema.json                         the schema (create-only)
     __fragments/<id>/<attr>.data          tiles of one attribute, in the global tile order
     __fragments/<id>/__meta.json          bookkeeping: subarray, per-tile offset/size/crc32
-                                          (small sparse fragments: their tiles inline)
+                                          (small sparse fragments: their tiles inline;
+                                          compressed dense tiles: per-block sizes/crc32)
     __commits/f<timestamp>-<id>           the commit marker, written last, create-only
 
 A fragment exists for readers only once its commit marker does, so a writer killed at any
@@ -32,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from tessera.array.blocks import BLOCK_BYTES, TileBlocks, encode_blocked
 from tessera.array.codecs import get_codec
 from tessera.array.layout import (
     Box,
@@ -46,7 +48,8 @@ from tessera.array.schema import ArraySchema, Attr
 from tessera.errors import CorruptDataError, ObjectNotFoundError
 from tessera.storage.store import AsyncStore
 
-FRAGMENT_VERSION = 2  # 2: small sparse fragments may keep their tiles inline
+FRAGMENT_VERSION = 3  # 2: small sparse fragments may keep their tiles inline;
+#                      3: compressed dense tiles are blocked (tessera.array.blocks)
 #: Sparse fragments whose encoded tiles (all attributes and coordinates) fit in this many
 #: bytes, and whose cells take at most INLINE_RAW_BYTES decoded, keep their tiles inside
 #: their bookkeeping object, which readers load once per handle: a small update then costs
@@ -122,6 +125,20 @@ class AttrTiles:
     sizes: np.ndarray
     crc32: np.ndarray
     inline: bytes | None = None  # small sparse fragments keep their tiles here, not in key
+    #: Compressed dense tiles: decoded bytes per block (0: tiles are not blocked) and per
+    #: tile, and the encoded size and crc32 of each block, one row per tile (see
+    #: tessera.array.blocks).
+    block_bytes: int = 0
+    tile_raw_bytes: int = 0
+    block_sizes: np.ndarray | None = None
+    block_crc32: np.ndarray | None = None
+
+    def blocks(self, t: int) -> TileBlocks | None:
+        """Tile ``t``'s block table, or ``None`` if its tiles are not blocked."""
+        if not self.block_bytes or self.block_sizes is None or self.block_crc32 is None:
+            return None
+        return TileBlocks(self.block_bytes, self.tile_raw_bytes, self.block_sizes[t],
+                          self.block_crc32[t])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,14 +228,44 @@ def _tiles_doc(a: AttrTiles) -> dict[str, Any]:
            "sizes": a.sizes.tolist(), "crc32": a.crc32.tolist()}
     if a.inline is not None:
         doc["inline"] = base64.b64encode(a.inline).decode("ascii")
+    if a.block_bytes and a.block_sizes is not None and a.block_crc32 is not None:
+        # One row per tile, as little-endian uint32 in base64 (a 4 MiB tile has 64 blocks).
+        doc["blocks"] = {"block_bytes": a.block_bytes, "tile_bytes": a.tile_raw_bytes,
+                         "per_tile": a.block_sizes.shape[1],
+                         "sizes": _b64_u32(a.block_sizes), "crc32": _b64_u32(a.block_crc32)}
     return doc
+
+
+def _b64_u32(values: np.ndarray) -> str:
+    return base64.b64encode(np.ascontiguousarray(values, dtype="<u4").tobytes()).decode("ascii")
+
+
+def _u32_b64(text: str, rows: int, cols: int) -> np.ndarray:
+    data = np.frombuffer(base64.b64decode(text, validate=True), dtype="<u4")
+    if data.size != rows * cols:
+        raise ValueError(f"block table holds {data.size} entries, not {rows} x {cols}")
+    return data.reshape(rows, cols)
 
 
 def _tiles_from_doc(a: dict[str, Any]) -> AttrTiles:
     inline = base64.b64decode(a["inline"], validate=True) if "inline" in a else None
-    return AttrTiles(a["key"], a["codec"], np.asarray(a["offsets"], np.int64),
-                     np.asarray(a["sizes"], np.int64), np.asarray(a["crc32"], np.uint32),
-                     inline)
+    sizes = np.asarray(a["sizes"], np.int64)
+    blocks: dict[str, Any] = {}
+    if "blocks" in a:
+        b = a["blocks"]
+        per, block_bytes = int(b["per_tile"]), int(b["block_bytes"])
+        tile_bytes = int(b["tile_bytes"])
+        if block_bytes <= 0 or per != -(-tile_bytes // block_bytes):
+            raise ValueError(f"{per} blocks of {block_bytes} bytes cannot hold a tile of "
+                             f"{tile_bytes} bytes")
+        block_sizes = _u32_b64(b["sizes"], len(sizes), per).astype(np.int64)
+        if not np.array_equal(block_sizes.sum(axis=1), sizes):
+            raise ValueError("block sizes do not add up to the tile sizes")
+        blocks = {"block_bytes": block_bytes, "tile_raw_bytes": tile_bytes,
+                  "block_sizes": block_sizes,
+                  "block_crc32": _u32_b64(b["crc32"], len(sizes), per).astype(np.uint32)}
+    return AttrTiles(a["key"], a["codec"], np.asarray(a["offsets"], np.int64), sizes,
+                     np.asarray(a["crc32"], np.uint32), inline, **blocks)
 
 
 def encode_tiles(key: str, codec_spec: str | None, raw_tiles: list[Any],
@@ -267,8 +314,9 @@ async def _encode_dense_attr(schema: ArraySchema, attr: Attr, data: np.ndarray, 
     """Serialise, encode and checksum one attribute's tiles of a box write.
 
     Raw tiles are written straight into one preallocated buffer (one copy of the data in
-    all); compressed tiles are encoded one by one. Either way the work is split over worker
-    threads (numpy copies, zlib and the codecs release the GIL) when the write is large.
+    all); compressed tiles are encoded one by one, each in blocks of ``BLOCK_BYTES`` decoded
+    bytes (:mod:`tessera.array.blocks`). Either way the work is split over worker threads
+    (numpy copies, zlib and the codecs release the GIL) when the write is large.
     """
     n = len(tiles)
     boxes = [tile_box(schema, tuple(int(i) for i in index)) for index in tiles]
@@ -292,14 +340,27 @@ async def _encode_dense_attr(schema: ArraySchema, attr: Attr, data: np.ndarray, 
         offsets = np.arange(n, dtype=np.int64) * tile_bytes
         return AttrTiles(key, None, offsets, sizes, crcs), blob
     chunks: list[Any] = [b""] * n
+    tables: list[Any] = [None] * n
+    block_bytes = BLOCK_BYTES  # 0: blocks off, each tile compressed whole (format 2)
 
     def encoded_group(lo: int, hi: int) -> None:
+        codec = get_codec(attr.codec)
         for i in range(lo, hi):
             tile = _dense_tile(schema, attr.fill_value, data, box, boxes[i], attr.cell_shape)
-            chunks[i] = get_codec(attr.codec).encode(tile_to_bytes(tile, schema))
+            raw = tile_to_bytes(tile, schema)
+            if block_bytes > 0:
+                chunks[i], tables[i] = encode_blocked(codec, raw, block_bytes)
+            else:
+                chunks[i] = codec.encode(raw)
 
     await _run_groups(encoded_group, groups)
-    return pack_tiles(key, attr.codec, chunks)
+    packed, encoded = pack_tiles(key, attr.codec, chunks)
+    if block_bytes <= 0:
+        return packed, encoded
+    return dataclasses.replace(
+        packed, block_bytes=block_bytes, tile_raw_bytes=tile_nbytes(schema, attr),
+        block_sizes=np.stack([t.sizes for t in tables]).astype(np.int64),
+        block_crc32=np.stack([t.crc32 for t in tables]).astype(np.uint32)), encoded
 
 
 #: Raw attribute data of at least this many bytes is serialised while it uploads, in

@@ -152,7 +152,7 @@ def tile_item(schema: ArraySchema, read: Any, sel: Selection, array_path: str | 
                        strict=True))
     return TileItem(array_path or "", read.key, read.offset, read.length, read.codec, read.crc32,
                     attr.np_dtype.str, attr.cell_shape, schema.tile_shape,
-                    schema.cell_order, select)
+                    schema.cell_order, select, read.blocks)
 
 
 def _piece(p: Any) -> PieceRef:

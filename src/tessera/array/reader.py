@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tessera.array.blocks import TileBlocks, decode_blocked
 from tessera.array.codecs import get_codec
 from tessera.array.fragment import FragmentMeta
 from tessera.array.layout import Box, covered, intersect, tile_box, tile_from_bytes, tile_position
@@ -47,6 +48,8 @@ class TileRead:
         crc32: checksum of the stored bytes.
         tile_index: the space tile's index; ``tile_origin`` its first coordinate.
         region: inclusive box of cells this read contributes (tile x fragment x selection).
+        blocks: for a blocked compressed tile, its block table (a reader may fetch and
+            decode only some blocks); ``None`` otherwise.
     """
 
     fragment: str
@@ -60,11 +63,18 @@ class TileRead:
     tile_index: tuple[int, ...]
     tile_origin: tuple[int, ...]
     region: Box
+    blocks: TileBlocks | None = dataclasses.field(default=None, compare=False)
 
     @property
     def piece(self) -> Piece:
         """The stored bytes this read fetches."""
-        return Piece(self.key, self.offset, self.length, self.codec, self.crc32)
+        return Piece(self.key, self.offset, self.length, self.codec, self.crc32,
+                     blocks=self.blocks)
+
+    @property
+    def range_readable(self) -> bool:
+        """True if part of the tile can be fetched and decoded: raw or blocked tiles."""
+        return self.codec is None or self.blocks is not None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +87,8 @@ class Piece:
     codec: str | None
     crc32: int
     inline: bytes | None = None  # the bytes themselves, for tiles kept in the bookkeeping
+    #: A blocked compressed tile's block table (decoded block by block).
+    blocks: TileBlocks | None = dataclasses.field(default=None, compare=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,7 +236,7 @@ def plan_tile_reads(schema: ArraySchema, sel: Selection, metas: list[FragmentMet
                 at = meta.attrs[name]
                 reads.append(TileRead(meta.name, rank, name, at.key, int(at.offsets[pos]),
                                       int(at.sizes[pos]), at.codec, int(at.crc32[pos]),
-                                      index, tb[0], region))
+                                      index, tb[0], region, at.blocks(pos)))
         skipped += 0 if used else 1
     return reads, cell_reads, skipped
 
@@ -477,15 +489,28 @@ class TileFetcher:
                 got = memoryview(await self._requests[(req.key, req.start, req.stop)])
                 data = got[read.offset - req.start:end - req.start]
             else:
-                # Pieces of a raw tile: the selected cells all lie in the fetched ranges.
+                # Pieces of a raw or blocked tile: the selected cells all lie in the fetched
+                # ranges (of a blocked tile: in the blocks they cover, each checked against
+                # its own checksum and decoded alone).
                 buf = np.empty(read.length, dtype=np.uint8)
+                spans = []
                 for req in requests:
                     ident = (req.key, req.start, req.stop)
                     got_arr = np.frombuffer(memoryview(await self._requests[ident]), np.uint8)
                     lo, hi = max(req.start, read.offset), min(req.stop, end)
                     buf[lo - read.offset:hi - read.offset] = \
                         got_arr[lo - req.start:hi - req.start]
-                return _decode_tile(self.schema, attr, buf.data, where)
+                    spans.append((lo - read.offset, hi - read.offset))
+                if read.blocks is None:
+                    return _decode_tile(self.schema, attr, buf.data, where)
+                blocks = read.blocks
+
+                def decode_blocks() -> np.ndarray:
+                    raw = decode_blocked(get_codec(read.codec), buf, blocks,
+                                         blocks.covered(spans), check=True, where=where)
+                    return _decode_tile(self.schema, attr, raw.data, where)
+
+                return await asyncio.to_thread(decode_blocks) if threaded else decode_blocks()
         else:
             async with self.limit:
                 data = await fetch_bytes(self.store, read.piece, where)
@@ -594,6 +619,8 @@ def verify_piece(data: Any, piece: Piece, where: str) -> Any:
     if zlib.crc32(memoryview(data)) != piece.crc32:
         raise CorruptDataError(f"{where}: checksum mismatch in {piece.key}; the stored bytes "
                                "are damaged")
+    if piece.blocks is not None and piece.codec:
+        return decode_blocked(get_codec(piece.codec), data, piece.blocks, where=where).data
     return get_codec(piece.codec).decode(memoryview(data)) if piece.codec else data
 
 

@@ -3,8 +3,8 @@
 For each tile a read needs, :func:`plan_tiles` chooses among
 
 - **get**: the whole stored tile in one request;
-- **range**: the decomposed byte ranges grouped into requests by Algorithm 1 (only for raw,
-  range-readable tiles);
+- **range**: the decomposed byte ranges grouped into requests by Algorithm 1 (only for
+  range-readable tiles: raw, or compressed in blocks, whose needed blocks are fetched);
 - **pushdown**: one call to the pushdown server, which returns just the selected cells
   (only when the profile has pushdown figures and the caller allows it).
 
@@ -55,10 +55,14 @@ class TileNeed:
     Attributes:
         tile: a label for the tile (e.g. fragment, attribute and tile index).
         key: the object holding it; ``offset``, ``length``: the tile's stored bytes there.
-        raw: True if the tile is stored raw (byte ranges inside it are meaningful).
-        ranges: decomposed ``[start, stop)`` byte ranges *relative to the tile*, sorted and
-            merged (see :mod:`tessera.query.decompose`); unused for compressed tiles.
+        raw: True if parts of the tile can be fetched: raw tiles, and compressed tiles
+            stored in blocks (:mod:`tessera.array.blocks`).
+        ranges: the ``[start, stop)`` byte ranges *relative to the tile* that hold the
+            selected cells, sorted and merged (see :mod:`tessera.query.decompose`); of a
+            blocked tile, the encoded blocks holding them; empty for other compressed tiles.
         selected_bytes: bytes of the selected cells (what a pushdown returns).
+        pushdown_read_bytes: stored bytes a pushdown server reads for it (default: the
+            whole tile; of a blocked tile, only the blocks holding the cells).
     """
 
     tile: str
@@ -68,6 +72,7 @@ class TileNeed:
     raw: bool
     ranges: np.ndarray
     selected_bytes: int
+    pushdown_read_bytes: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,8 +147,9 @@ def _mix(method: str, requests: list[tuple[int, int]], need: TileNeed) -> Reques
     if method == "get":
         return RequestMix(get_requests=1, get_bytes=need.length)
     if method == "pushdown":
+        read = need.length if need.pushdown_read_bytes is None else need.pushdown_read_bytes
         return RequestMix(pushdowns=1, pushdown_bytes=need.selected_bytes,
-                          pushdown_tile_bytes=need.length)
+                          pushdown_tile_bytes=read)
     return RequestMix(range_requests=len(requests), range_bytes=nbytes)
 
 
@@ -175,11 +181,12 @@ def _choose(need: TileNeed, method: str, model: CostModel, context: RequestMix,
             return model.estimate(context + _mix("range", reqs, need)).cost
 
         step = max(cell_nbytes, (model.profile.min_range_bytes // cell_nbytes) * cell_nbytes)
-        if len(absolute) == 1 and absolute[0, 1] - absolute[0, 0] == need.length:
-            return choice("get", whole)  # every byte of the tile: the same as a get
-        groups = refine_ranges(absolute, cost, step)
         # A get first: on a tie it wins, and a whole tile is checked against its checksum.
-        candidates = [choice("get", whole), choice("range", groups)]
+        candidates = [choice("get", whole)]
+        if not (len(absolute) == 1 and absolute[0, 1] - absolute[0, 0] == need.length):
+            # (needing every stored byte, ranges are a get; of a blocked tile, a few cells
+            # in every block may still be cheaper pushed down)
+            candidates.append(choice("range", refine_ranges(absolute, cost, step)))
         if allow_pushdown:
             candidates.append(choice("pushdown", whole))
     if keep is not None:
@@ -220,7 +227,7 @@ def plan_tiles(needs: list[TileNeed], model: CostModel, method: str = "auto", *,
         model: the cost model (profile, prices, phi).
         method: ``auto`` (default), or a forced ``get``, ``merge`` (one range per tile
             covering its cells), ``fetch`` (every decomposed range) or ``pushdown``.
-            Compressed tiles can only be fetched whole or pushed down.
+            Compressed tiles without blocks can only be fetched whole or pushed down.
         allow_pushdown: whether pushdown may be chosen (default: the profile has it).
         cell_nbytes: bytes per cell; single ranges are halved at cell boundaries.
         rounds: most sweeps over the tiles (each re-chooses every tile in turn).

@@ -13,13 +13,17 @@ A ``tile`` item asks for cells of one dense tile::
      "offset": 0, "length": 4194304,                 # the encoded tile's bytes in that object
      "codec": null | "zstd" | "zstd:5" | ...,        # as in the array schema
      "crc32": 123456,                                # checksum of the stored bytes
+     "blocks": BLOCKS,                               # optional: a blocked compressed tile
      "dtype": "<i4", "cell_shape": [], "tile_shape": [1024, 1024],
      "cell_order": "row-major" | "col-major",
      "select": [DIM, ...]}                           # one per dimension, tile-relative
 
 where ``DIM`` is ``[start, stop, step]`` (a slice, ``step >= 1``) or ``{"index": [i, ...]}``
 (those positions, in that order, repeats allowed). The answer holds
-``tile[np.ix_(dim_0, dim_1, ...)]`` in C order.
+``tile[np.ix_(dim_0, dim_1, ...)]`` in C order. ``BLOCKS`` (see :mod:`tessera.array.blocks`)
+is ``{"block_bytes": 65536, "tile_bytes": <decoded tile bytes>, "sizes": [...],
+"crc32": [...]}``: the tile's blocks, each compressed alone; the server then reads and decodes
+only the blocks holding the selected cells, each checked against its own crc32.
 
 A ``cells`` item asks for the cells of one sparse data tile that lie in a box::
 
@@ -58,6 +62,7 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
+from tessera.array.blocks import TileBlocks
 from tessera.array.codecs import normalize_codec_spec
 from tessera.array.schema import NAME_PATTERN
 from tessera.errors import InvalidKeyError, SchemaError, TesseraError
@@ -165,10 +170,17 @@ class PieceRef:
     length: int
     codec: str | None
     crc32: int
+    blocks: TileBlocks | None = dataclasses.field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "offset": self.offset, "length": self.length,
-                "codec": self.codec, "crc32": self.crc32}
+        doc: dict[str, Any] = {"key": self.key, "offset": self.offset, "length": self.length,
+                               "codec": self.codec, "crc32": self.crc32}
+        if self.blocks is not None:
+            doc["blocks"] = {"block_bytes": self.blocks.block_bytes,
+                             "tile_bytes": self.blocks.raw_nbytes,
+                             "sizes": self.blocks.sizes.tolist(),
+                             "crc32": self.blocks.crc32.tolist()}
+        return doc
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,10 +198,11 @@ class TileItem:
     tile_shape: tuple[int, ...]
     cell_order: str
     select: tuple[DimSelect, ...]
+    blocks: TileBlocks | None = dataclasses.field(default=None, compare=False)
 
     @property
     def piece(self) -> PieceRef:
-        return PieceRef(self.key, self.offset, self.length, self.codec, self.crc32)
+        return PieceRef(self.key, self.offset, self.length, self.codec, self.crc32, self.blocks)
 
     @property
     def out_shape(self) -> tuple[int, ...]:
@@ -324,13 +337,17 @@ def _parse_tile(raw: dict[str, Any], where: str, limits: Limits) -> TileItem:
     dims = tuple(_dim(s, n, f"{where}.select[{d}]") for d, (s, n) in
                  enumerate(zip(select, tile_shape, strict=True)))
     item = TileItem(_array(raw, where), piece.key, piece.offset, piece.length, piece.codec,
-                    piece.crc32, dtype, cell_shape, tile_shape, order, dims)
+                    piece.crc32, dtype, cell_shape, tile_shape, order, dims, piece.blocks)
     if item.tile_bytes > limits.max_tile_bytes:
         raise LimitError(f"{where}: a tile of {item.tile_bytes} bytes exceeds the limit of "
                          f"{limits.max_tile_bytes}")
     if piece.codec is None and piece.length != item.tile_bytes:
         raise ProtocolError(f"{where}: a raw tile of shape {tile_shape} and dtype {dtype} "
                             f"has {item.tile_bytes} bytes, not {piece.length}")
+    if piece.blocks is not None and piece.blocks.raw_nbytes != item.tile_bytes:
+        raise ProtocolError(f"{where}.blocks.tile_bytes is {piece.blocks.raw_nbytes}, but a "
+                            f"tile of shape {tile_shape} and dtype {dtype} has "
+                            f"{item.tile_bytes} bytes")
     return item
 
 
@@ -431,7 +448,39 @@ def _piece(raw: dict[str, Any], where: str, limits: Limits) -> PieceRef:
         codec = normalize_codec_spec(codec)
     except SchemaError as err:
         raise ProtocolError(f"{where}.codec: {err}") from None
-    return PieceRef(key, offset, length, codec, crc)
+    blocks = None
+    if raw.get("blocks") is not None:
+        if codec is None:
+            raise ProtocolError(f"{where}.blocks: only compressed tiles are stored in blocks")
+        blocks = _blocks(raw["blocks"], length, f"{where}.blocks", limits)
+    return PieceRef(key, offset, length, codec, crc, blocks)
+
+
+def _blocks(raw: Any, length: int, where: str, limits: Limits) -> TileBlocks:
+    if not isinstance(raw, dict):
+        raise ProtocolError(f"{where} must be an object")
+    block_bytes, tile_bytes = raw.get("block_bytes"), raw.get("tile_bytes")
+    if not _is_int(block_bytes) or block_bytes <= 0:
+        raise ProtocolError(f"{where}.block_bytes must be an integer > 0")
+    if not _is_int(tile_bytes) or not 0 <= tile_bytes <= limits.max_tile_bytes:
+        raise ProtocolError(f"{where}.tile_bytes must be an integer in [0, "
+                            f"{limits.max_tile_bytes}]")
+    count = -(-tile_bytes // block_bytes)
+    values = {}
+    for name in ("sizes", "crc32"):
+        v = raw.get(name)
+        if (not isinstance(v, list) or len(v) != count
+                or not all(_is_int(x) and 0 <= x < 1 << 32 for x in v)):
+            raise ProtocolError(f"{where}.{name} must be a list of {count} unsigned 32-bit "
+                                f"integers (one per block of {block_bytes} of {tile_bytes} "
+                                "decoded bytes)")
+        values[name] = v
+    sizes = np.asarray(values["sizes"], dtype=np.int64)
+    if int(sizes.sum()) != length:
+        raise ProtocolError(f"{where}.sizes add up to {int(sizes.sum())} bytes, not the "
+                            f"tile's {length}")
+    return TileBlocks(block_bytes, tile_bytes, sizes,
+                      np.asarray(values["crc32"], dtype=np.uint32))
 
 
 def _dtype(v: Any, where: str) -> str:

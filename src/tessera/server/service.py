@@ -9,15 +9,19 @@ once; tiles of 1 MiB and more are verified, decoded and sliced on worker threads
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from typing import Any
 
 import numpy as np
 
+from tessera.array.blocks import TileBlocks, decode_blocked
+from tessera.array.codecs import get_codec
 from tessera.array.layout import tile_view
 from tessera.array.reader import THREAD_BYTES, Piece, verify_piece
 from tessera.array.sparse_read import SparseSelection
 from tessera.errors import CorruptDataError, InvalidRangeError, ObjectNotFoundError, StorageError
+from tessera.query.decompose import tile_byte_ranges
 from tessera.server.cache import TileCache
 from tessera.server.protocol import (
     CellsItem,
@@ -25,6 +29,7 @@ from tessera.server.protocol import (
     ItemResult,
     PieceRef,
     ReadItem,
+    Slice,
     TileItem,
 )
 from tessera.storage.keys import join_key
@@ -61,13 +66,18 @@ class ReadService:
                    piece.codec)
             task = pending.get(key)
             if task is None:
-                task = pending[key] = asyncio.ensure_future(self._decoded(key, threaded))
+                task = pending[key] = asyncio.ensure_future(
+                    self._decoded(key, threaded, piece.blocks))
             return task
 
         async def one(item: ReadItem) -> ItemResult:
             try:
                 if isinstance(item, TileItem):
                     big = item.tile_bytes >= THREAD_BYTES
+                    if item.blocks is not None:
+                        some = _needed_blocks(item)
+                        if len(some) < item.blocks.count:  # only the blocks holding cells
+                            return await self._from_blocks(item, some)
                     data = await decoded(item.array, item.piece, big)
                     if big:
                         return await asyncio.to_thread(_slice_tile, item, data)
@@ -86,24 +96,19 @@ class ReadService:
             await asyncio.gather(*pending.values(), return_exceptions=True)
         return list(results), time.perf_counter() - t0
 
-    async def _decoded(self, key: tuple[Any, ...], threaded: bool) -> Any:
+    async def _decoded(self, key: tuple[Any, ...], threaded: bool,
+                       blocks: TileBlocks | None = None) -> Any:
         cached = self.cache.get(key)
         if cached is not None:
             return cached
         full_key, offset, length, crc, codec = key
         where = f"{full_key} bytes {offset}..{offset + length}"
-        try:
-            data = await self.store.get_range(full_key, offset, length) if length else b""
-        except ObjectNotFoundError:
-            raise ItemFailure(404, f"{full_key}: no such object") from None
-        except InvalidRangeError:
-            data = b""
-        except StorageError as err:
-            raise ItemFailure(502, f"reading {where} failed: {err}") from None
+        data = await self._read(full_key, offset, length, where)
 
         def check() -> Any:
             try:
-                return verify_piece(data, Piece(full_key, offset, length, codec, crc), where)
+                piece = Piece(full_key, offset, length, codec, crc, blocks=blocks)
+                return verify_piece(data, piece, where)
             except CorruptDataError as err:
                 raise ItemFailure(422, str(err)) from None
             except Exception as err:  # the client named a codec the bytes are not in
@@ -112,6 +117,69 @@ class ReadService:
         out = await asyncio.to_thread(check) if threaded else check()
         self.cache.put(key, out)
         return out
+
+    async def _read(self, full_key: str, offset: int, length: int, where: str) -> Any:
+        """Stored bytes for an item; a missing object or a failing store fails the item, an
+        object that ends early gives fewer bytes (the caller's checks name it)."""
+        try:
+            return await self.store.get_range(full_key, offset, length) if length else b""
+        except ObjectNotFoundError:
+            raise ItemFailure(404, f"{full_key}: no such object") from None
+        except InvalidRangeError:
+            return b""
+        except StorageError as err:
+            raise ItemFailure(502, f"reading {where} failed: {err}") from None
+
+    async def _from_blocks(self, item: TileItem, indices: np.ndarray) -> dict[str, np.ndarray]:
+        """The selected cells of a blocked tile, from only the blocks holding them: each
+        run of neighbouring blocks is one range read, each block is checked against its own
+        crc32 and decoded alone. Not cached (the cache holds whole decoded tiles)."""
+        blocks = item.blocks
+        assert blocks is not None and item.codec is not None
+        full_key = join_key(item.array, item.key)
+        where = f"{full_key} bytes {item.offset}..{item.offset + item.length}"
+        buf = np.empty(item.length, dtype=np.uint8)
+
+        async def fetch(first: int, last: int) -> None:
+            lo, hi = int(blocks.starts[first]), int(blocks.starts[last + 1])
+            got = await self._read(full_key, item.offset + lo, hi - lo, where)
+            if len(got) != hi - lo:
+                raise ItemFailure(422, f"{where}: the object is truncated (wanted {hi - lo} "
+                                       f"bytes at {item.offset + lo}, got {len(got)})")
+            buf[lo:hi] = np.frombuffer(memoryview(got), dtype=np.uint8)
+
+        await asyncio.gather(*(fetch(a, b) for a, b in _runs(indices)))
+
+        def decode() -> dict[str, np.ndarray]:
+            try:
+                raw = decode_blocked(get_codec(item.codec), buf, blocks, indices, check=True,
+                                     where=where)
+            except CorruptDataError as err:
+                raise ItemFailure(422, str(err)) from None
+            return _slice_tile(item, raw)
+
+        big = len(indices) * blocks.block_bytes >= THREAD_BYTES
+        return await asyncio.to_thread(decode) if big else decode()
+
+
+def _needed_blocks(item: TileItem) -> np.ndarray:
+    """Indices of the blocks of a blocked tile item that hold its selected cells."""
+    assert item.blocks is not None
+    sets = [np.arange(s.start, s.stop, s.step) if isinstance(s, Slice) else s.as_index()
+            for s in item.select]
+    cell_nbytes = math.prod(item.cell_shape) * np.dtype(item.dtype).itemsize
+    ranges = tile_byte_ranges(item.tile_shape, cell_nbytes, item.cell_order, sets)
+    return item.blocks.block_span(ranges)
+
+
+def _runs(indices: np.ndarray) -> list[tuple[int, int]]:
+    """Sorted block indices as runs ``(first, last)`` of neighbours."""
+    if not len(indices):
+        return []
+    breaks = np.flatnonzero(np.diff(indices) != 1)
+    firsts = np.concatenate(([indices[0]], indices[breaks + 1]))
+    lasts = np.concatenate((indices[breaks], [indices[-1]]))
+    return [(int(a), int(b)) for a, b in zip(firsts, lasts, strict=True)]
 
 
 def _slice_tile(item: TileItem, data: Any) -> dict[str, np.ndarray]:

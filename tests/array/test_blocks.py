@@ -1,0 +1,216 @@
+"""Blocked compressed tiles: blocks are found, fetched, checked and decoded one by one; every
+read method and the pushdown server return what numpy holds; damage is caught per block."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tessera
+from tessera.array import fragment as fragment_mod
+from tessera.array.blocks import TileBlocks, decode_blocked, encode_blocked
+from tessera.array.codecs import get_codec
+from tessera.server.app import create_app
+from tessera.server.protocol import (
+    Limits,
+    ProtocolError,
+    Slice,
+    TileItem,
+    encode_read_request,
+    parse_read_request,
+)
+
+METHODS = ["auto", "get", "merge", "fetch", "pushdown"]
+
+
+def _table(sizes: list[int], block_bytes: int, raw: int) -> TileBlocks:
+    return TileBlocks(block_bytes, raw, np.array(sizes, np.int64), np.zeros(len(sizes), np.uint32))
+
+
+def test_block_span_and_encoded_ranges_by_hand() -> None:
+    t = _table([5, 7, 3, 9], 10, 35)  # decoded bytes 0-9, 10-19, 20-29, 30-34
+    assert t.starts.tolist() == [0, 5, 12, 15, 24]
+    assert t.block_span(np.array([[3, 4], [9, 11]])).tolist() == [0, 1]
+    assert t.block_span(np.array([[30, 35]])).tolist() == [3]
+    assert t.block_span(np.empty((0, 2))).tolist() == []
+    # blocks 0-1 are neighbours (one encoded range), block 3 stands alone
+    assert t.encoded_ranges(np.array([[0, 1], [19, 20], [34, 35]])).tolist() == [[0, 12],
+                                                                                [15, 24]]
+    assert t.covered([(0, 12)]).tolist() == [0, 1]
+    assert t.covered([(0, 4), (4, 13)]).tolist() == [0, 1]  # pieces that touch
+    assert t.covered([(1, 12)]).tolist() == [1]
+    assert t.covered([]).tolist() == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3000), st.integers(1, 700), st.lists(st.tuples(st.integers(0, 2999),
+                                                                     st.integers(1, 300)),
+                                                           min_size=1, max_size=6),
+       st.sampled_from(["zstd", "lz4", "gzip:1", "blosc"]))
+def test_the_blocks_of_any_ranges_decode_to_those_bytes(nbytes, block_bytes, picks, codec):
+    raw = np.random.default_rng(nbytes).integers(0, 6, nbytes, dtype=np.uint8).tobytes()
+    encoded, blocks = encode_blocked(get_codec(codec), raw, block_bytes)
+    assert blocks.count == -(-nbytes // block_bytes) and blocks.raw_nbytes == nbytes
+    assert bytes(decode_blocked(get_codec(codec), encoded, blocks)) == raw
+    ranges = np.array([(min(a, nbytes - 1), min(a + n, nbytes)) for a, n in picks])
+    fetched = blocks.encoded_ranges(ranges)
+    # Only the fetched bytes are known: everything else is garbage.
+    buf = np.full(len(encoded), 0xAB, dtype=np.uint8)
+    for a, b in fetched:
+        buf[a:b] = np.frombuffer(encoded, np.uint8)[a:b]
+    wanted = blocks.covered([(int(a), int(b)) for a, b in fetched])
+    assert wanted.tolist() == blocks.block_span(ranges).tolist()
+    out = decode_blocked(get_codec(codec), buf, blocks, wanted, check=True)
+    for a, b in ranges:
+        assert out[a:b].tobytes() == raw[a:b]
+
+
+def test_a_damaged_block_is_named(tmp_path) -> None:
+    raw = bytes(range(256)) * 8
+    encoded, blocks = encode_blocked(get_codec("zstd"), raw, 512)
+    bad = bytearray(encoded)
+    bad[int(blocks.starts[2]) + 1] ^= 0xFF
+    with pytest.raises(tessera.CorruptDataError, match="block 2"):
+        decode_blocked(get_codec("zstd"), bytes(bad), blocks, np.array([2]), check=True,
+                       where="here")
+    out = decode_blocked(get_codec("zstd"), bytes(bad), blocks, np.array([0, 1, 3]),
+                         check=True)
+    assert out[:1024].tobytes() == raw[:1024]
+    with pytest.raises(tessera.CorruptDataError, match="bytes"):
+        decode_blocked(get_codec("zstd"), encoded[:-1], blocks)
+
+
+@pytest.fixture
+def blocked(store_url, monkeypatch):
+    """A zstd array in blocks of 512 decoded bytes (32 rows of a 64 x 16 int32 tile hold
+    four blocks), served by an in-process pushdown server."""
+    monkeypatch.setattr(fragment_mod, "BLOCK_BYTES", 512)
+    url, options = store_url
+    data = np.random.default_rng(3).integers(0, 50, (96, 80), dtype=np.int32)
+    arr = tessera.from_numpy(f"{url.rstrip('/')}/blocked", data, tile=(32, 16), codec="zstd",
+                             storage_options=options)
+    app = create_app(tessera.open_store(url, **options), token="blocked-reads-token-01")
+    arr.pushdown = tessera.PushdownClient("http://pushdown", token="blocked-reads-token-01",
+                                          transport=httpx.ASGITransport(app))
+    return arr, data
+
+
+def test_the_bookkeeping_keeps_a_block_table(blocked, store_url) -> None:
+    arr, _ = blocked
+    meta_key = next(o.key for o in arr.store.list("__fragments") if o.key.endswith("meta.json"))
+    doc = json.loads(bytes(arr.store.get(meta_key)))
+    assert doc["version"] == 3
+    blocks = doc["attrs"]["data"]["blocks"]
+    assert blocks["block_bytes"] == 512 and blocks["per_tile"] == 4
+    assert blocks["tile_bytes"] == 32 * 16 * 4
+    # a table that does not add up is refused when the fragment is opened
+    blocks["block_bytes"] = 1024
+    arr.store.put(meta_key, json.dumps(doc).encode())
+    with pytest.raises(tessera.CorruptDataError, match="blocks"):
+        tessera.open_array(arr.uri, storage_options=store_url[1])[0, 0]
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(METHODS), st.integers(0, 95), st.integers(1, 96), st.integers(1, 3),
+       st.integers(0, 79), st.integers(1, 80), st.integers(1, 4))
+def test_every_method_reads_blocked_tiles_right(blocked, method, y0, ny, ys, x0, nx, xs):
+    arr, data = blocked
+    sel = (slice(y0, min(96, y0 + ny), ys), slice(x0, min(80, x0 + nx), xs))
+    np.testing.assert_array_equal(arr.read(sel, method=method), data[sel])
+    if method == "pushdown":
+        assert arr.last_read.pushdown_fallbacks == 0, arr.last_read.pushdown_error
+    if method in ("merge", "fetch"):
+        assert set(arr.last_read.plan.methods) <= {"range"}
+
+
+def test_ranges_fetch_only_the_needed_blocks(blocked) -> None:
+    arr, data = blocked
+    sel = (slice(40, 44), slice(None))  # 4 rows: one block of each of 5 tiles
+    moved = {}
+    for method in ("get", "fetch"):
+        with tessera.collect_stats() as stats:
+            np.testing.assert_array_equal(arr.read(sel, method=method), data[sel])
+        moved[method] = stats.bytes_received
+    plan = arr.explain(sel, method="fetch")
+    assert plan.methods == {"range": 5} and plan.totals.nbytes == moved["fetch"]
+    assert moved["fetch"] * 3 < moved["get"]
+    np.testing.assert_array_equal(arr[tessera.Points(([41, 90], [3, 77]))],
+                                  data[[41, 90], [3, 77]])
+
+
+def test_the_pushdown_server_reads_only_the_needed_blocks(blocked) -> None:
+    arr, data = blocked
+    sel = (slice(40, 44), slice(None))
+    with tessera.collect_stats() as stats:  # the in-process server's requests land here too
+        np.testing.assert_array_equal(arr.read(sel, method="pushdown"), data[sel])
+    assert arr.last_read.pushdown_fallbacks == 0
+    whole = arr.explain(sel, method="get").totals.nbytes
+    blocks = arr.explain(sel, method="fetch").totals.nbytes
+    assert stats.by_method["range"].bytes_received == blocks < whole / 3
+    assert "get" not in stats.by_method
+
+
+def test_a_damaged_block_fails_a_partial_read_and_spares_the_rest(blocked) -> None:
+    arr, data = blocked
+    key = next(o.key for o in arr.store.list("__fragments") if o.key.endswith("data.data"))
+    raw = bytearray(arr.store.get(key))
+    raw[-3] ^= 0xFF  # the last block of the last tile (rows 64-95, columns 64-79)
+    arr.store.put(key, bytes(raw))
+    np.testing.assert_array_equal(arr.read((slice(64, 70), slice(64, 80)), method="fetch"),
+                                  data[64:70, 64:80])  # the tile's first block is intact
+    for method in ("fetch", "get"):
+        with pytest.raises(tessera.CorruptDataError) as info:
+            arr.read((slice(90, 96), slice(64, 80)), method=method)
+        assert "(2, 4)" in str(info.value) and "checksum" in str(info.value)
+    np.testing.assert_array_equal(arr.read((slice(64, 70), slice(64, 80)), method="pushdown"),
+                                  data[64:70, 64:80])
+    # the server refuses the damaged block; the client's fallback fetch finds it damaged too
+    with pytest.raises(tessera.CorruptDataError, match="checksum"):
+        arr.read((slice(90, 96), slice(64, 80)), method="pushdown")
+
+
+def test_fragments_without_blocks_still_read(store_url, monkeypatch) -> None:
+    """Compressed tiles written whole (format 2, or BLOCK_BYTES = 0) are fetched whole."""
+    url, options = store_url
+    data = np.arange(64 * 64, dtype=np.int32).reshape(64, 64)
+    arr = tessera.from_numpy(f"{url.rstrip('/')}/blocked-mixed", data, tile=(32, 32),
+                             codec="zstd", storage_options=options)
+    monkeypatch.setattr(fragment_mod, "BLOCK_BYTES", 0)
+    arr[0:16, 0:16] = -data[0:16, 0:16]
+    expected = data.copy()
+    expected[0:16, 0:16] *= -1
+    for method in ("auto", "get", "fetch"):
+        np.testing.assert_array_equal(arr.read((slice(0, 40), slice(5, 9)), method=method),
+                                      expected[0:40, 5:9])
+    plan = arr.explain((slice(0, 8), slice(0, 4)), method="fetch")
+    assert plan.methods == {"get": 1}  # the newest fragment's tile has no blocks
+
+
+def test_protocol_carries_and_checks_block_tables() -> None:
+    raw = np.arange(1024, dtype=np.int32).tobytes()
+    encoded, blocks = encode_blocked(get_codec("zstd"), raw, 1000)
+    item = TileItem("a", "k", 0, len(encoded), "zstd", 0, "<i4", (), (32, 32), "row-major",
+                    (Slice(0, 2, 1), Slice(0, 32, 1)), blocks)
+    back = parse_read_request(encode_read_request([item]), Limits())[0]
+    assert isinstance(back, TileItem) and back.blocks is not None
+    assert back.blocks.sizes.tolist() == blocks.sizes.tolist()
+    assert back.blocks.raw_nbytes == 4096 and back.blocks.block_bytes == 1000
+    doc = json.loads(encode_read_request([item]))
+    for change, message in [({"sizes": blocks.sizes.tolist()[:-1]}, "list of 5"),
+                            ({"sizes": [1] * 5}, "add up"),
+                            ({"tile_bytes": 4001}, "tile_bytes is 4001"),
+                            ({"block_bytes": 0}, "block_bytes")]:
+        bad = json.loads(json.dumps(doc))
+        bad["reads"][0]["blocks"].update(change)
+        with pytest.raises(ProtocolError, match=message):
+            parse_read_request(json.dumps(bad).encode(), Limits())
+    bad = json.loads(json.dumps(doc))
+    bad["reads"][0]["codec"] = None
+    with pytest.raises(ProtocolError, match="compressed"):
+        parse_read_request(json.dumps(bad).encode(), Limits())

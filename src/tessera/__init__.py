@@ -19,7 +19,7 @@ from tessera.array import (
 )
 from tessera.array.maintenance import HistoryVacuumedError
 from tessera.array.sparse_read import SparseResult
-from tessera.config import PlannerConfig, RetryPolicy, StoreConfig
+from tessera.config import PlannerConfig, RetryPolicy, StoreConfig, WriteConfig
 from tessera.errors import (
     AccessDeniedError,
     ArrayExistsError,
@@ -104,6 +104,7 @@ __all__ = [
     "StoreProfile",
     "TesseraError",
     "TransientStorageError",
+    "WriteConfig",
     "__version__",
     "collect_stats",
     "create_array",

@@ -146,6 +146,34 @@ class PlannerConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class WriteConfig:
+    """How writes lay out tiles (``TESSERA_WRITE_*`` variables, read when an array opens).
+
+    Attributes:
+        block_bytes: decoded bytes per block of compressed dense tiles
+            (:mod:`tessera.array.blocks`): a read that needs part of a tile fetches and
+            decodes only the blocks holding it. 0 compresses each tile whole (smallest at
+            rest for very redundant data under lz4 or blosc; such tiles are fetched whole
+            or pushed down).
+
+    >>> WriteConfig.from_env({"TESSERA_WRITE_BLOCK_BYTES": "0"}).block_bytes
+    0
+    """
+
+    block_bytes: int = 64 << 10
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.block_bytes, int) or self.block_bytes < 0:
+            raise ConfigError("block_bytes must be a number of bytes >= 0 (0: no blocks), "
+                              f"got {self.block_bytes!r}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> WriteConfig:
+        """Defaults overridden by ``TESSERA_WRITE_*`` variables."""
+        return _from_env(cls, "TESSERA_WRITE_", os.environ if environ is None else environ)
+
+
+@dataclasses.dataclass(frozen=True)
 class ServerConfig:
     """Limits and sizes of the pushdown server (``TESSERA_SERVER_*`` variables; the
     ``tessera serve`` options override them).

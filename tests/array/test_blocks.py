@@ -12,7 +12,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tessera
-from tessera.array import fragment as fragment_mod
 from tessera.array.blocks import TileBlocks, decode_blocked, encode_blocked
 from tessera.array.codecs import get_codec
 from tessera.server.app import create_app
@@ -89,7 +88,7 @@ def test_a_damaged_block_is_named(tmp_path) -> None:
 def blocked(store_url, monkeypatch):
     """A zstd array in blocks of 512 decoded bytes (32 rows of a 64 x 16 int32 tile hold
     four blocks), served by an in-process pushdown server."""
-    monkeypatch.setattr(fragment_mod, "BLOCK_BYTES", 512)
+    monkeypatch.setenv("TESSERA_WRITE_BLOCK_BYTES", "512")
     url, options = store_url
     data = np.random.default_rng(3).integers(0, 50, (96, 80), dtype=np.int32)
     arr = tessera.from_numpy(f"{url.rstrip('/')}/blocked", data, tile=(32, 16), codec="zstd",
@@ -176,12 +175,12 @@ def test_a_damaged_block_fails_a_partial_read_and_spares_the_rest(blocked) -> No
 
 
 def test_fragments_without_blocks_still_read(store_url, monkeypatch) -> None:
-    """Compressed tiles written whole (format 2, or BLOCK_BYTES = 0) are fetched whole."""
+    """Compressed tiles written whole (format 2, or block_bytes=0) are fetched whole."""
     url, options = store_url
     data = np.arange(64 * 64, dtype=np.int32).reshape(64, 64)
     arr = tessera.from_numpy(f"{url.rstrip('/')}/blocked-mixed", data, tile=(32, 32),
                              codec="zstd", storage_options=options)
-    monkeypatch.setattr(fragment_mod, "BLOCK_BYTES", 0)
+    arr.writes = tessera.WriteConfig(block_bytes=0)
     arr[0:16, 0:16] = -data[0:16, 0:16]
     expected = data.copy()
     expected[0:16, 0:16] *= -1
@@ -214,3 +213,24 @@ def test_protocol_carries_and_checks_block_tables() -> None:
     bad["reads"][0]["codec"] = None
     with pytest.raises(ProtocolError, match="compressed"):
         parse_read_request(json.dumps(bad).encode(), Limits())
+
+
+def test_write_config_sets_the_block_size(monkeypatch) -> None:
+    monkeypatch.setenv("TESSERA_WRITE_BLOCK_BYTES", "1000")
+    data = np.arange(4096, dtype=np.int32).reshape(64, 64)
+    arr = tessera.from_numpy("memory://blocks-config", data, tile=(32, 32), codec="lz4")
+    assert arr.writes.block_bytes == 1000
+    meta = next(o.key for o in arr.store.list("__fragments") if o.key.endswith("meta.json"))
+    assert json.loads(bytes(arr.store.get(meta)))["attrs"]["data"]["blocks"]["per_tile"] == 5
+    arr.writes = tessera.WriteConfig(block_bytes=4096)
+    arr[0:8, 0:8] = data[0:8, 0:8]  # a second fragment, in blocks of 4096 bytes
+    arr.consolidate()  # so is the consolidated one
+    metas = [json.loads(bytes(arr.store.get(o.key))) for o in arr.store.list("__fragments")
+             if o.key.endswith("meta.json")]
+    assert sorted(m["attrs"]["data"]["blocks"]["per_tile"] for m in metas) == [1, 1, 5]
+    np.testing.assert_array_equal(arr.read(method="fetch"), data)
+    with pytest.raises(tessera.ConfigError, match="block_bytes"):
+        tessera.WriteConfig(block_bytes=-1)
+    monkeypatch.setenv("TESSERA_WRITE_BLOCK_BYTES", "lots")
+    with pytest.raises(tessera.ConfigError):
+        tessera.open_array(arr.uri)

@@ -216,7 +216,5 @@ def test_dense_arrays_match_numpy_with_the_update_index(monkeypatch, history) ->
 def test_dense_arrays_match_numpy_with_small_blocks(monkeypatch, history, block_bytes) -> None:
     """The same histories with compressed tiles in blocks of a few bytes (cells straddle
     blocks; normally 64 KiB, so these small tiles would be one block), or not blocked."""
-    from tessera.array import fragment
-
-    monkeypatch.setattr(fragment, "BLOCK_BYTES", block_bytes)
+    monkeypatch.setenv("TESSERA_WRITE_BLOCK_BYTES", str(block_bytes))
     _check("memory://prop-dense-blocks", {}, history, methods=("auto", "fetch", "merge"))

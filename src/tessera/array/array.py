@@ -52,7 +52,7 @@ from tessera.array.sparse_read import (
     read_sparse,
 )
 from tessera.array.update_index import MergedUpdates, merged_for
-from tessera.config import PlannerConfig, PushdownConfig
+from tessera.config import PlannerConfig, PushdownConfig, WriteConfig
 from tessera.errors import (
     ArrayExistsError,
     ArrayNotFoundError,
@@ -86,6 +86,11 @@ class Array:
 
     A handle opened without ``timestamp`` sees every fragment committed up to each read; one
     opened with ``timestamp=t`` sees exactly the fragments committed at or before ``t``.
+
+    ``planner`` (:class:`~tessera.config.PlannerConfig`) and ``writes``
+    (:class:`~tessera.config.WriteConfig`) hold the handle's read and write settings, taken
+    from ``TESSERA_PLANNER_*`` and ``TESSERA_WRITE_*`` when it opens; replace them to change
+    one handle (``arr.writes = tessera.WriteConfig(block_bytes=0)``).
     """
 
     def __init__(self, store: Store, schema: ArraySchema, *, mode: str = "r",
@@ -97,6 +102,7 @@ class Array:
         self.mode = mode
         self.timestamp = _to_ns(timestamp)
         self.planner = PlannerConfig.from_env()
+        self.writes = WriteConfig.from_env()
         self._profile: StoreProfile | None = None
         self._last_visible: list[FragmentMeta] | None = None  # what the latest read used
         self._metas: dict[str, FragmentMeta] = {}
@@ -546,7 +552,8 @@ class Array:
                 raise SelectionError(
                     f"write box [{o}, {o + n - 1}] leaves dimension {d.name!r}'s domain "
                     f"[{d.domain[0]}, {d.domain[1]}]")
-        meta = run_sync(write_dense_fragment(self._store.aio, self.schema, arrays, start))
+        meta = run_sync(write_dense_fragment(self._store.aio, self.schema, arrays, start,
+                                             block_bytes=self.writes.block_bytes))
         self._metas[meta.name] = meta
         return meta.info
 
@@ -629,7 +636,8 @@ class Array:
         values = snapshot.read(box, attrs=names)
         meta = run_sync(write_dense_fragment(
             self._store.aio, self.schema, values, lo, kind="consolidated",
-            replaces=tuple(m.name for m in chosen), timestamp=t_max))
+            replaces=tuple(m.name for m in chosen), timestamp=t_max,
+            block_bytes=self.writes.block_bytes))
         self._metas[meta.name] = meta
         return meta.info
 

@@ -35,11 +35,11 @@ from tessera.array.codecs import Codec
 from tessera.errors import CorruptDataError
 from tessera.query.decompose import merge_ranges
 
-#: Decoded bytes per block of a compressed dense tile (TileDB's default chunk size). A read
-#: that needs part of a tile fetches whole blocks: smaller blocks waste fewer bytes at the
-#: edges of what is needed, larger ones compress a little better and cost less bookkeeping.
-#: Writers record the size they used, so readers follow each fragment's own; 0 turns blocks
-#: off (each tile compressed whole, fetched whole or pushed down).
+#: Default decoded bytes per block of a compressed dense tile (TileDB's default chunk size;
+#: writers take theirs from :class:`~tessera.config.WriteConfig`). A read that needs part of
+#: a tile fetches whole blocks: smaller blocks waste fewer bytes at the edges of what is
+#: needed, larger ones compress a little better and cost less bookkeeping. Writers record
+#: the size they used, so readers follow each fragment's own.
 BLOCK_BYTES = 64 << 10
 
 

@@ -287,9 +287,11 @@ def pack_tiles(key: str, codec_spec: str | None, chunks: list[Any],
 async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
                                values: dict[str, np.ndarray], origin: tuple[int, ...], *,
                                kind: str = "dense", replaces: tuple[str, ...] = (),
-                               timestamp: int | None = None) -> FragmentMeta:
+                               timestamp: int | None = None,
+                               block_bytes: int = BLOCK_BYTES) -> FragmentMeta:
     """Write one dense fragment holding ``values`` (one array per attribute, same shape) at
-    coordinates ``origin``, then commit it. Returns its bookkeeping."""
+    coordinates ``origin``, then commit it. Returns its bookkeeping. Compressed tiles are
+    stored in blocks of ``block_bytes`` decoded bytes (0: each tile compressed whole)."""
     shape = next(iter(values.values())).shape[:schema.ndim]
     box: Box = (origin, tuple(o + s - 1 for o, s in zip(origin, shape, strict=True)))
     fid = new_fragment_id()
@@ -300,7 +302,7 @@ async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
     for attr in schema.attrs:
         key = f"{FRAGMENTS}/{fid}/{attr.name}.data"
         attrs[attr.name], blob = await _encode_dense_attr(schema, attr, values[attr.name], box,
-                                                          tiles, key)
+                                                          tiles, key, block_bytes)
         puts.append(store.put(key, blob) if not isinstance(blob, _StreamedTiles)
                     else store.put_stream(key, blob, part_bytes=blob.chunk_bytes))
     await asyncio.gather(*puts)  # streamed checksums are all filled in once these return
@@ -310,13 +312,15 @@ async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
 
 
 async def _encode_dense_attr(schema: ArraySchema, attr: Attr, data: np.ndarray, box: Box,
-                             tiles: np.ndarray, key: str) -> tuple[AttrTiles, Any]:
+                             tiles: np.ndarray, key: str, block_bytes: int = BLOCK_BYTES,
+                             ) -> tuple[AttrTiles, Any]:
     """Serialise, encode and checksum one attribute's tiles of a box write.
 
     Raw tiles are written straight into one preallocated buffer (one copy of the data in
-    all); compressed tiles are encoded one by one, each in blocks of ``BLOCK_BYTES`` decoded
-    bytes (:mod:`tessera.array.blocks`). Either way the work is split over worker threads
-    (numpy copies, zlib and the codecs release the GIL) when the write is large.
+    all); compressed tiles are encoded one by one, each in blocks of ``block_bytes`` decoded
+    bytes (:mod:`tessera.array.blocks`; 0: whole, as format 2 stored them). Either way the
+    work is split over worker threads (numpy copies, zlib and the codecs release the GIL)
+    when the write is large.
     """
     n = len(tiles)
     boxes = [tile_box(schema, tuple(int(i) for i in index)) for index in tiles]
@@ -341,7 +345,6 @@ async def _encode_dense_attr(schema: ArraySchema, attr: Attr, data: np.ndarray, 
         return AttrTiles(key, None, offsets, sizes, crcs), blob
     chunks: list[Any] = [b""] * n
     tables: list[Any] = [None] * n
-    block_bytes = BLOCK_BYTES  # 0: blocks off, each tile compressed whole (format 2)
 
     def encoded_group(lo: int, hi: int) -> None:
         codec = get_codec(attr.codec)

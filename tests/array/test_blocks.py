@@ -3,6 +3,7 @@ read method and the pushdown server return what numpy holds; damage is caught pe
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
@@ -14,7 +15,10 @@ from hypothesis import strategies as st
 import tessera
 from tessera.array.blocks import TileBlocks, decode_blocked, encode_blocked
 from tessera.array.codecs import get_codec
+from tessera.array.reader import plan_tile_reads
+from tessera.query.selection import normalize_selection
 from tessera.server.app import create_app
+from tessera.server.cache import TileCache
 from tessera.server.protocol import (
     Limits,
     ProtocolError,
@@ -23,6 +27,7 @@ from tessera.server.protocol import (
     encode_read_request,
     parse_read_request,
 )
+from tessera.server.service import ReadService
 
 METHODS = ["auto", "get", "merge", "fetch", "pushdown"]
 
@@ -234,3 +239,25 @@ def test_write_config_sets_the_block_size(monkeypatch) -> None:
     monkeypatch.setenv("TESSERA_WRITE_BLOCK_BYTES", "lots")
     with pytest.raises(tessera.ConfigError):
         tessera.open_array(arr.uri)
+
+
+def test_the_server_answers_blocks_from_a_cached_whole_tile(blocked) -> None:
+    """A tile the server's cache holds whole is sliced from there, not read again."""
+    arr, data = blocked
+    metas = asyncio.run(arr._visible_metas())
+    reads = plan_tile_reads(arr.schema, normalize_selection(..., arr.schema), metas, ["data"])[0]
+    read = next(r for r in reads if r.tile_index == (0, 0))
+
+    def item(rows: int) -> TileItem:
+        return TileItem("", read.key, read.offset, read.length, read.codec, read.crc32, "<i4",
+                        (), (32, 16), "row-major", (Slice(0, rows, 1), Slice(0, 16, 1)),
+                        read.blocks)
+
+    service = ReadService(arr.store.aio, TileCache(1 << 20))
+    # 4 rows: one block read; 32 rows: the whole tile, now cached; 4 rows again: no read
+    for rows, requests in ((4, 1), (32, 1), (4, 0)):
+        before = arr.store.stats.requests
+        [got], _ = asyncio.run(service.read([item(rows)]))
+        np.testing.assert_array_equal(got["cells"], data[:rows, :16])
+        assert arr.store.stats.requests - before == requests
+    assert service.cache.hits == 1

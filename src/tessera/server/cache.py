@@ -36,6 +36,10 @@ class TileCache:
     def __len__(self) -> int:
         return len(self._items)
 
+    def __contains__(self, key: Hashable) -> bool:
+        """Whether ``key`` is cached (not counted as a lookup)."""
+        return key in self._items
+
     def get(self, key: Hashable) -> Any:
         """The cached value, or ``None``; a hit becomes the most recently used."""
         value = self._items.get(key)

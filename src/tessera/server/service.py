@@ -1,5 +1,7 @@
 """The work behind ``POST /v1/read``: read each requested tile from the store (or the decoded
-tile cache), verify its checksum, decode it and keep only the requested cells.
+tile cache), verify its checksum, decode it and keep only the requested cells. Of a
+compressed tile stored in blocks, only the blocks holding the requested cells are read,
+checked and decoded (unless the whole tile is in the cache).
 
 Stateless: a request carries everything needed to find and interpret its tiles, so any
 server beside the store can answer any request. Each distinct piece of a request is read
@@ -61,9 +63,12 @@ class ReadService:
         t0 = time.perf_counter()
         pending: dict[tuple[Any, ...], asyncio.Task[Any]] = {}
 
+        def cache_key(array: str, piece: PieceRef) -> tuple[Any, ...]:
+            return (join_key(array, piece.key), piece.offset, piece.length, piece.crc32,
+                    piece.codec)
+
         def decoded(array: str, piece: PieceRef, threaded: bool) -> asyncio.Task[Any]:
-            key = (join_key(array, piece.key), piece.offset, piece.length, piece.crc32,
-                   piece.codec)
+            key = cache_key(array, piece)
             task = pending.get(key)
             if task is None:
                 task = pending[key] = asyncio.ensure_future(
@@ -74,7 +79,8 @@ class ReadService:
             try:
                 if isinstance(item, TileItem):
                     big = item.tile_bytes >= THREAD_BYTES
-                    if item.blocks is not None:
+                    if (item.blocks is not None
+                            and cache_key(item.array, item.piece) not in self.cache):
                         some = _needed_blocks(item)
                         if len(some) < item.blocks.count:  # only the blocks holding cells
                             return await self._from_blocks(item, some)

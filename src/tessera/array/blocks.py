@@ -85,7 +85,12 @@ class TileBlocks:
     def encoded_ranges(self, raw_ranges: np.ndarray) -> np.ndarray:
         """The encoded ``[start, stop)`` ranges (relative to the tile, sorted, merged where
         blocks are neighbours) a reader fetches to decode the decoded ``raw_ranges``."""
-        idx = self.block_span(raw_ranges)
+        return self.spans(self.block_span(raw_ranges))
+
+    def spans(self, indices: np.ndarray) -> np.ndarray:
+        """The encoded ``[start, stop)`` ranges of sorted block ``indices``, one per run of
+        neighbouring blocks (relative to the tile)."""
+        idx = np.asarray(indices, dtype=np.int64)
         if not len(idx):
             return np.empty((0, 2), dtype=np.int64)
         new = np.ones(len(idx), dtype=bool)
@@ -104,6 +109,11 @@ class TileBlocks:
         k = np.searchsorted(merged[:, 0], lo, side="right") - 1
         ok = (k >= 0) & (merged[np.maximum(k, 0), 1] >= hi)
         return np.flatnonzero(ok)
+
+
+def blocks_per_tile(tile_bytes: int, block_bytes: int) -> int:
+    """How many blocks of ``block_bytes`` decoded bytes hold a tile of ``tile_bytes``."""
+    return -(-tile_bytes // block_bytes)
 
 
 def encode_blocked(codec: Codec, raw: Any, block_bytes: int = BLOCK_BYTES,
@@ -130,11 +140,8 @@ def decode_blocked(codec: Codec, encoded: Any, blocks: TileBlocks,
     if len(src) != int(blocks.starts[-1]):
         raise CorruptDataError(f"{where}: the encoded tile has {len(src)} bytes, its blocks "
                                f"{int(blocks.starts[-1])}")
+    # (block tables are checked where they are read: fragment bookkeeping, pushdown items)
     raw_nbytes = blocks.raw_nbytes
-    expected = -(-raw_nbytes // blocks.block_bytes) if raw_nbytes else 0
-    if blocks.count != expected:
-        raise CorruptDataError(f"{where}: {blocks.count} blocks for {raw_nbytes} decoded "
-                               f"bytes in blocks of {blocks.block_bytes}")
     out = np.empty(raw_nbytes, dtype=np.uint8)
     todo = range(blocks.count) if indices is None else indices
     for i in todo:

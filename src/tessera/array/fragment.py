@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from tessera.array.blocks import BLOCK_BYTES, TileBlocks, encode_blocked
+from tessera.array.blocks import BLOCK_BYTES, TileBlocks, blocks_per_tile, encode_blocked
 from tessera.array.codecs import get_codec
 from tessera.array.layout import (
     Box,
@@ -255,7 +255,7 @@ def _tiles_from_doc(a: dict[str, Any]) -> AttrTiles:
         b = a["blocks"]
         per, block_bytes = int(b["per_tile"]), int(b["block_bytes"])
         tile_bytes = int(b["tile_bytes"])
-        if block_bytes <= 0 or per != -(-tile_bytes // block_bytes):
+        if block_bytes <= 0 or per != blocks_per_tile(tile_bytes, block_bytes):
             raise ValueError(f"{per} blocks of {block_bytes} bytes cannot hold a tile of "
                              f"{tile_bytes} bytes")
         block_sizes = _u32_b64(b["sizes"], len(sizes), per).astype(np.int64)

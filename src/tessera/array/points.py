@@ -36,12 +36,9 @@ def point_needs(schema: ArraySchema, points: np.ndarray, reads: list[TileRead],
         ranges = merge_ranges(np.stack([cells * nbytes, (cells + 1) * nbytes], axis=1))
         kept.append(read)
         members.append(rows)
-        if not read.range_readable:
-            ranges = np.empty((0, 2), np.int64)
-        elif read.blocks is not None:
-            ranges = read.blocks.encoded_ranges(ranges)
         needs.append(TileNeed(tile_label(read), read.key, read.offset, read.length,
-                              read.range_readable, ranges, len(np.unique(cells)) * nbytes))
+                              read.range_readable, read.stored_ranges(ranges),
+                              len(np.unique(cells)) * nbytes))
     return kept, members, needs
 
 

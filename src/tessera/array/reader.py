@@ -76,6 +76,14 @@ class TileRead:
         """True if part of the tile can be fetched and decoded: raw or blocked tiles."""
         return self.codec is None or self.blocks is not None
 
+    def stored_ranges(self, raw_ranges: np.ndarray) -> np.ndarray:
+        """The stored byte ranges (relative to the tile) holding the decoded byte ranges
+        ``raw_ranges`` of its cells: the same ranges of a raw tile, the blocks holding them
+        of a blocked one, none of a tile that can only be fetched whole."""
+        if not self.range_readable:
+            return np.empty((0, 2), dtype=np.int64)
+        return raw_ranges if self.blocks is None else self.blocks.encoded_ranges(raw_ranges)
+
 
 @dataclasses.dataclass(frozen=True)
 class Piece:

@@ -131,30 +131,22 @@ def tile_label(read: Any) -> str:
 
 def tile_needs(schema: ArraySchema, sel: Selection, reads: list[Any]) -> list[TileNeed]:
     """What each dense tile read needs: its stored bytes and, for raw and blocked tiles, the
-    byte ranges holding the selected cells (decomposition; see :func:`stored_ranges`)."""
+    byte ranges holding the selected cells (decomposition, then
+    :meth:`~tessera.array.reader.TileRead.stored_ranges`)."""
     needs = []
     for read in reads:
         attr = schema.attr(read.attr)
         sets = [np.unique(d.within(lo, hi)[0] - origin) for d, lo, hi, origin in
                 zip(sel.dims, read.region[0], read.region[1], read.tile_origin, strict=True)]
         selected = math.prod(len(s) for s in sets) * attr.cell_nbytes
-        ranges = stored_ranges(schema, read, sets)
+        ranges = read.stored_ranges(
+            tile_byte_ranges(schema.tile_shape, attr.cell_nbytes, schema.cell_order, sets)
+            if read.range_readable else np.empty((0, 2), dtype=np.int64))
         # A pushdown server reads only the needed blocks of a blocked tile.
         pushed = int((ranges[:, 1] - ranges[:, 0]).sum()) if read.blocks is not None else None
         needs.append(TileNeed(tile_label(read), read.key, read.offset, read.length,
                               read.range_readable, ranges, selected, pushed))
     return needs
-
-
-def stored_ranges(schema: ArraySchema, read: Any, index_sets: list[np.ndarray]) -> np.ndarray:
-    """The byte ranges of a stored tile (relative to it) that hold the selected cells: the
-    decomposed ranges of a raw tile, the encoded ranges of the blocks holding them in a
-    blocked tile, none for a tile that can only be fetched whole."""
-    if not read.range_readable:
-        return np.empty((0, 2), dtype=np.int64)
-    ranges = tile_byte_ranges(schema.tile_shape, schema.attr(read.attr).cell_nbytes,
-                              schema.cell_order, index_sets)
-    return ranges if read.blocks is None else read.blocks.encoded_ranges(ranges)
 
 
 def union_needs(a: TileNeed, b: TileNeed) -> TileNeed:

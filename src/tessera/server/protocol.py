@@ -62,7 +62,7 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from tessera.array.blocks import TileBlocks
+from tessera.array.blocks import TileBlocks, blocks_per_tile
 from tessera.array.codecs import normalize_codec_spec
 from tessera.array.schema import NAME_PATTERN
 from tessera.errors import InvalidKeyError, SchemaError, TesseraError
@@ -147,6 +147,13 @@ class Index:
 
 
 DimSelect = Slice | Index
+
+
+def select_positions(select: DimSelect) -> np.ndarray:
+    """The positions a dimension's selection takes, in order, as an array."""
+    if isinstance(select, Slice):
+        return np.arange(select.start, select.stop, select.step, dtype=np.int64)
+    return select.as_index()
 
 
 def dim_select(positions: np.ndarray) -> DimSelect:
@@ -465,7 +472,7 @@ def _blocks(raw: Any, length: int, where: str, limits: Limits) -> TileBlocks:
     if not _is_int(tile_bytes) or not 0 <= tile_bytes <= limits.max_tile_bytes:
         raise ProtocolError(f"{where}.tile_bytes must be an integer in [0, "
                             f"{limits.max_tile_bytes}]")
-    count = -(-tile_bytes // block_bytes)
+    count = blocks_per_tile(tile_bytes, block_bytes)
     values = {}
     for name in ("sizes", "crc32"):
         v = raw.get(name)

@@ -31,8 +31,8 @@ from tessera.server.protocol import (
     ItemResult,
     PieceRef,
     ReadItem,
-    Slice,
     TileItem,
+    select_positions,
 )
 from tessera.storage.keys import join_key
 from tessera.storage.store import AsyncStore
@@ -146,15 +146,14 @@ class ReadService:
         where = f"{full_key} bytes {item.offset}..{item.offset + item.length}"
         buf = np.empty(item.length, dtype=np.uint8)
 
-        async def fetch(first: int, last: int) -> None:
-            lo, hi = int(blocks.starts[first]), int(blocks.starts[last + 1])
+        async def fetch(lo: int, hi: int) -> None:
             got = await self._read(full_key, item.offset + lo, hi - lo, where)
             if len(got) != hi - lo:
                 raise ItemFailure(422, f"{where}: the object is truncated (wanted {hi - lo} "
                                        f"bytes at {item.offset + lo}, got {len(got)})")
             buf[lo:hi] = np.frombuffer(memoryview(got), dtype=np.uint8)
 
-        await asyncio.gather(*(fetch(a, b) for a, b in _runs(indices)))
+        await asyncio.gather(*(fetch(int(a), int(b)) for a, b in blocks.spans(indices)))
 
         def decode() -> dict[str, np.ndarray]:
             try:
@@ -171,21 +170,10 @@ class ReadService:
 def _needed_blocks(item: TileItem) -> np.ndarray:
     """Indices of the blocks of a blocked tile item that hold its selected cells."""
     assert item.blocks is not None
-    sets = [np.arange(s.start, s.stop, s.step) if isinstance(s, Slice) else s.as_index()
-            for s in item.select]
+    sets = [select_positions(s) for s in item.select]
     cell_nbytes = math.prod(item.cell_shape) * np.dtype(item.dtype).itemsize
     ranges = tile_byte_ranges(item.tile_shape, cell_nbytes, item.cell_order, sets)
     return item.blocks.block_span(ranges)
-
-
-def _runs(indices: np.ndarray) -> list[tuple[int, int]]:
-    """Sorted block indices as runs ``(first, last)`` of neighbours."""
-    if not len(indices):
-        return []
-    breaks = np.flatnonzero(np.diff(indices) != 1)
-    firsts = np.concatenate(([indices[0]], indices[breaks + 1]))
-    lasts = np.concatenate((indices[breaks], [indices[-1]]))
-    return [(int(a), int(b)) for a, b in zip(firsts, lasts, strict=True)]
 
 
 def _slice_tile(item: TileItem, data: Any) -> dict[str, np.ndarray]:
@@ -199,8 +187,7 @@ def _slice_tile(item: TileItem, data: Any) -> dict[str, np.ndarray]:
     if all(isinstance(i, slice) for i in idx):
         picked = tile[tuple(idx)]
     else:
-        picked = tile[np.ix_(*[np.arange(i.start, i.stop, i.step) if isinstance(i, slice)
-                               else i for i in idx])]
+        picked = tile[np.ix_(*[select_positions(s) for s in item.select])]
     return {"cells": np.ascontiguousarray(picked)}
 
 

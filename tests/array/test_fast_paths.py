@@ -169,3 +169,18 @@ def test_streamed_write_checksums_guard_every_tile(store_url, small_thresholds) 
     with pytest.raises(tessera.CorruptDataError, match="checksum"):
         fresh.read((slice(None), slice(None)), method="get")
     assert frag.name
+
+
+def test_an_attribute_parses_its_dtype_once(monkeypatch) -> None:
+    """Readers ask for cell shapes on worker threads; numpy parses "(3,)u1" with Python's ast
+    module, which CPython 3.11 cannot run on two threads at once (a SystemError seen in this
+    suite), so the parsing happens once, when the attribute is made."""
+    from tessera.array import schema as schema_mod
+
+    attr = tessera.Attr("rgb", "(3,)u1")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("np.dtype parsed again")
+
+    monkeypatch.setattr(schema_mod.np, "dtype", refuse)
+    assert attr.cell_shape == (3,) and attr.np_dtype == np.uint8 and attr.cell_nbytes == 3

@@ -69,6 +69,22 @@ class Attr:
     fill: Any = None
     codec: str | None = None
 
+    def __post_init__(self) -> None:
+        # Parse the dtype once, here. numpy parses strings such as "(3,)u1" with Python's
+        # ast module, which CPython 3.11 cannot run on several threads at once ("SystemError:
+        # AST constructor recursion depth mismatch"), and readers decode tiles on worker
+        # threads. A dtype numpy refuses is left for the schema's checks to name.
+        try:
+            parsed: np.dtype[Any] | None = np.dtype(self.dtype)
+        except (TypeError, ValueError, SyntaxError):
+            parsed = None
+        object.__setattr__(self, "_parsed", parsed)
+
+    @property
+    def _dt(self) -> np.dtype[Any]:
+        parsed: np.dtype[Any] | None = self.__dict__.get("_parsed")
+        return parsed if parsed is not None else np.dtype(self.dtype)
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Attr):
             return NotImplemented
@@ -76,23 +92,23 @@ class Attr:
             self.fill is not None and other.fill is not None
             and bool(np.array_equal(np.asarray(self.fill), np.asarray(other.fill),
                                     equal_nan=True)))
-        return (self.name, np.dtype(self.dtype), self.codec) == (
-            other.name, np.dtype(other.dtype), other.codec) and same_fill
+        return (self.name, self._dt, self.codec) == (
+            other.name, other._dt, other.codec) and same_fill
 
     def __hash__(self) -> int:
-        return hash((self.name, np.dtype(self.dtype).str, self.codec))
+        return hash((self.name, self._dt.str, self.codec))
 
     @property
     def np_dtype(self) -> np.dtype[Any]:
         """The cell's base dtype, little-endian (without any vector shape)."""
-        dt = np.dtype(self.dtype)
+        dt = self._dt
         base: np.dtype[Any] = dt.subdtype[0] if dt.subdtype else dt
         return base.newbyteorder("<") if base.byteorder == ">" else base
 
     @property
     def cell_shape(self) -> tuple[int, ...]:
         """Shape of one cell's value: ``()`` for scalars, e.g. ``(3,)`` for RGB triples."""
-        dt = np.dtype(self.dtype)
+        dt = self._dt
         return tuple(dt.subdtype[1]) if dt.subdtype else ()
 
     @property

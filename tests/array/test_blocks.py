@@ -108,7 +108,7 @@ def test_the_bookkeeping_keeps_a_block_table(blocked, store_url) -> None:
     arr, _ = blocked
     meta_key = next(o.key for o in arr.store.list("__fragments") if o.key.endswith("meta.json"))
     doc = json.loads(bytes(arr.store.get(meta_key)))
-    assert doc["version"] == 3
+    assert doc["version"] == 4 and doc["attrs"]["data"]["checksum"] == "crc32c"
     blocks = doc["attrs"]["data"]["blocks"]
     assert blocks["block_bytes"] == 512 and blocks["per_tile"] == 4
     assert blocks["tile_bytes"] == 32 * 16 * 4
@@ -251,7 +251,7 @@ def test_the_server_answers_blocks_from_a_cached_whole_tile(blocked) -> None:
     def item(rows: int) -> TileItem:
         return TileItem("", read.key, read.offset, read.length, read.codec, read.crc32, "<i4",
                         (), (32, 16), "row-major", (Slice(0, rows, 1), Slice(0, 16, 1)),
-                        read.blocks)
+                        read.blocks, read.checksum)
 
     service = ReadService(arr.store.aio, TileCache(1 << 20))
     # 4 rows: one block read; 32 rows: the whole tile, now cached; 4 rows again: no read

@@ -60,7 +60,8 @@ def item_for(arr: tessera.Array, **change: Any) -> TileItem:
         arr.read((slice(0, 16), slice(0, 16)))
         read = arr.last_read.tile_reads[0]  # type: ignore[union-attr]
     base = dict(array="arr", key=read.key, offset=read.offset, length=read.length,
-                codec=None, crc32=read.crc32, dtype="<i4", cell_shape=(), tile_shape=(16, 16),
+                codec=None, crc32=read.crc32, checksum=read.checksum, dtype="<i4",
+                cell_shape=(), tile_shape=(16, 16),
                 cell_order="row-major", select=(Slice(2, 5, 1), Index((7, 0))))
     base.update(change)
     return TileItem(**base)

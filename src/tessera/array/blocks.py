@@ -4,7 +4,7 @@ A compressed tile can only be decoded whole, so a reader that needs 80 rows of a
 would fetch and decompress all of it. As TileDB splits each tile into *chunks* for its filter
 pipeline, Tessera encodes a compressed dense tile as consecutive blocks of ``block_bytes``
 decoded bytes each (the last may be shorter), each compressed on its own and laid end to end.
-The fragment's bookkeeping keeps every block's encoded size and crc32, so a reader can map the
+The fragment's bookkeeping keeps every block's encoded size and CRC, so a reader can map the
 byte ranges of the cells it needs (decomposition, as for raw tiles) to the blocks holding
 them, fetch just those blocks with range requests, check each against its own checksum and
 decode only them. A whole tile is still one get, checked against the tile's checksum.
@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import zlib
 from typing import Any
 
 import numpy as np
 
+from tessera.array.checksum import DEFAULT_CHECKSUM, checksum
 from tessera.array.codecs import Codec
 from tessera.errors import CorruptDataError
 from tessera.query.decompose import merge_ranges
@@ -51,13 +51,15 @@ class TileBlocks:
         block_bytes: decoded bytes per block (the last block may hold fewer).
         raw_nbytes: decoded bytes of the whole tile.
         sizes: encoded bytes of each block, in order (``int64``).
-        crc32: crc32 of each block's encoded bytes (``uint32``).
+        crc32: CRC of each block's encoded bytes (``uint32``), of the variant ``checksum``
+            names (:mod:`tessera.array.checksum`).
     """
 
     block_bytes: int
     raw_nbytes: int
     sizes: np.ndarray
     crc32: np.ndarray
+    checksum: str = "crc32"
 
     @property
     def count(self) -> int:
@@ -117,14 +119,14 @@ def blocks_per_tile(tile_bytes: int, block_bytes: int) -> int:
 
 
 def encode_blocked(codec: Codec, raw: Any, block_bytes: int = BLOCK_BYTES,
-                   ) -> tuple[bytes, TileBlocks]:
+                   algorithm: str = DEFAULT_CHECKSUM) -> tuple[bytes, TileBlocks]:
     """Encode one tile's decoded bytes block by block; returns the encoded tile (blocks end to
-    end) and its block table."""
+    end) and its block table (checksums of the named ``algorithm``)."""
     view = memoryview(raw).cast("B")
     pieces = [codec.encode(view[i:i + block_bytes]) for i in range(0, len(view), block_bytes)]
     sizes = np.array([len(p) for p in pieces], dtype=np.int64)
-    crcs = np.array([zlib.crc32(p) for p in pieces], dtype=np.uint32)
-    return b"".join(pieces), TileBlocks(block_bytes, len(view), sizes, crcs)
+    crcs = np.array([checksum(p, algorithm) for p in pieces], dtype=np.uint32)
+    return b"".join(pieces), TileBlocks(block_bytes, len(view), sizes, crcs, algorithm)
 
 
 def decode_blocked(codec: Codec, encoded: Any, blocks: TileBlocks,
@@ -135,7 +137,7 @@ def decode_blocked(codec: Codec, encoded: Any, blocks: TileBlocks,
     ``encoded`` holds the tile's encoded bytes at their offsets (bytes of blocks not decoded
     may be anything); ``indices`` picks the blocks to decode (default: all); the rest of the
     buffer is left uninitialised. With ``check``, each decoded block is first checked
-    against its own crc32 (a tile fetched whole is checked once, against the tile's)."""
+    against its own checksum (a tile fetched whole is checked once, against the tile's)."""
     src = memoryview(encoded).cast("B")
     if len(src) != int(blocks.starts[-1]):
         raise CorruptDataError(f"{where}: the encoded tile has {len(src)} bytes, its blocks "
@@ -147,7 +149,7 @@ def decode_blocked(codec: Codec, encoded: Any, blocks: TileBlocks,
     for i in todo:
         i = int(i)
         piece = src[int(blocks.starts[i]):int(blocks.starts[i + 1])]
-        if check and zlib.crc32(piece) != int(blocks.crc32[i]):
+        if check and checksum(piece, blocks.checksum) != int(blocks.crc32[i]):
             raise CorruptDataError(f"{where}: checksum mismatch in block {i}; the stored "
                                    "bytes are damaged")
         lo = i * blocks.block_bytes

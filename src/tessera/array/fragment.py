@@ -4,9 +4,9 @@ Layout below the array's root (all keys relative to it)::
 
     __schema.json                         the schema (create-only)
     __fragments/<id>/<attr>.data          tiles of one attribute, in the global tile order
-    __fragments/<id>/__meta.json          bookkeeping: subarray, per-tile offset/size/crc32
+    __fragments/<id>/__meta.json          bookkeeping: subarray, per-tile offset/size/CRC
                                           (small sparse fragments: their tiles inline;
-                                          compressed dense tiles: per-block sizes/crc32)
+                                          compressed dense tiles: per-block sizes/CRCs)
     __commits/f<timestamp>-<id>           the commit marker, written last, create-only
 
 A fragment exists for readers only once its commit marker does, so a writer killed at any
@@ -28,12 +28,12 @@ import os
 import threading
 import time
 import uuid
-import zlib
 from typing import Any
 
 import numpy as np
 
 from tessera.array.blocks import BLOCK_BYTES, TileBlocks, blocks_per_tile, encode_blocked
+from tessera.array.checksum import DEFAULT_CHECKSUM, check_algorithm, checksum
 from tessera.array.codecs import get_codec
 from tessera.array.layout import (
     Box,
@@ -48,8 +48,9 @@ from tessera.array.schema import ArraySchema, Attr
 from tessera.errors import CorruptDataError, ObjectNotFoundError
 from tessera.storage.store import AsyncStore
 
-FRAGMENT_VERSION = 3  # 2: small sparse fragments may keep their tiles inline;
-#                      3: compressed dense tiles are blocked (tessera.array.blocks)
+FRAGMENT_VERSION = 4  # 2: small sparse fragments may keep their tiles inline;
+#                      3: compressed dense tiles are blocked (tessera.array.blocks);
+#                      4: CRC-32C checksums, named per attribute (tessera.array.checksum)
 #: Sparse fragments whose encoded tiles (all attributes and coordinates) fit in this many
 #: bytes, and whose cells take at most INLINE_RAW_BYTES decoded, keep their tiles inside
 #: their bookkeeping object, which readers load once per handle: a small update then costs
@@ -117,7 +118,11 @@ class FragmentInfo:
 
 @dataclasses.dataclass(frozen=True)
 class AttrTiles:
-    """Where one attribute's tiles of a fragment lie in its data object."""
+    """Where one attribute's tiles of a fragment lie in its data object.
+
+    ``crc32`` holds each encoded tile's CRC-32 of the variant named by ``checksum``
+    (:mod:`tessera.array.checksum`: ``crc32c`` since format 4, zlib's ``crc32`` before).
+    """
 
     key: str
     codec: str | None
@@ -132,13 +137,14 @@ class AttrTiles:
     tile_raw_bytes: int = 0
     block_sizes: np.ndarray | None = None
     block_crc32: np.ndarray | None = None
+    checksum: str = DEFAULT_CHECKSUM
 
     def blocks(self, t: int) -> TileBlocks | None:
         """Tile ``t``'s block table, or ``None`` if its tiles are not blocked."""
         if not self.block_bytes or self.block_sizes is None or self.block_crc32 is None:
             return None
         return TileBlocks(self.block_bytes, self.tile_raw_bytes, self.block_sizes[t],
-                          self.block_crc32[t])
+                          self.block_crc32[t], self.checksum)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,7 +231,7 @@ def _num(v: Any) -> Any:
 
 def _tiles_doc(a: AttrTiles) -> dict[str, Any]:
     doc = {"key": a.key, "codec": a.codec, "offsets": a.offsets.tolist(),
-           "sizes": a.sizes.tolist(), "crc32": a.crc32.tolist()}
+           "sizes": a.sizes.tolist(), "crc32": a.crc32.tolist(), "checksum": a.checksum}
     if a.inline is not None:
         doc["inline"] = base64.b64encode(a.inline).decode("ascii")
     if a.block_bytes and a.block_sizes is not None and a.block_crc32 is not None:
@@ -249,6 +255,7 @@ def _u32_b64(text: str, rows: int, cols: int) -> np.ndarray:
 
 def _tiles_from_doc(a: dict[str, Any]) -> AttrTiles:
     inline = base64.b64decode(a["inline"], validate=True) if "inline" in a else None
+    algorithm = check_algorithm(a.get("checksum", "crc32"), f"attribute data {a['key']}")
     sizes = np.asarray(a["sizes"], np.int64)
     blocks: dict[str, Any] = {}
     if "blocks" in a:
@@ -265,7 +272,7 @@ def _tiles_from_doc(a: dict[str, Any]) -> AttrTiles:
                   "block_sizes": block_sizes,
                   "block_crc32": _u32_b64(b["crc32"], len(sizes), per).astype(np.uint32)}
     return AttrTiles(a["key"], a["codec"], np.asarray(a["offsets"], np.int64), sizes,
-                     np.asarray(a["crc32"], np.uint32), inline, **blocks)
+                     np.asarray(a["crc32"], np.uint32), inline, checksum=algorithm, **blocks)
 
 
 def encode_tiles(key: str, codec_spec: str | None, raw_tiles: list[Any],
@@ -280,7 +287,7 @@ def pack_tiles(key: str, codec_spec: str | None, chunks: list[Any],
     """Checksum tiles already encoded with ``codec_spec`` and lay them end to end."""
     sizes = np.array([len(c) for c in chunks], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    crcs = np.array([zlib.crc32(c) for c in chunks], dtype=np.uint32)
+    crcs = np.array([checksum(c, DEFAULT_CHECKSUM) for c in chunks], dtype=np.uint32)
     return AttrTiles(key, codec_spec, offsets, sizes, crcs), b"".join(chunks)
 
 
@@ -319,7 +326,7 @@ async def _encode_dense_attr(schema: ArraySchema, attr: Attr, data: np.ndarray, 
     Raw tiles are written straight into one preallocated buffer (one copy of the data in
     all); compressed tiles are encoded one by one, each in blocks of ``block_bytes`` decoded
     bytes (:mod:`tessera.array.blocks`; 0: whole, as format 2 stored them). Either way the
-    work is split over worker threads (numpy copies, zlib and the codecs release the GIL)
+    work is split over worker threads (numpy copies, checksums and the codecs release the GIL)
     when the write is large.
     """
     n = len(tiles)
@@ -438,7 +445,7 @@ def _fill_raw_tiles(out: np.ndarray, crcs: np.ndarray, lo: int, hi: int, schema:
     for i in range(lo, hi):
         dest = out[(i - lo) * size:(i - lo + 1) * size]
         _fill_raw_tile(dest, schema, attr, data, box, boxes[i])
-        crcs[i] = zlib.crc32(memoryview(dest.data))
+        crcs[i] = checksum(dest, DEFAULT_CHECKSUM)
 
 
 def _fill_raw_tile(dest: np.ndarray, schema: ArraySchema, attr: Attr, data: np.ndarray,

@@ -152,11 +152,11 @@ def tile_item(schema: ArraySchema, read: Any, sel: Selection, array_path: str | 
                        strict=True))
     return TileItem(array_path or "", read.key, read.offset, read.length, read.codec, read.crc32,
                     attr.np_dtype.str, attr.cell_shape, schema.tile_shape,
-                    schema.cell_order, select, read.blocks)
+                    schema.cell_order, select, read.blocks, read.checksum)
 
 
 def _piece(p: Any) -> PieceRef:
-    return PieceRef(p.key, p.offset, p.length, p.codec, p.crc32)
+    return PieceRef(p.key, p.offset, p.length, p.codec, p.crc32, checksum=p.checksum)
 
 
 def cells_item(schema: ArraySchema, read: Any, box: Any, array_path: str | None,

@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
-import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tessera.array.blocks import TileBlocks, decode_blocked
+from tessera.array.checksum import checksum
 from tessera.array.codecs import get_codec
 from tessera.array.fragment import FragmentMeta
 from tessera.array.layout import Box, covered, intersect, tile_box, tile_from_bytes, tile_position
@@ -45,11 +45,13 @@ class TileRead:
         key: the data object holding the tile.
         offset, length: the tile's bytes in that object.
         codec: codec spec (``None``: raw, range-readable).
-        crc32: checksum of the stored bytes.
+        crc32: CRC of the stored bytes, of the variant ``checksum`` names
+            (:mod:`tessera.array.checksum`).
         tile_index: the space tile's index; ``tile_origin`` its first coordinate.
         region: inclusive box of cells this read contributes (tile x fragment x selection).
         blocks: for a blocked compressed tile, its block table (a reader may fetch and
             decode only some blocks); ``None`` otherwise.
+        checksum: the checksum algorithm of ``crc32`` (and of the blocks').
     """
 
     fragment: str
@@ -64,12 +66,13 @@ class TileRead:
     tile_origin: tuple[int, ...]
     region: Box
     blocks: TileBlocks | None = dataclasses.field(default=None, compare=False)
+    checksum: str = "crc32"
 
     @property
     def piece(self) -> Piece:
         """The stored bytes this read fetches."""
         return Piece(self.key, self.offset, self.length, self.codec, self.crc32,
-                     blocks=self.blocks)
+                     blocks=self.blocks, checksum=self.checksum)
 
     @property
     def range_readable(self) -> bool:
@@ -87,7 +90,8 @@ class TileRead:
 
 @dataclasses.dataclass(frozen=True)
 class Piece:
-    """A byte range of an object holding one encoded tile."""
+    """A byte range of an object holding one encoded tile, and its CRC (``crc32``) of the
+    variant ``checksum`` names (:mod:`tessera.array.checksum`)."""
 
     key: str
     offset: int
@@ -97,6 +101,7 @@ class Piece:
     inline: bytes | None = None  # the bytes themselves, for tiles kept in the bookkeeping
     #: A blocked compressed tile's block table (decoded block by block).
     blocks: TileBlocks | None = dataclasses.field(default=None, compare=False)
+    checksum: str = "crc32"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,7 +249,7 @@ def plan_tile_reads(schema: ArraySchema, sel: Selection, metas: list[FragmentMet
                 at = meta.attrs[name]
                 reads.append(TileRead(meta.name, rank, name, at.key, int(at.offsets[pos]),
                                       int(at.sizes[pos]), at.codec, int(at.crc32[pos]),
-                                      index, tb[0], region, at.blocks(pos)))
+                                      index, tb[0], region, at.blocks(pos), at.checksum))
         skipped += 0 if used else 1
     return reads, cell_reads, skipped
 
@@ -294,7 +299,8 @@ def tile_piece(tiles: Any, t: int) -> Piece:
     """Tile ``t`` of a fragment's :class:`~tessera.array.fragment.AttrTiles` as a piece."""
     off, size = int(tiles.offsets[t]), int(tiles.sizes[t])
     inline = None if tiles.inline is None else tiles.inline[off:off + size]
-    return Piece(tiles.key, off, size, tiles.codec, int(tiles.crc32[t]), inline)
+    return Piece(tiles.key, off, size, tiles.codec, int(tiles.crc32[t]), inline,
+                 checksum=tiles.checksum)
 
 
 def _selects_any(sel: Selection, region: Box) -> bool:
@@ -624,7 +630,7 @@ def _check_length(data: Any, piece: Piece, where: str) -> None:
 def verify_piece(data: Any, piece: Piece, where: str) -> Any:
     """Check a piece's length and checksum, then decode it with its codec."""
     _check_length(data, piece, where)
-    if zlib.crc32(memoryview(data)) != piece.crc32:
+    if checksum(data, piece.checksum) != piece.crc32:
         raise CorruptDataError(f"{where}: checksum mismatch in {piece.key}; the stored bytes "
                                "are damaged")
     if piece.blocks is not None and piece.codec:

@@ -30,7 +30,6 @@ import os
 import statistics
 import time
 import uuid
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ import numpy as np
 import platformdirs
 
 from tessera._sync import run_sync
+from tessera.array.checksum import DEFAULT_CHECKSUM, checksum
 from tessera.errors import ConfigError
 from tessera.query.cost import StoreProfile
 from tessera.storage.store import AsyncStore, Store, open_store
@@ -225,9 +225,9 @@ async def _pushdown_once(client: Any, array_path: str, key: str, data: np.ndarra
     from tessera.errors import PushdownError
     from tessera.server.protocol import ItemError, Slice, TileItem
 
-    crc = zlib.crc32(data[start:start + size].data)
+    crc = checksum(data[start:start + size], DEFAULT_CHECKSUM)
     item = TileItem(array_path, key, start, size, None, crc, "|u1", (), (size,), "row-major",
-                    (Slice(0, 1, 1),))
+                    (Slice(0, 1, 1),), checksum=DEFAULT_CHECKSUM)
     t0 = time.perf_counter()
     response = await client.read([item])
     seconds = time.perf_counter() - t0

@@ -12,7 +12,8 @@ A ``tile`` item asks for cells of one dense tile::
      "key": "__fragments/<id>/a.data",               # the data object, relative to the array
      "offset": 0, "length": 4194304,                 # the encoded tile's bytes in that object
      "codec": null | "zstd" | "zstd:5" | ...,        # as in the array schema
-     "crc32": 123456,                                # checksum of the stored bytes
+     "crc32": 123456,                                # CRC of the stored bytes, of the
+     "checksum": "crc32c",                           # optional variant (default "crc32")
      "blocks": BLOCKS,                               # optional: a blocked compressed tile
      "dtype": "<i4", "cell_shape": [], "tile_shape": [1024, 1024],
      "cell_order": "row-major" | "col-major",
@@ -23,7 +24,8 @@ where ``DIM`` is ``[start, stop, step]`` (a slice, ``step >= 1``) or ``{"index":
 ``tile[np.ix_(dim_0, dim_1, ...)]`` in C order. ``BLOCKS`` (see :mod:`tessera.array.blocks`)
 is ``{"block_bytes": 65536, "tile_bytes": <decoded tile bytes>, "sizes": [...],
 "crc32": [...]}``: the tile's blocks, each compressed alone; the server then reads and decodes
-only the blocks holding the selected cells, each checked against its own crc32.
+only the blocks holding the selected cells, each checked against its own CRC (of the piece's
+``checksum`` variant, :mod:`tessera.array.checksum`).
 
 A ``cells`` item asks for the cells of one sparse data tile that lie in a box::
 
@@ -32,7 +34,7 @@ A ``cells`` item asks for the cells of one sparse data tile that lie in a box::
      "attrs": {"a": PIECE + {"dtype": "<f4", "cell_shape": []}, ...},
      "box": {"lo": [..], "hi": [..], "hi_open": [..], "members": [null | [..], ...]}}
 
-with ``PIECE = {"key", "offset", "length", "codec", "crc32"}``. The answer holds the
+with ``PIECE = {"key", "offset", "length", "codec", "crc32", "checksum"}``. The answer holds the
 selected coordinates ``(n, ndim)`` and each attribute's values, in stored order.
 
 **Response** (``Content-Type: application/x-tessera-pushdown``)::
@@ -63,6 +65,7 @@ from typing import Any, TypeGuard
 import numpy as np
 
 from tessera.array.blocks import TileBlocks, blocks_per_tile
+from tessera.array.checksum import CHECKSUMS
 from tessera.array.codecs import normalize_codec_spec
 from tessera.array.schema import NAME_PATTERN
 from tessera.errors import InvalidKeyError, SchemaError, TesseraError
@@ -170,7 +173,8 @@ def dim_select(positions: np.ndarray) -> DimSelect:
 
 @dataclasses.dataclass(frozen=True)
 class PieceRef:
-    """A byte range of a stored object holding one encoded tile."""
+    """A byte range of a stored object holding one encoded tile, and its CRC (``crc32``) of
+    the variant ``checksum`` names."""
 
     key: str
     offset: int
@@ -178,10 +182,12 @@ class PieceRef:
     codec: str | None
     crc32: int
     blocks: TileBlocks | None = dataclasses.field(default=None, compare=False)
+    checksum: str = "crc32"
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"key": self.key, "offset": self.offset, "length": self.length,
-                               "codec": self.codec, "crc32": self.crc32}
+                               "codec": self.codec, "crc32": self.crc32,
+                               "checksum": self.checksum}
         if self.blocks is not None:
             doc["blocks"] = {"block_bytes": self.blocks.block_bytes,
                              "tile_bytes": self.blocks.raw_nbytes,
@@ -206,10 +212,12 @@ class TileItem:
     cell_order: str
     select: tuple[DimSelect, ...]
     blocks: TileBlocks | None = dataclasses.field(default=None, compare=False)
+    checksum: str = "crc32"
 
     @property
     def piece(self) -> PieceRef:
-        return PieceRef(self.key, self.offset, self.length, self.codec, self.crc32, self.blocks)
+        return PieceRef(self.key, self.offset, self.length, self.codec, self.crc32, self.blocks,
+                        self.checksum)
 
     @property
     def out_shape(self) -> tuple[int, ...]:
@@ -344,7 +352,8 @@ def _parse_tile(raw: dict[str, Any], where: str, limits: Limits) -> TileItem:
     dims = tuple(_dim(s, n, f"{where}.select[{d}]") for d, (s, n) in
                  enumerate(zip(select, tile_shape, strict=True)))
     item = TileItem(_array(raw, where), piece.key, piece.offset, piece.length, piece.codec,
-                    piece.crc32, dtype, cell_shape, tile_shape, order, dims, piece.blocks)
+                    piece.crc32, dtype, cell_shape, tile_shape, order, dims, piece.blocks,
+                    piece.checksum)
     if item.tile_bytes > limits.max_tile_bytes:
         raise LimitError(f"{where}: a tile of {item.tile_bytes} bytes exceeds the limit of "
                          f"{limits.max_tile_bytes}")
@@ -448,6 +457,10 @@ def _piece(raw: dict[str, Any], where: str, limits: Limits) -> PieceRef:
                          f"{limits.max_tile_bytes}")
     if not _is_int(crc) or not 0 <= crc < 1 << 32:
         raise ProtocolError(f"{where}.crc32 must be an unsigned 32-bit integer")
+    algorithm = raw.get("checksum", "crc32")
+    if algorithm not in CHECKSUMS:
+        raise ProtocolError(f"{where}.checksum must be one of {', '.join(CHECKSUMS)}, not "
+                            f"{algorithm!r}")
     codec = raw.get("codec")
     if codec is not None and not isinstance(codec, str):
         raise ProtocolError(f"{where}.codec must be null or a codec name")
@@ -459,11 +472,11 @@ def _piece(raw: dict[str, Any], where: str, limits: Limits) -> PieceRef:
     if raw.get("blocks") is not None:
         if codec is None:
             raise ProtocolError(f"{where}.blocks: only compressed tiles are stored in blocks")
-        blocks = _blocks(raw["blocks"], length, f"{where}.blocks", limits)
-    return PieceRef(key, offset, length, codec, crc, blocks)
+        blocks = _blocks(raw["blocks"], length, algorithm, f"{where}.blocks", limits)
+    return PieceRef(key, offset, length, codec, crc, blocks, algorithm)
 
 
-def _blocks(raw: Any, length: int, where: str, limits: Limits) -> TileBlocks:
+def _blocks(raw: Any, length: int, algorithm: str, where: str, limits: Limits) -> TileBlocks:
     if not isinstance(raw, dict):
         raise ProtocolError(f"{where} must be an object")
     block_bytes, tile_bytes = raw.get("block_bytes"), raw.get("tile_bytes")
@@ -487,7 +500,7 @@ def _blocks(raw: Any, length: int, where: str, limits: Limits) -> TileBlocks:
         raise ProtocolError(f"{where}.sizes add up to {int(sizes.sum())} bytes, not the "
                             f"tile's {length}")
     return TileBlocks(block_bytes, tile_bytes, sizes,
-                      np.asarray(values["crc32"], dtype=np.uint32))
+                      np.asarray(values["crc32"], dtype=np.uint32), algorithm)
 
 
 def _dtype(v: Any, where: str) -> str:

@@ -65,7 +65,7 @@ class ReadService:
 
         def cache_key(array: str, piece: PieceRef) -> tuple[Any, ...]:
             return (join_key(array, piece.key), piece.offset, piece.length, piece.crc32,
-                    piece.codec)
+                    piece.codec, piece.checksum)
 
         def decoded(array: str, piece: PieceRef, threaded: bool) -> asyncio.Task[Any]:
             key = cache_key(array, piece)
@@ -107,13 +107,14 @@ class ReadService:
         cached = self.cache.get(key)
         if cached is not None:
             return cached
-        full_key, offset, length, crc, codec = key
+        full_key, offset, length, crc, codec, algorithm = key
         where = f"{full_key} bytes {offset}..{offset + length}"
         data = await self._read(full_key, offset, length, where)
 
         def check() -> Any:
             try:
-                piece = Piece(full_key, offset, length, codec, crc, blocks=blocks)
+                piece = Piece(full_key, offset, length, codec, crc, blocks=blocks,
+                              checksum=algorithm)
                 return verify_piece(data, piece, where)
             except CorruptDataError as err:
                 raise ItemFailure(422, str(err)) from None
@@ -139,7 +140,7 @@ class ReadService:
     async def _from_blocks(self, item: TileItem, indices: np.ndarray) -> dict[str, np.ndarray]:
         """The selected cells of a blocked tile, from only the blocks holding them: each
         run of neighbouring blocks is one range read, each block is checked against its own
-        crc32 and decoded alone. Not cached (the cache holds whole decoded tiles)."""
+        checksum and decoded alone. Not cached (the cache holds whole decoded tiles)."""
         blocks = item.blocks
         assert blocks is not None and item.codec is not None
         full_key = join_key(item.array, item.key)

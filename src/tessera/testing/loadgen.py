@@ -78,7 +78,7 @@ def tile_request_factory(arr: Any, data: np.ndarray, array_path: str) -> Request
             cols = np.arange(int(rng.integers(0, ext[1] // 2)), ext[1])
             items.append(TileItem(array_path, r.key, r.offset, r.length, r.codec, r.crc32,
                                   "<i4", (), ext, "row-major",
-                                  (dim_select(rows), dim_select(cols))))
+                                  (dim_select(rows), dim_select(cols)), checksum=r.checksum))
             y0, x0 = r.tile_origin
             expected.append(data[y0 + rows][:, x0 + cols])
         return items, expected

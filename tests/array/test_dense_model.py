@@ -194,6 +194,18 @@ def test_dense_arrays_match_numpy_file(tmp_path_factory, history) -> None:
     _check(tmp_path_factory.mktemp("prop").as_uri(), {}, history)
 
 
+@settings(PROFILE, max_examples=15)
+@given(history=histories())
+def test_dense_arrays_match_numpy_file_in_local_batches(monkeypatch, tmp_path_factory,
+                                                        history) -> None:
+    """The same histories on a folder store with every whole-tile read of a layered read
+    made in batches on worker threads (normally from 1 MiB of tiles on)."""
+    from tessera.array import reader
+
+    monkeypatch.setattr(reader, "LOCAL_BATCH_BYTES", 0)
+    _check(tmp_path_factory.mktemp("prop-batch").as_uri(), {}, history)
+
+
 @settings(PROFILE, max_examples=10)
 @given(history=histories())
 def test_dense_arrays_match_numpy_s3(s3_server, history) -> None:

@@ -20,6 +20,7 @@ def small_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make 'large' small, so the threaded and streamed paths run on test-sized arrays
     (raw attributes are serialised while they upload, a few tiles per chunk)."""
     monkeypatch.setattr(reader_mod, "THREAD_BYTES", 256)
+    monkeypatch.setattr(reader_mod, "LOCAL_BATCH_BYTES", 256)
     monkeypatch.setattr(fragment_mod, "STREAM_BYTES", 1)
     monkeypatch.setattr(fragment_mod, "STREAM_CHUNK_BYTES", 2000)
     real = fragment_mod._work_groups

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import math
+import os
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -399,7 +402,14 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
                 _scatter(outputs[read.attr], ranks[read.attr], None, read, sel, block)
 
     direct = set(range(len(reads))) - set(pushed)
+    batched = (local_batch(store, reads, plan, direct) if layered and positions is None
+               else [])
+    stop = threading.Event()  # tells batches on worker threads to give up
+    direct -= set(batched)
     tasks = [asyncio.ensure_future(one(i, r)) for i, r in enumerate(reads) if i in direct]
+    tasks += [asyncio.ensure_future(asyncio.to_thread(
+        read_local_tiles, store, schema, [reads[i] for i in group], sel, outputs, array_url,
+        stop)) for group in _split(batched, os.cpu_count() or 1)]
     if pushed:
         from tessera.array.pushdown_read import tile_item
 
@@ -414,6 +424,7 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
                 await cells(c)
         await asyncio.gather(*tasks)
     except BaseException:
+        stop.set()
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -545,6 +556,59 @@ class TileFetcher:
 
 #: Tiles at least this large are verified, decoded and copied on a worker thread.
 THREAD_BYTES = 1 << 20
+#: Whole tiles of a local folder store are read in batches on worker threads once the tiles
+#: fetched whole add up to this many bytes (smaller reads stay on the event loop).
+LOCAL_BATCH_BYTES = THREAD_BYTES
+
+
+def local_batch(store: AsyncStore, reads: list[TileRead], plan: Any,
+                candidates: set[int]) -> list[int]:
+    """Positions of the tile reads (among ``candidates``) to read in batches on worker
+    threads: on a local folder store, the tiles fetched whole by a get of their own (not
+    inline, not sharing a request with a neighbour), when they add up to at least
+    ``LOCAL_BATCH_BYTES``; otherwise none.
+
+    A worker then reads, checks, decodes and places tile after tile without returning to
+    the event loop; the tiles of a full read are split into one contiguous run per core, so
+    each thread reads its part of the data object front to back.
+    """
+    if not store.is_local:
+        return []
+    shared = plan.shared_tiles if plan is not None else set()
+    chosen = [i for i in sorted(candidates)
+              if (plan is None or plan.choices[i].method == "get") and i not in shared
+              and reads[i].length > 0]
+    return chosen if sum(reads[i].length for i in chosen) >= LOCAL_BATCH_BYTES else []
+
+
+def _split(items: list[int], parts: int) -> list[list[int]]:
+    """``items`` in at most ``parts`` contiguous runs of nearly equal length."""
+    parts = max(1, min(parts, len(items)))
+    bounds = [len(items) * k // parts for k in range(parts + 1)]
+    return [items[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+
+
+def read_local_tiles(store: AsyncStore, schema: ArraySchema, reads: list[TileRead],
+                     sel: Selection, outputs: dict[str, np.ndarray], array_url: str,
+                     stop: threading.Event) -> None:
+    """Read whole tiles of a local folder store one after another on this (worker) thread:
+    each is read with one ``pread``, checked against its checksum, decoded and scattered
+    into ``outputs`` (a layered read: no rank arrays, tiles of one fragment, disjoint
+    regions, so threads never write the same cells). Stops early once ``stop`` is set."""
+    for read in reads:
+        if stop.is_set():
+            return
+        where = _where(array_url, read)
+        piece = read.piece
+        try:
+            data: Any = store.read_file_range(piece.key, piece.offset, piece.length)
+        except ObjectNotFoundError:
+            raise CorruptDataError(f"{where}: data object {piece.key} is missing") from None
+        except InvalidRangeError:
+            data = b""  # the object ends before this tile starts: truncated
+        attr = schema.attr(read.attr)
+        tile = _decode_tile(schema, attr, verify_piece(data, piece, where), where)
+        _scatter(outputs[read.attr], None, tile, read, sel)
 
 
 def _covers_selection(reads: list[TileRead], attrs: list[str], sel: Selection) -> bool:

@@ -15,6 +15,7 @@ decomposed one by one and merged with :func:`merge_ranges`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -32,7 +33,7 @@ def tile_byte_ranges(tile_shape: Sequence[int], cell_nbytes: int, cell_order: st
         index_sets: per dimension, the selected in-tile indices (any order, repeats allowed).
     """
     shape = [int(s) for s in tile_shape]
-    sets = [np.unique(np.asarray(ix, dtype=np.int64)) for ix in index_sets]
+    sets = [unique_indices(ix) for ix in index_sets]
     if len(sets) != len(shape):
         raise ValueError(f"{len(sets)} index sets for a {len(shape)}-dimensional tile")
     for d, (ix, n) in enumerate(zip(sets, shape, strict=True)):
@@ -40,6 +41,8 @@ def tile_byte_ranges(tile_shape: Sequence[int], cell_nbytes: int, cell_order: st
             raise ValueError(f"in-tile indices of dimension {d} leave [0, {n})")
     if any(len(ix) == 0 for ix in sets):
         return np.empty((0, 2), dtype=np.int64)
+    if all(len(ix) == n for ix, n in zip(sets, shape, strict=True)):  # every cell
+        return np.array([[0, math.prod(shape) * cell_nbytes]], dtype=np.int64)
     if cell_order == "col-major":
         shape, sets = shape[::-1], sets[::-1]
     elif cell_order != "row-major":
@@ -57,6 +60,26 @@ def tile_byte_ranges(tile_shape: Sequence[int], cell_nbytes: int, cell_order: st
     starts = (outer[:, None] + run_start[None, :]).ravel()
     stops = starts + np.broadcast_to(run_len, (len(outer), len(run_len))).ravel()
     return _merge_sorted(starts * cell_nbytes, stops * cell_nbytes)
+
+
+def unique_indices(indices: np.ndarray) -> np.ndarray:
+    """The distinct values of ``indices`` in ascending order (``int64``), as ``np.unique``
+    gives them, but in one linear pass when they are sorted already (a selection's
+    coordinates usually are; ``np.unique`` hashes every value, about 45 us for 1,024).
+
+    >>> unique_indices(np.array([1, 2, 2, 5])).tolist()
+    [1, 2, 5]
+    >>> unique_indices(np.array([3, 1, 3])).tolist()
+    [1, 3]
+    """
+    a = np.asarray(indices, dtype=np.int64).ravel()
+    if len(a) < 2:
+        return a
+    step = a[1:] - a[:-1]
+    least = step.min()
+    if least < 0:
+        return np.unique(a)
+    return a if least > 0 else a[np.concatenate(([True], step > 0))]
 
 
 def merge_ranges(ranges: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ from rich.table import Table
 from tessera.array.schema import ArraySchema
 from tessera.config import PlannerConfig
 from tessera.query.cost import DEFAULT_PROFILES, CostModel, Estimate, RequestMix, StoreProfile
-from tessera.query.decompose import merge_ranges, tile_byte_ranges
+from tessera.query.decompose import merge_ranges, tile_byte_ranges, unique_indices
 from tessera.query.refine import (
     PlannedRequest,
     TileChoice,
@@ -136,7 +136,7 @@ def tile_needs(schema: ArraySchema, sel: Selection, reads: list[Any]) -> list[Ti
     needs = []
     for read in reads:
         attr = schema.attr(read.attr)
-        sets = [np.unique(d.within(lo, hi)[0] - origin) for d, lo, hi, origin in
+        sets = [unique_indices(d.within(lo, hi)[0] - origin) for d, lo, hi, origin in
                 zip(sel.dims, read.region[0], read.region[1], read.tile_origin, strict=True)]
         selected = math.prod(len(s) for s in sets) * attr.cell_nbytes
         ranges = read.stored_ranges(

@@ -52,8 +52,8 @@ class DimSelection:
 
     def within(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """``(coords, out_pos)`` of the selected coordinates in ``[lo, hi]``."""
-        a = np.searchsorted(self.sorted_coords, lo, side="left")
-        b = np.searchsorted(self.sorted_coords, hi, side="right")
+        a = self.sorted_coords.searchsorted(lo, side="left")
+        b = self.sorted_coords.searchsorted(hi, side="right")
         return self.sorted_coords[a:b], self.out_pos[a:b]
 
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tessera.query.decompose import merge_ranges, tile_byte_ranges
+from tessera.query.decompose import merge_ranges, tile_byte_ranges, unique_indices
 
 
 def _bytes_of(ranges: np.ndarray) -> set[int]:
@@ -72,3 +72,50 @@ def test_a_vertical_box_over_8192_rows_is_vectorised() -> None:
     assert r.shape == (8192, 2)
     assert r[0].tolist() == [400, 656] and r[1, 0] == 8192 * 4 + 400
     print(f"8192-row vertical box decomposed in {elapsed * 1e3:.1f} ms")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-3, 12), max_size=12))
+def test_unique_indices_is_np_unique(values) -> None:
+    a = np.array(values, dtype=np.int64)
+    np.testing.assert_array_equal(unique_indices(a), np.unique(a))
+    np.testing.assert_array_equal(unique_indices(np.sort(a)), np.unique(a))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(st.integers(0, 9), st.lists(st.integers(0, 9), min_size=1,
+                                                      max_size=6),
+                          st.tuples(st.integers(0, 9), st.integers(0, 10),
+                                    st.integers(1, 3))), min_size=2, max_size=2))
+def test_whole_tile_needs_match_decomposition(items) -> None:
+    """Tiles whose every cell a plain selection takes skip decomposition: their needs are
+    those decomposition gives, and ``contiguous`` says exactly when coordinates run
+    without gaps or repeats."""
+    from tessera import ArraySchema, Attr, Dim
+    from tessera.array.reader import TileRead
+    from tessera.query.plan import tile_needs
+    from tessera.query.selection import normalize_selection
+
+    schema = ArraySchema([Dim("y", (0, 9), 4), Dim("x", (0, 9), 5)], [Attr("v", "<i2")])
+    sel = normalize_selection(tuple(slice(*i) if isinstance(i, tuple) else i
+                                    for i in items), schema)
+    for d in sel.dims:
+        c = np.unique(d.coords)
+        runs = len(c) == len(d.coords) and bool(len(c)) and c[-1] - c[0] == len(c) - 1
+        assert d.contiguous == runs
+    if sel.empty:
+        return
+    reads = []
+    for ty in range(3):
+        for tx in range(2):
+            lo = (max(ty * 4, sel.dims[0].lo), max(tx * 5, sel.dims[1].lo))
+            hi = (min(ty * 4 + 3, sel.dims[0].hi), min(tx * 5 + 4, sel.dims[1].hi))
+            if lo[0] <= hi[0] and lo[1] <= hi[1]:
+                reads.append(TileRead("f", 0, "v", "k", 0, 40, None, 0, (ty, tx),
+                                      (ty * 4, tx * 5), (lo, hi)))
+    for read, need in zip(reads, tile_needs(schema, sel, reads), strict=True):
+        sets = [np.unique(d.within(lo, hi)[0] - o) for d, lo, hi, o in
+                zip(sel.dims, *read.region, read.tile_origin, strict=True)]
+        np.testing.assert_array_equal(need.ranges, tile_byte_ranges((4, 5), 2, "row-major",
+                                                                     sets))
+        assert need.selected_bytes == 2 * np.prod([len(s) for s in sets])

@@ -204,6 +204,7 @@ def plan_tile_reads(schema: ArraySchema, sel: Selection, metas: list[FragmentMet
     data-tile reads and the number of fragments skipped."""
     if sel.empty:
         return [], [], len(metas)
+    plain = all(d.contiguous for d in sel.dims)  # every cell inside the bounds is selected
     bbox = sel.bounds()
     boxes: list[Box | None] = [intersect(_meta_box(m), bbox) for m in metas]
     reads: list[TileRead] = []
@@ -242,7 +243,7 @@ def plan_tile_reads(schema: ArraySchema, sel: Selection, metas: list[FragmentMet
             index = tuple(int(i) for i in index_arr)
             tb = tile_box(schema, index)
             region = intersect(tb, fbox)
-            if region is None or not _selects_any(sel, region):
+            if region is None or (not plain and not _selects_any(sel, region)):
                 continue
             if newer and covered(region, newer):
                 continue

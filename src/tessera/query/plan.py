@@ -134,19 +134,32 @@ def tile_needs(schema: ArraySchema, sel: Selection, reads: list[Any]) -> list[Ti
     byte ranges holding the selected cells (decomposition, then
     :meth:`~tessera.array.reader.TileRead.stored_ranges`)."""
     needs = []
+    plain = all(d.contiguous for d in sel.dims)
+    extent = schema.tile_shape
     for read in reads:
         attr = schema.attr(read.attr)
+        if plain and all(lo == o and hi == o + e - 1 for lo, hi, o, e in
+                         zip(*read.region, read.tile_origin, extent, strict=True)):
+            # Every cell of the tile is selected: no decomposition needed.
+            whole = math.prod(extent) * attr.cell_nbytes
+            ranges = read.stored_ranges(np.array([[0, whole]], dtype=np.int64))
+            needs.append(_need(read, ranges, whole))
+            continue
         sets = [unique_indices(d.within(lo, hi)[0] - origin) for d, lo, hi, origin in
                 zip(sel.dims, read.region[0], read.region[1], read.tile_origin, strict=True)]
         selected = math.prod(len(s) for s in sets) * attr.cell_nbytes
         ranges = read.stored_ranges(
             tile_byte_ranges(schema.tile_shape, attr.cell_nbytes, schema.cell_order, sets)
             if read.range_readable else np.empty((0, 2), dtype=np.int64))
-        # A pushdown server reads only the needed blocks of a blocked tile.
-        pushed = int((ranges[:, 1] - ranges[:, 0]).sum()) if read.blocks is not None else None
-        needs.append(TileNeed(tile_label(read), read.key, read.offset, read.length,
-                              read.range_readable, ranges, selected, pushed))
+        needs.append(_need(read, ranges, selected))
     return needs
+
+
+def _need(read: Any, ranges: np.ndarray, selected: int) -> TileNeed:
+    # A pushdown server reads only the needed blocks of a blocked tile.
+    pushed = int((ranges[:, 1] - ranges[:, 0]).sum()) if read.blocks is not None else None
+    return TileNeed(tile_label(read), read.key, read.offset, read.length, read.range_readable,
+                    ranges, selected, pushed)
 
 
 def union_needs(a: TileNeed, b: TileNeed) -> TileNeed:

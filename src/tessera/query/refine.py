@@ -153,6 +153,10 @@ def _mix(method: str, requests: list[tuple[int, int]], need: TileNeed) -> Reques
     return RequestMix(range_requests=len(requests), range_bytes=nbytes)
 
 
+def _same(a: TileChoice, b: TileChoice) -> bool:
+    return a.method == b.method and np.array_equal(a.requests, b.requests)
+
+
 def _choose(need: TileNeed, method: str, model: CostModel, context: RequestMix,
             allow_pushdown: bool, cell_nbytes: int, keep: TileChoice | None = None,
             ) -> TileChoice:
@@ -189,7 +193,7 @@ def _choose(need: TileNeed, method: str, model: CostModel, context: RequestMix,
             candidates.append(choice("range", refine_ranges(absolute, cost, step)))
         if allow_pushdown:
             candidates.append(choice("pushdown", whole))
-    if keep is not None:
+    if keep is not None and not any(_same(c, keep) for c in candidates):
         candidates.append(keep)  # never worse than the choice this tile already has
     if len(candidates) == 1:
         return candidates[0]

@@ -16,6 +16,7 @@ they are the coordinates themselves (as in TileDB). Anything outside the domain 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,15 @@ class DimSelection:
     drop: bool
     sorted_coords: np.ndarray
     out_pos: np.ndarray
+
+    @functools.cached_property
+    def contiguous(self) -> bool:
+        """True if the selected coordinates are every coordinate from the smallest to the
+        largest, each once (a plain slice): then every cell of a box inside them is
+        selected."""
+        c = self.sorted_coords
+        return len(c) > 0 and int(c[-1]) - int(c[0]) == len(c) - 1 and (
+            len(c) < 2 or bool((c[1:] != c[:-1]).all()))
 
     @property
     def lo(self) -> int:

@@ -193,6 +193,28 @@ def test_list_dir_and_prefixes(store: tessera.Store) -> None:
     assert [o.key for o in store.list()] == ["a/1", "a/2", "a/sub/3", "b/4", "top"]
 
 
+def test_list_names(store: tessera.Store) -> None:
+    for k in ["a/2", "a/1", "a/sub/3", "ab/4", "top"]:
+        store.put(k, b"x")
+    with tessera.collect_stats() as stats:
+        assert run(store.aio.list_names("a")) == ["1", "2"]
+        assert run(store.aio.list_names("a/")) == ["1", "2"]
+        assert run(store.aio.list_names("a/sub")) == ["3"]
+        assert run(store.aio.list_names("nothing-here")) == []
+    assert stats.by_method["list"].requests == 4
+    assert run(store.aio.list_names("")) == ["top"]
+
+
+def test_list_names_hides_local_staging_files(tmp_path: Path) -> None:
+    store = tessera.open_store(tmp_path.as_uri())
+    store.put("c/f1", b"x")
+    (tmp_path / "c" / "f2#17").write_bytes(b"half written")  # an upload in flight
+    (tmp_path / "c" / "f3#x").write_bytes(b"a real object")
+    (tmp_path / "c" / "folder").mkdir()
+    assert run(store.aio.list_names("c")) == ["f1", "f3#x"]
+    assert [o.key for o in store.list_dir("c").objects] == ["c/f1", "c/f3#x"]  # as obstore
+
+
 # -- deletes and not-found -----------------------------------------------------------------
 
 def test_delete(store: tessera.Store) -> None:

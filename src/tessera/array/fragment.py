@@ -496,7 +496,7 @@ def _dense_tile(schema: ArraySchema, fill: Any, data: np.ndarray, box: Box, tb: 
 
 async def list_committed(store: AsyncStore) -> list[str]:
     """Names of the committed fragments, oldest first."""
-    names = [o.key.rsplit("/", 1)[-1] for o in await store.list(COMMITS)]
+    names = await store.list_names(COMMITS)
     return sorted(n for n in names if n.startswith("f") and len(n) > 21)
 
 

@@ -153,6 +153,18 @@ def _mix(method: str, requests: list[tuple[int, int]], need: TileNeed) -> Reques
     return RequestMix(range_requests=len(requests), range_bytes=nbytes)
 
 
+def _only_get(need: TileNeed, method: str, allow_pushdown: bool) -> bool:
+    """True if ``_choose`` can only answer "get" for ``need`` (whatever the rest of the
+    plan): a tile that must be fetched whole, or whose every stored byte is needed, when
+    pushdown may not compete."""
+    if method == "get":
+        return True
+    if method != "auto" or allow_pushdown:
+        return False
+    r = need.ranges
+    return not need.raw or (len(r) == 1 and int(r[0, 1] - r[0, 0]) == need.length)
+
+
 def _same(a: TileChoice, b: TileChoice) -> bool:
     return a.method == b.method and np.array_equal(a.requests, b.requests)
 
@@ -270,9 +282,12 @@ def _descend(needs: list[TileNeed], model: CostModel, method: str, can_push: boo
                RequestMix(range_requests=1, range_bytes=n.selected_bytes)
                for c, n in zip(choices, needs, strict=True)]
     total = sum(current, RequestMix())
-    for _ in range(max(1, rounds)):
+    fixed = [_only_get(n, method, can_push) for n in needs]
+    for sweep in range(max(1, rounds)):
         changed = False
         for i, need in enumerate(needs):
+            if sweep and fixed[i]:
+                continue  # its one candidate does not depend on the rest of the plan
             context = total - current[i]
             old = choices[i]
             new = _choose(need, method, model, context, can_push, cell_nbytes, old)

@@ -566,7 +566,7 @@ def local_batch(store: AsyncStore, reads: list[TileRead], plan: Any,
                 candidates: set[int]) -> list[int]:
     """Positions of the tile reads (among ``candidates``) to read in batches on worker
     threads: on a local folder store, the tiles fetched whole by a get of their own (not
-    inline, not sharing a request with a neighbour), when they add up to at least
+    sharing a request with a neighbour), when they add up to at least
     ``LOCAL_BATCH_BYTES``; otherwise none.
 
     A worker then reads, checks, decodes and places tile after tile without returning to

@@ -542,8 +542,7 @@ class TileFetcher:
                 data = await fetch_bytes(self.store, read.piece, where)
 
         def decode() -> np.ndarray:
-            return _decode_tile(self.schema, attr, verify_piece(data, read.piece, where),
-                                where)
+            return _verified_tile(self.schema, read, data, where)
 
         return await asyncio.to_thread(decode) if threaded else decode()
 
@@ -577,8 +576,7 @@ def local_batch(store: AsyncStore, reads: list[TileRead], plan: Any,
         return []
     shared = plan.shared_tiles if plan is not None else set()
     chosen = [i for i in sorted(candidates)
-              if (plan is None or plan.choices[i].method == "get") and i not in shared
-              and reads[i].length > 0]
+              if (plan is None or plan.choices[i].method == "get") and i not in shared]
     return chosen if sum(reads[i].length for i in chosen) >= LOCAL_BATCH_BYTES else []
 
 
@@ -600,16 +598,11 @@ def read_local_tiles(store: AsyncStore, schema: ArraySchema, reads: list[TileRea
         if stop.is_set():
             return
         where = _where(array_url, read)
-        piece = read.piece
         try:
-            data: Any = store.read_file_range(piece.key, piece.offset, piece.length)
-        except ObjectNotFoundError:
-            raise CorruptDataError(f"{where}: data object {piece.key} is missing") from None
-        except InvalidRangeError:
-            data = b""  # the object ends before this tile starts: truncated
-        attr = schema.attr(read.attr)
-        tile = _decode_tile(schema, attr, verify_piece(data, piece, where), where)
-        _scatter(outputs[read.attr], None, tile, read, sel)
+            data: Any = store.read_file_range(read.key, read.offset, read.length)
+        except (ObjectNotFoundError, InvalidRangeError) as err:
+            data = _unread(err, read.key, where)
+        _scatter(outputs[read.attr], None, _verified_tile(schema, read, data, where), read, sel)
 
 
 def _covers_selection(reads: list[TileRead], attrs: list[str], sel: Selection) -> bool:
@@ -680,10 +673,17 @@ async def fetch_bytes(store: AsyncStore, piece: Piece, where: str) -> Any:
     try:
         return (await store.get_range(piece.key, piece.offset, piece.length)
                 if piece.length else b"")
-    except ObjectNotFoundError:
-        raise CorruptDataError(f"{where}: data object {piece.key} is missing") from None
-    except InvalidRangeError:
-        return b""  # the object ends before this tile starts: truncated
+    except (ObjectNotFoundError, InvalidRangeError) as err:
+        return _unread(err, piece.key, where)
+
+
+def _unread(err: Exception, key: str, where: str) -> bytes:
+    """What a tile's read that failed with ``err`` yields: a missing data object raises
+    ``CorruptDataError``; an object ending before the tile starts gives no bytes (the length
+    check then names it truncated)."""
+    if isinstance(err, ObjectNotFoundError):
+        raise CorruptDataError(f"{where}: data object {key} is missing") from None
+    return b""
 
 
 def _check_length(data: Any, piece: Piece, where: str) -> None:
@@ -706,6 +706,12 @@ def verify_piece(data: Any, piece: Piece, where: str) -> Any:
 async def fetch_piece(store: AsyncStore, piece: Piece, where: str) -> Any:
     """One encoded tile's bytes, verified against its checksum and decoded."""
     return verify_piece(await fetch_bytes(store, piece, where), piece, where)
+
+
+def _verified_tile(schema: ArraySchema, read: TileRead, data: Any, where: str) -> np.ndarray:
+    """A whole tile's stored bytes, checked against its checksum and decoded."""
+    return _decode_tile(schema, schema.attr(read.attr), verify_piece(data, read.piece, where),
+                        where)
 
 
 def _decode_tile(schema: ArraySchema, attr: Attr, raw: Any, where: str) -> np.ndarray:

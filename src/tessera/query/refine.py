@@ -74,6 +74,12 @@ class TileNeed:
     selected_bytes: int
     pushdown_read_bytes: int | None = None
 
+    @property
+    def every_byte(self) -> bool:
+        """True if the selected cells lie in every stored byte (ranges would be a get)."""
+        r = self.ranges
+        return len(r) == 1 and int(r[0, 1] - r[0, 0]) == self.length
+
 
 @dataclasses.dataclass(frozen=True)
 class TileChoice:
@@ -157,12 +163,8 @@ def _only_get(need: TileNeed, method: str, allow_pushdown: bool) -> bool:
     """True if ``_choose`` can only answer "get" for ``need`` (whatever the rest of the
     plan): a tile that must be fetched whole, or whose every stored byte is needed, when
     pushdown may not compete."""
-    if method == "get":
-        return True
-    if method != "auto" or allow_pushdown:
-        return False
-    r = need.ranges
-    return not need.raw or (len(r) == 1 and int(r[0, 1] - r[0, 0]) == need.length)
+    return method == "get" or (method == "auto" and not allow_pushdown
+                               and (not need.raw or need.every_byte))
 
 
 def _same(a: TileChoice, b: TileChoice) -> bool:
@@ -199,7 +201,7 @@ def _choose(need: TileNeed, method: str, model: CostModel, context: RequestMix,
         step = max(cell_nbytes, (model.profile.min_range_bytes // cell_nbytes) * cell_nbytes)
         # A get first: on a tie it wins, and a whole tile is checked against its checksum.
         candidates = [choice("get", whole)]
-        if not (len(absolute) == 1 and absolute[0, 1] - absolute[0, 0] == need.length):
+        if not need.every_byte:
             # (needing every stored byte, ranges are a get; of a blocked tile, a few cells
             # in every block may still be cheaper pushed down)
             candidates.append(choice("range", refine_ranges(absolute, cost, step)))
@@ -291,8 +293,7 @@ def _descend(needs: list[TileNeed], model: CostModel, method: str, can_push: boo
             context = total - current[i]
             old = choices[i]
             new = _choose(need, method, model, context, can_push, cell_nbytes, old)
-            if old is None or old.method != new.method or not np.array_equal(old.requests,
-                                                                              new.requests):
+            if old is None or not _same(old, new):
                 changed = True
             choices[i] = new
             current[i] = new.mix

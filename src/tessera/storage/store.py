@@ -143,10 +143,7 @@ class AsyncStore:
             try:
                 result = await asyncio.wait_for(send(), timeout)
             except Exception as exc:
-                latency = time.monotonic() - started
-                self._recorder.record(RequestRecord(kind, key, 0, sent, latency, False, started))
-                err = map_error(exc, url=str(self.url), key=key or None, op=kind,
-                                networked=self.url.is_cloud, timeout_s=timeout)
+                err = self._failed(exc, kind, key, sent, started)
                 if isinstance(err, TransientStorageError) and attempt < policy.max_attempts:
                     await asyncio.sleep(policy.backoff_s(attempt, self._rand.random()))
                     continue
@@ -234,7 +231,7 @@ class AsyncStore:
             raise PermanentStorageError("read_file_range reads folder stores only",
                                         url=str(self.url), key=key, op="range")
         _check_range(offset, length, str(self.url), key)
-        path = Path(self.url.path) / self._path(key)
+        path = Path(self.url.path, self._path(key))
         note_io()
         started = time.monotonic()
         try:
@@ -247,12 +244,8 @@ class AsyncStore:
                 raise InvalidRangeError("the range starts at or past the end of the object",
                                         url=str(self.url), key=key, op="range")
         except Exception as exc:
-            self._recorder.record(RequestRecord("range", key, 0, 0,
-                                                time.monotonic() - started, False, started))
-            raise map_error(exc, url=str(self.url), key=key, op="range", networked=False,
-                            timeout_s=self.config.request_timeout_s) from exc
-        self._recorder.record(RequestRecord("range", key, len(data), 0,
-                                            time.monotonic() - started, True, started))
+            raise self._failed(exc, "range", key, 0, started) from exc
+        self._succeeded("range", key, len(data), 0, started)
         return data
 
     async def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[Bytes]:
@@ -374,13 +367,8 @@ class AsyncStore:
             res = await obstore.put_async(self._backend(write=True), path, counted(),
                                           chunk_size=part_bytes, max_concurrency=4)
         except Exception as exc:
-            self._recorder.record(RequestRecord("put", key, 0, sent,
-                                                time.monotonic() - started, False, started))
-            raise map_error(exc, url=str(self.url), key=key, op="put",
-                            networked=self.url.is_cloud,
-                            timeout_s=self.config.request_timeout_s) from exc
-        self._recorder.record(RequestRecord("put", key, 0, sent, time.monotonic() - started,
-                                            True, started))
+            raise self._failed(exc, "put", key, sent, started) from exc
+        self._succeeded("put", key, 0, sent, started)
         return PutResult(etag=res.get("e_tag"), version=res.get("version"))
 
     async def delete(self, key: str) -> None:
@@ -491,7 +479,7 @@ class AsyncStore:
         if not self.is_local:
             return [o.key.rsplit("/", 1)[-1] for o in (await self.list_dir(prefix)).objects]
         sub = validate_prefix(prefix)
-        folder = Path(self.url.path) / join_key(self._root, sub) if sub else Path(self.url.path)
+        folder = Path(self.url.path, join_key(self._root, sub) if sub else self._root)
 
         def scan() -> NameList:
             try:
@@ -507,6 +495,20 @@ class AsyncStore:
         return await self._call("list", sub, send)
 
     # -- helpers ---------------------------------------------------------------------------
+    def _failed(self, exc: Exception, kind: str, key: str, sent: int,
+                started: float) -> StorageError:
+        """Record one failed request started at ``started`` and translate its error."""
+        self._recorder.record(RequestRecord(kind, key, 0, sent, time.monotonic() - started,
+                                            False, started))
+        return map_error(exc, url=str(self.url), key=key or None, op=kind,
+                         networked=self.url.is_cloud, timeout_s=self.config.request_timeout_s)
+
+    def _succeeded(self, kind: str, key: str, received: int, sent: int,
+                   started: float) -> None:
+        """Record one request made outside :meth:`_call` that succeeded."""
+        self._recorder.record(RequestRecord(kind, key, received, sent,
+                                            time.monotonic() - started, True, started))
+
     def _strip(self, path: str) -> str:
         if self._root:
             return path[len(self._root) + 1:] if path.startswith(self._root + "/") else path

@@ -199,10 +199,12 @@ def test_dense_arrays_match_numpy_file(tmp_path_factory, history) -> None:
 def test_dense_arrays_match_numpy_file_in_local_batches(monkeypatch, tmp_path_factory,
                                                         history) -> None:
     """The same histories on a folder store with every whole-tile read of a layered read
-    made in batches on worker threads (normally from 1 MiB of tiles on)."""
+    made in batches on worker threads (normally from 1 MiB of tiles on), raw tiles in
+    slabs of one slowest-axis slice each."""
     from tessera.array import reader
 
     monkeypatch.setattr(reader, "LOCAL_BATCH_BYTES", 0)
+    monkeypatch.setattr(reader, "STREAM_SLAB_BYTES", 1)
     _check(tmp_path_factory.mktemp("prop-batch").as_uri(), {}, history)
 
 

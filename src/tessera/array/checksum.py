@@ -40,6 +40,16 @@ def checksum(data: Any, algorithm: str, value: int = 0) -> int:
     return _FUNCTIONS[algorithm](memoryview(data).cast("B"), value)
 
 
+def byte_checksum(algorithm: str) -> Callable[[Any, int], int]:
+    """The ``algorithm`` checksum as a function ``(bytes, value) -> value`` of byte buffers
+    (a ``memoryview`` of format ``B``, ``bytes``, ``bytearray``), for loops over many slabs.
+
+    >>> byte_checksum("crc32c")(b"123456789", 0) == checksum(b"123456789", "crc32c")
+    True
+    """
+    return _FUNCTIONS[algorithm]
+
+
 def check_algorithm(name: Any, where: str) -> str:
     """``name`` if it is a known checksum; otherwise a ``ValueError`` naming ``where``."""
     if name not in _FUNCTIONS:

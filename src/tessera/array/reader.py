@@ -21,10 +21,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tessera.array.blocks import TileBlocks, decode_blocked
-from tessera.array.checksum import checksum
+from tessera.array.checksum import byte_checksum, checksum
 from tessera.array.codecs import get_codec
 from tessera.array.fragment import FragmentMeta
-from tessera.array.layout import Box, covered, intersect, tile_box, tile_from_bytes, tile_position
+from tessera.array.layout import (
+    Box,
+    covered,
+    intersect,
+    tile_box,
+    tile_from_bytes,
+    tile_position,
+    tile_view,
+)
 from tessera.array.schema import ArraySchema, Attr
 from tessera.errors import CorruptDataError, InvalidRangeError, ObjectNotFoundError
 from tessera.query.selection import Selection
@@ -591,18 +599,98 @@ def read_local_tiles(store: AsyncStore, schema: ArraySchema, reads: list[TileRea
                      sel: Selection, outputs: dict[str, np.ndarray], array_url: str,
                      stop: threading.Event) -> None:
     """Read whole tiles of a local folder store one after another on this (worker) thread:
-    each is read with one ``pread``, checked against its checksum, decoded and scattered
-    into ``outputs`` (a layered read: no rank arrays, tiles of one fragment, disjoint
-    regions, so threads never write the same cells). Stops early once ``stop`` is set."""
+    each is read (a raw tile in slabs, see :func:`_stream_raw_tile`; others with one
+    ``pread``), checked against its checksum, decoded and scattered into ``outputs`` (a
+    layered read: no rank arrays, tiles of one fragment, disjoint regions, so threads never
+    write the same cells). Stops early once ``stop`` is set."""
+    scratch = _Scratch()
     for read in reads:
         if stop.is_set():
             return
         where = _where(array_url, read)
+        if _stream_raw_tile(store, schema, read, sel, outputs[read.attr], scratch, where):
+            continue
         try:
             data: Any = store.read_file_range(read.key, read.offset, read.length)
         except (ObjectNotFoundError, InvalidRangeError) as err:
             data = _unread(err, read.key, where)
         _scatter(outputs[read.attr], None, _verified_tile(schema, read, data, where), read, sel)
+
+
+STREAM_SLAB_BYTES = 4 << 20
+"""A raw tile in a local batch is read, checked and placed in slabs of at most this many
+bytes through one buffer per thread, reused from tile to tile (a fresh buffer per tile costs
+page faults on every read). Measured on this project's 2-core machine, two threads reading
+the 256 tiles of 4 MiB of a 1 GiB array from the page cache, best of 9: 0.115 s in 4 MiB
+slabs, 0.120 s in 2 MiB, 0.124 s in 1 MiB, 0.145 s in 512 KiB (more trips through Python
+per tile); a raw read of the file: 0.095 s."""
+
+
+class _Scratch:
+    """One worker thread's reused slab buffer."""
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+
+    def view(self, nbytes: int) -> memoryview:
+        """A buffer of ``nbytes`` (reused when the last one was as large)."""
+        if len(self._data) < nbytes:
+            self._data = bytearray(nbytes)
+        return memoryview(self._data)[:nbytes]
+
+
+def _stream_raw_tile(store: AsyncStore, schema: ArraySchema, read: TileRead, sel: Selection,
+                     out: np.ndarray, scratch: _Scratch, where: str) -> bool:
+    """Read a raw tile of a folder store in slabs along its slowest axis in storage order
+    (``STREAM_SLAB_BYTES`` each), checking each slab's bytes into the tile's checksum and
+    placing its selected cells before the next slab is read; one request in all. Raises as
+    a whole-tile read would (missing, truncated, damaged), once cells may already be placed.
+
+    Returns False, having read nothing, unless the tile is raw, stored at its full size,
+    and the cells taken from it form a box of step 1 in both tile and output (the caller
+    then reads it whole).
+    """
+    attr = schema.attr(read.attr)
+    shape = schema.tile_shape
+    if (read.codec is not None or read.blocks is not None
+            or read.length != math.prod(shape) * attr.cell_nbytes):
+        return False
+    found = _tile_indices(read, sel)
+    if found is None:
+        return False
+    src = [i for i in found[0] if isinstance(i, slice)]
+    dst = [i for i in found[1] if isinstance(i, slice)]
+    if len(src) + len(dst) != 2 * len(shape):
+        return False
+    axis = 0 if schema.cell_order == "row-major" else len(shape) - 1
+    unit = read.length // shape[axis]  # bytes of one slice across the slowest axis
+    step = min(max(1, STREAM_SLAB_BYTES // unit), shape[axis])
+    buffer = scratch.view(step * unit)
+    # One view of the buffer as a full slab of cells; a shorter last slab leaves stale cells
+    # at its end, which no index below reaches.
+    cells = tile_view(buffer, attr.np_dtype, (*shape[:axis], step, *shape[axis + 1:]),
+                      attr.cell_shape, schema.cell_order)
+    s_pre, s_post = tuple(src[:axis]), tuple(src[axis + 1:])
+    d_pre, d_post = tuple(dst[:axis]), tuple(dst[axis + 1:])
+    first, last, shift = src[axis].start, src[axis].stop, dst[axis].start - src[axis].start
+    update = byte_checksum(read.checksum)
+    value, done = 0, 0
+    try:
+        for slab in store.read_file_chunks(read.key, read.offset, read.length, buffer):
+            a = done // unit
+            done += len(slab)
+            value = update(slab, value)
+            lo, hi = max(a, first), min(done // unit, last)
+            if lo < hi:
+                out[(*d_pre, slice(lo + shift, hi + shift), *d_post)] = \
+                    cells[(*s_pre, slice(lo - a, hi - a), *s_post)]
+    except (ObjectNotFoundError, InvalidRangeError) as err:
+        _unread(err, read.key, where)
+    if done != read.length:
+        raise _truncated(read.piece, done, where)
+    if value != read.crc32:
+        raise _damaged(read.piece, where)
+    return True
 
 
 def _covers_selection(reads: list[TileRead], attrs: list[str], sel: Selection) -> bool:
@@ -688,16 +776,24 @@ def _unread(err: Exception, key: str, where: str) -> bytes:
 
 def _check_length(data: Any, piece: Piece, where: str) -> None:
     if len(data) != piece.length:
-        raise CorruptDataError(f"{where}: data object {piece.key} is truncated (wanted "
-                               f"{piece.length} bytes at {piece.offset}, got {len(data)})")
+        raise _truncated(piece, len(data), where)
+
+
+def _truncated(piece: Piece, got: int, where: str) -> CorruptDataError:
+    return CorruptDataError(f"{where}: data object {piece.key} is truncated (wanted "
+                            f"{piece.length} bytes at {piece.offset}, got {got})")
+
+
+def _damaged(piece: Piece, where: str) -> CorruptDataError:
+    return CorruptDataError(f"{where}: checksum mismatch in {piece.key}; the stored bytes "
+                            "are damaged")
 
 
 def verify_piece(data: Any, piece: Piece, where: str) -> Any:
     """Check a piece's length and checksum, then decode it with its codec."""
     _check_length(data, piece, where)
     if checksum(data, piece.checksum) != piece.crc32:
-        raise CorruptDataError(f"{where}: checksum mismatch in {piece.key}; the stored bytes "
-                               "are damaged")
+        raise _damaged(piece, where)
     if piece.blocks is not None and piece.codec:
         return decode_blocked(get_codec(piece.codec), data, piece.blocks, where=where).data
     return get_codec(piece.codec).decode(memoryview(data)) if piece.codec else data
@@ -811,15 +907,10 @@ def _scatter(out: np.ndarray, rank_arr: np.ndarray | None, tile: np.ndarray | No
              read: TileRead, sel: Selection, block: np.ndarray | None = None) -> None:
     """Write the cells ``sel`` takes from a tile into the output: from the decoded ``tile``,
     or from ``block``, those cells already cut out (a pushdown answer)."""
-    src: list[Any] = []
-    dst: list[Any] = []
-    for d, lo, hi, origin in zip(sel.dims, read.region[0], read.region[1], read.tile_origin,
-                                 strict=True):
-        coords, pos = d.within(lo, hi)
-        if len(coords) == 0:
-            return
-        src.append(_index(coords - origin))
-        dst.append(_index(pos))
+    found = _tile_indices(read, sel)
+    if found is None:
+        return
+    src, dst = found
     if all(isinstance(i, slice) for i in src + dst):
         s_idx: Any = tuple(src)
         d_idx: Any = tuple(dst)
@@ -844,6 +935,28 @@ def _scatter(out: np.ndarray, rank_arr: np.ndarray | None, tile: np.ndarray | No
         block[newer] = values[newer]
         out[d_idx] = block
         rank_arr[d_idx] = np.where(newer, read.rank, current)
+
+
+def _tile_indices(read: TileRead, sel: Selection,
+                  ) -> tuple[list[slice | np.ndarray], list[slice | np.ndarray]] | None:
+    """Per dimension, where the cells ``sel`` takes from a tile lie in the tile and in the
+    output (slices where they are runs); ``None`` when the tile gives none."""
+    if all(d.ascending_run for d in sel.dims):  # plain slices: no search needed
+        first, last = read.region
+        return ([slice(a - o, b - o + 1) for a, b, o in zip(first, last, read.tile_origin,
+                                                              strict=True)],
+                [slice(a - d.lo, b - d.lo + 1) for a, b, d in zip(first, last, sel.dims,
+                                                                   strict=True)])
+    src: list[slice | np.ndarray] = []
+    dst: list[slice | np.ndarray] = []
+    for d, lo, hi, origin in zip(sel.dims, read.region[0], read.region[1], read.tile_origin,
+                                 strict=True):
+        coords, pos = d.within(lo, hi)
+        if len(coords) == 0:
+            return None
+        src.append(_index(coords - origin))
+        dst.append(_index(pos))
+    return src, dst
 
 
 def _index(arr: np.ndarray) -> slice | np.ndarray:

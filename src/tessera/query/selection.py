@@ -50,6 +50,14 @@ class DimSelection:
         return len(c) > 0 and int(c[-1]) - int(c[0]) == len(c) - 1 and (
             len(c) < 2 or bool((c[1:] != c[:-1]).all()))
 
+    @functools.cached_property
+    def ascending_run(self) -> bool:
+        """True if the selection is a plain slice of step 1: every coordinate from the
+        smallest to the largest, once each, in ascending output order. The cells of a box
+        ``[a, b]`` inside it then sit at output positions ``a - lo`` to ``b - lo``."""
+        c = self.coords
+        return self.contiguous and (len(c) < 2 or bool((c[1:] > c[:-1]).all()))
+
     @property
     def lo(self) -> int:
         """Smallest selected coordinate."""

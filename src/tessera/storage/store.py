@@ -163,6 +163,23 @@ class AsyncStore:
     def _path(self, key: str) -> str:
         return join_key(self._root, validate_key(key))
 
+    def _file(self, key: str) -> Path:
+        """The file holding ``key`` in a folder store."""
+        return Path(self.url.path, self._path(key))
+
+    def _local_range(self, caller: str, key: str, offset: int, length: int) -> Path:
+        """The file of ``key`` for a range read made on the calling thread, the arguments
+        checked first."""
+        if not self.is_local:
+            raise PermanentStorageError(f"{caller} reads folder stores only",
+                                        url=str(self.url), key=key, op="range")
+        _check_range(offset, length, str(self.url), key)
+        return self._file(key)
+
+    def _past_end(self, key: str) -> InvalidRangeError:
+        return InvalidRangeError("the range starts at or past the end of the object",
+                                 url=str(self.url), key=key, op="range")
+
     def _backend(self, *, write: bool = False) -> ObjectStore:
         """The obstore store; a file store's folder is created by the first write.
 
@@ -227,11 +244,7 @@ class AsyncStore:
         >>> store.aio.is_local
         False
         """
-        if not self.is_local:
-            raise PermanentStorageError("read_file_range reads folder stores only",
-                                        url=str(self.url), key=key, op="range")
-        _check_range(offset, length, str(self.url), key)
-        path = Path(self.url.path, self._path(key))
+        path = self._local_range("read_file_range", key, offset, length)
         note_io()
         started = time.monotonic()
         try:
@@ -241,12 +254,60 @@ class AsyncStore:
             finally:
                 os.close(fd)
             if length and not data:
-                raise InvalidRangeError("the range starts at or past the end of the object",
-                                        url=str(self.url), key=key, op="range")
+                raise self._past_end(key)
         except Exception as exc:
             raise self._failed(exc, "range", key, 0, started) from exc
         self._succeeded("range", key, len(data), 0, started)
         return data
+
+    def read_file_chunks(self, key: str, offset: int, length: int,
+                         buffer: memoryview) -> Iterator[memoryview]:
+        """A folder store's :meth:`get_range` in slabs, made on the calling thread: reads the
+        ``length`` bytes at ``offset`` into ``buffer`` a buffer-full at a time (one
+        ``preadv`` each) and yields the part of ``buffer`` each read filled, to be used
+        before the next one overwrites it.
+
+        For worker threads that check and place a tile slab by slab while the slab is still
+        in the core's cache. Recorded in the stats as one request once the range is read
+        (or the caller stops). Raises :class:`~tessera.errors.ObjectNotFoundError` for a
+        missing object, :class:`~tessera.errors.InvalidRangeError` when ``offset`` is at or
+        past its end (and ``length > 0``). Every slab but the last fills the buffer; the
+        slabs hold fewer than ``length`` bytes in all if the object ends first.
+
+        >>> import pathlib, tempfile, tessera
+        >>> store = tessera.open_store(pathlib.Path(tempfile.mkdtemp()).as_uri())
+        >>> _ = store.put("k", bytes(range(10)))
+        >>> buffer = memoryview(bytearray(4))
+        >>> [bytes(s) for s in store.aio.read_file_chunks("k", 2, 7, buffer)]
+        [b'\\x02\\x03\\x04\\x05', b'\\x06\\x07\\x08']
+        """
+        path = self._local_range("read_file_chunks", key, offset, length)
+        if length and not len(buffer):
+            raise ValueError("read_file_chunks needs a buffer of at least one byte")
+        note_io()
+        started = time.monotonic()
+        done = 0
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except Exception as exc:
+            raise self._failed(exc, "range", key, 0, started) from exc
+        try:
+            while done < length:
+                want = min(len(buffer), length - done)
+                try:
+                    got = _fill(fd, buffer[:want], offset + done)
+                    if not got and not done:
+                        raise self._past_end(key)
+                except Exception as exc:
+                    raise self._failed(exc, "range", key, 0, started) from exc
+                if got:
+                    done += got
+                    yield buffer[:got]
+                if got < want:
+                    break
+        finally:
+            os.close(fd)
+        self._succeeded("range", key, done, 0, started)
 
     async def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[Bytes]:
         """Several ``(offset, length)`` ranges of one object: one request each, concurrently
@@ -549,6 +610,18 @@ def _staging_name(name: str) -> bool:
     local store never lists."""
     suffix = name.partition("#")[2]
     return bool(suffix) and suffix.isascii() and suffix.isdigit()
+
+
+def _fill(fd: int, buffer: memoryview, offset: int) -> int:
+    """Read from ``offset`` of the file ``fd`` until ``buffer`` is full or the file ends;
+    the number of bytes read."""
+    filled = os.preadv(fd, [buffer], offset)
+    while filled and filled < len(buffer):
+        got = os.preadv(fd, [buffer[filled:]], offset + filled)
+        if not got:
+            break
+        filled += got
+    return filled
 
 
 def _check_range(offset: int, length: int, url: str, key: str) -> None:

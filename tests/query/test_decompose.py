@@ -89,8 +89,8 @@ def test_unique_indices_is_np_unique(values) -> None:
                                     st.integers(1, 3))), min_size=2, max_size=2))
 def test_whole_tile_needs_match_decomposition(items) -> None:
     """Tiles whose every cell a plain selection takes skip decomposition: their needs are
-    those decomposition gives, and ``contiguous`` says exactly when coordinates run
-    without gaps or repeats."""
+    those decomposition gives, ``contiguous`` says exactly when coordinates run without
+    gaps or repeats, and ``ascending_run`` when they also come in ascending order."""
     from tessera import ArraySchema, Attr, Dim
     from tessera.array.reader import TileRead
     from tessera.query.plan import tile_needs
@@ -103,6 +103,8 @@ def test_whole_tile_needs_match_decomposition(items) -> None:
         c = np.unique(d.coords)
         runs = len(c) == len(d.coords) and bool(len(c)) and c[-1] - c[0] == len(c) - 1
         assert d.contiguous == runs
+        ascending = runs and bool(np.array_equal(d.coords, c))
+        assert d.ascending_run == ascending  # a slice of step 1: output order = coordinates
     if sel.empty:
         return
     reads = []

@@ -19,7 +19,7 @@ from tessera.array import (
 )
 from tessera.array.maintenance import HistoryVacuumedError
 from tessera.array.sparse_read import SparseResult
-from tessera.config import PlannerConfig, RetryPolicy, StoreConfig, WriteConfig
+from tessera.config import PlannerConfig, ReadConfig, RetryPolicy, StoreConfig, WriteConfig
 from tessera.errors import (
     AccessDeniedError,
     ArrayExistsError,
@@ -93,6 +93,7 @@ __all__ = [
     "PushdownClient",
     "PushdownError",
     "PutResult",
+    "ReadConfig",
     "ReadOnlyError",
     "RetryPolicy",
     "SchemaError",

@@ -91,13 +91,26 @@ def test_reader_with_a_stale_list_rereads_after_vacuum(store_url) -> None:
     arr.vacuum(orphan_grace_s=0)
     calls = {"n": 0}
 
-    async def first_stale_then_fresh():
+    async def first_stale_then_fresh(cached_ok: bool = True):
         calls["n"] += 1
-        return listed if calls["n"] == 1 else await stale()
+        return listed if calls["n"] == 1 else await stale(cached_ok)
 
     reader._visible_metas = first_stale_then_fresh
     np.testing.assert_array_equal(reader[:, :], states[-1])
     assert calls["n"] == 2
+
+
+def test_a_reader_reusing_its_list_rereads_after_vacuum(store_url) -> None:
+    """A handle that lists once (refresh_s=inf) finds the fragments it listed vacuumed,
+    lists again and answers from the consolidated fragment."""
+    arr, states = _history(store_url)
+    _, options = store_url
+    reader = tessera.open_array(arr.uri, storage_options=options, refresh_s=float("inf"))
+    np.testing.assert_array_equal(reader[:, :], states[-1])
+    arr.consolidate()
+    arr.vacuum(orphan_grace_s=0)
+    np.testing.assert_array_equal(reader[:, :], states[-1])
+    assert [f.kind for f in reader.fragments] == ["consolidated"]
 
 
 def test_orphans_of_dead_writers_are_removed_after_the_grace_period(store_url) -> None:

@@ -16,8 +16,10 @@ array([[0, 0, 2, 3],
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import math
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -52,7 +54,7 @@ from tessera.array.sparse_read import (
     read_sparse,
 )
 from tessera.array.update_index import MergedUpdates, merged_for
-from tessera.config import PlannerConfig, PushdownConfig, WriteConfig
+from tessera.config import PlannerConfig, PushdownConfig, ReadConfig, WriteConfig
 from tessera.errors import (
     ArrayExistsError,
     ArrayNotFoundError,
@@ -84,13 +86,15 @@ class Array:
     """An open array. Get one with :func:`open_array`, :func:`create_array` or
     :func:`from_numpy`.
 
-    A handle opened without ``timestamp`` sees every fragment committed up to each read; one
-    opened with ``timestamp=t`` sees exactly the fragments committed at or before ``t``.
+    A handle opened without ``timestamp`` sees every fragment committed up to each read (or,
+    with ``reads.refresh_s`` > 0, reuses its list of fragments for that long); one opened
+    with ``timestamp=t`` sees exactly the fragments committed at or before ``t``.
 
-    ``planner`` (:class:`~tessera.config.PlannerConfig`) and ``writes``
-    (:class:`~tessera.config.WriteConfig`) hold the handle's read and write settings, taken
-    from ``TESSERA_PLANNER_*`` and ``TESSERA_WRITE_*`` when it opens; replace them to change
-    one handle (``arr.writes = tessera.WriteConfig(block_bytes=0)``).
+    ``planner`` (:class:`~tessera.config.PlannerConfig`), ``reads``
+    (:class:`~tessera.config.ReadConfig`) and ``writes`` (:class:`~tessera.config.WriteConfig`)
+    hold the handle's settings, taken from ``TESSERA_PLANNER_*``, ``TESSERA_READ_*`` and
+    ``TESSERA_WRITE_*`` when it opens; replace them to change one handle
+    (``arr.writes = tessera.WriteConfig(block_bytes=0)``).
     """
 
     def __init__(self, store: Store, schema: ArraySchema, *, mode: str = "r",
@@ -102,6 +106,7 @@ class Array:
         self.mode = mode
         self.timestamp = _to_ns(timestamp)
         self.planner = PlannerConfig.from_env()
+        self.reads = ReadConfig.from_env()
         self.writes = WriteConfig.from_env()
         self._profile: StoreProfile | None = None
         self._last_visible: list[FragmentMeta] | None = None  # what the latest read used
@@ -109,6 +114,8 @@ class Array:
         # The newest run of many small updates, merged once (see tessera.array.update_index).
         self._updates: dict[Any, tuple[int, MergedUpdates | None]] = {}
         self._snapshot: list[FragmentMeta] | None = None  # timestamped handles list once
+        # The latest listing of a handle without a timestamp: (time.monotonic(), fragments).
+        self._listed: tuple[float, list[FragmentMeta]] | None = None
         self.last_read: ReadReport | None = None
         self.pushdown = pushdown
 
@@ -392,10 +399,22 @@ class Array:
                                           retry=metas is not self._last_visible))
 
     async def _speculate(self, read: Callable[[list[FragmentMeta]], Awaitable[T]]) -> T:
-        """Run ``read(fragments)``. A handle that has read before (and lists at every read)
-        speculates: it reads with the fragments the previous read saw while listing the
-        commit markers at the same time (one round trip saved on every read); the answer
-        stands if the listing shows the same fragments, otherwise it reads again."""
+        """Run ``read(fragments)``. A handle whose list of fragments is younger than
+        ``reads.refresh_s`` reads with it (listing again only if a fragment turns out to be
+        gone). Otherwise a handle that has read before (and lists at every read) speculates:
+        it reads with the fragments the previous read saw while listing the commit markers
+        at the same time (one round trip saved on every read); the answer stands if the
+        listing shows the same fragments, otherwise it reads again."""
+        cached = self._cached_listing()
+        if cached is not None:
+            try:
+                return await read(cached)
+            except CorruptDataError:
+                # e.g. vacuumed since the list was made: list again; read again if it changed
+                metas = await self._visible_metas(cached_ok=False)
+                if [m.name for m in metas] == [m.name for m in cached]:
+                    raise
+                return await read(metas)
         last = self._last_visible
         if last is not None and self.timestamp is None:
             listing = asyncio.ensure_future(self._visible_metas())
@@ -434,7 +453,7 @@ class Array:
                 # again with a fresh list; if the list did not change, the damage is real.
                 if not retry:
                     raise
-                fresh = await self._visible_metas()
+                fresh = await self._visible_metas(cached_ok=False)
                 if [m.name for m in fresh] == [m.name for m in metas]:
                     raise
                 metas = fresh
@@ -458,7 +477,7 @@ class Array:
                                               self.uri, pushdown=pushdown)
                 break
             except CorruptDataError:  # see _read_async
-                fresh = await self._visible_metas()
+                fresh = await self._visible_metas(cached_ok=False)
                 if [m.name for m in fresh] == [m.name for m in metas]:
                     raise
                 metas = fresh
@@ -476,19 +495,47 @@ class Array:
             self._metas[meta.name] = meta
         return [self._metas[n] for n in names]
 
-    async def _visible_metas(self) -> list[FragmentMeta]:
+    async def _visible_metas(self, cached_ok: bool = True) -> list[FragmentMeta]:
         """The fragments reads use, oldest first: replaced fragments hidden.
 
         A handle opened at a timestamp lists them once, at its first read (as TileDB opens
         an array at a timestamp); a handle without one lists them at every read, so it sees
-        every commit.
+        every commit, unless ``reads.refresh_s`` lets it reuse a recent list (and
+        ``cached_ok``).
         """
         if self.timestamp is None:
-            return apply_replacements(await self._committed_metas())
+            cached = self._cached_listing() if cached_ok else None
+            if cached is not None:
+                return cached
+            listed_at = time.monotonic()
+            metas = apply_replacements(await self._committed_metas())
+            self._listed = (listed_at, metas)
+            return metas
         if self._snapshot is None:
             await check_history(self._store.aio, self.timestamp, self.uri)
             self._snapshot = apply_replacements(await self._committed_metas())
         return self._snapshot
+
+    def _cached_listing(self) -> list[FragmentMeta] | None:
+        """The latest list of fragments if ``reads.refresh_s`` still covers it."""
+        if self.timestamp is not None or self._listed is None:
+            return None
+        listed_at, metas = self._listed
+        return metas if time.monotonic() - listed_at < self.reads.refresh_s else None
+
+    def refresh(self) -> None:
+        """Make the next read list the commit markers, even within ``reads.refresh_s`` of
+        the last listing (a handle opened at a timestamp keeps its fragments).
+
+        >>> import numpy as np, tessera
+        >>> arr = tessera.from_numpy("memory://doc-refresh", np.zeros(4, np.int32))
+        >>> arr.reads = tessera.ReadConfig(refresh_s=float("inf"))
+        >>> other = tessera.open_array("memory://doc-refresh", mode="w")
+        >>> _ = arr[:], other.write(np.ones(4, np.int32))
+        >>> arr[:].tolist(), (arr.refresh(), arr[:].tolist())[1]
+        ([0, 0, 0, 0], [1, 1, 1, 1])
+        """
+        self._listed = None
 
     # -- writes ----------------------------------------------------------------------------
     def __setitem__(self, sel: Any, values: Any) -> None:
@@ -554,7 +601,7 @@ class Array:
                     f"[{d.domain[0]}, {d.domain[1]}]")
         meta = run_sync(write_dense_fragment(self._store.aio, self.schema, arrays, start,
                                              block_bytes=self.writes.block_bytes))
-        self._metas[meta.name] = meta
+        self._committed(meta)
         return meta.info
 
     def write_cells(self, coords: Any, values: Any) -> FragmentInfo:
@@ -586,7 +633,7 @@ class Array:
                                  f"{len(cells)} cells need {want}")
             arrays[attr.name] = arr
         meta = run_sync(write_sparse_fragment(self._store.aio, self.schema, cells, arrays))
-        self._metas[meta.name] = meta
+        self._committed(meta)
         return meta.info
 
     def delete_cells(self, coords: Any) -> FragmentInfo:
@@ -598,7 +645,7 @@ class Array:
             raise ValueError("delete_cells got no cells")
         meta = run_sync(write_sparse_fragment(self._store.aio, self.schema, cells, {},
                                               kind="delete"))
-        self._metas[meta.name] = meta
+        self._committed(meta)
         return meta.info
 
     def consolidate(self, fragments: list[str] | None = None) -> FragmentInfo:
@@ -638,7 +685,7 @@ class Array:
             self._store.aio, self.schema, values, lo, kind="consolidated",
             replaces=tuple(m.name for m in chosen), timestamp=t_max,
             block_bytes=self.writes.block_bytes))
-        self._metas[meta.name] = meta
+        self._committed(meta)
         return meta.info
 
     def _consolidate_sparse(self, chosen: list[FragmentMeta], t_max: int) -> FragmentInfo:
@@ -673,7 +720,7 @@ class Array:
         meta = run_sync(write_sparse_fragment(
             self._store.aio, self.schema, coords, values, kind="consolidated",
             replaces=tuple(m.name for m in chosen), timestamp=t_max))
-        self._metas[meta.name] = meta
+        self._committed(meta)
         return meta.info
 
     def vacuum(self, *, orphan_grace_s: float = 3600.0) -> int:
@@ -685,7 +732,16 @@ class Array:
         """
         self._check_writable()
         metas = run_sync(self._committed_metas())
-        return run_sync(vacuum(self._store.aio, metas, orphan_grace_s))
+        removed = run_sync(vacuum(self._store.aio, metas, orphan_grace_s))
+        self._listed = None
+        return removed
+
+    def _committed(self, meta: FragmentMeta) -> None:
+        """Note a fragment this handle committed: its next read lists the commit markers
+        (and so sees it)."""
+        self._metas[meta.name] = meta
+        self._last_visible = None
+        self._listed = None
 
     def _check_writable(self) -> None:
         if self.mode != "w":
@@ -694,6 +750,7 @@ class Array:
             raise ReadOnlyError(f"{self.uri} is open at a past timestamp; writes need a "
                                 "handle opened without one")
         self._last_visible = None  # this handle changes the array: next read lists first
+        self._listed = None  # ... and lists, whatever reads.refresh_s allows
 
 
 def _report(report: ReadReport, pushdown: PushdownReader | None) -> ReadReport:
@@ -757,9 +814,13 @@ def create_array(uri: str, schema: ArraySchema, *,
 
 def open_array(uri: str, mode: str = "r", timestamp: TimestampLike = None, *,
                storage_options: dict[str, Any] | None = None, pushdown: Any = None,
-               pushdown_token: str | None = None) -> Array:
+               pushdown_token: str | None = None, refresh_s: float | None = None) -> Array:
     """Open the array at ``uri``; ``timestamp`` (ns since the epoch, or an aware datetime)
     reads it as it was then.
+
+    ``refresh_s``: how long the handle may reuse its list of committed fragments before a
+    read lists the commit markers again (default ``TESSERA_READ_REFRESH_S``, else 0: at
+    every read); see :class:`~tessera.config.ReadConfig`.
 
     ``pushdown``: a pushdown server (``http://host:port``, see ``tessera serve``) whose
     root holds this array, or a :class:`~tessera.server.client.PushdownClient`; default
@@ -776,8 +837,11 @@ def open_array(uri: str, mode: str = "r", timestamp: TimestampLike = None, *,
         text = bytes(store.get(SCHEMA_KEY))
     except ObjectNotFoundError:
         raise ArrayNotFoundError(f"no array at {uri} (no {SCHEMA_KEY})") from None
-    return Array(store, ArraySchema.from_json(text), mode=mode, timestamp=timestamp,
-                 pushdown=pushdown)
+    arr = Array(store, ArraySchema.from_json(text), mode=mode, timestamp=timestamp,
+                pushdown=pushdown)
+    if refresh_s is not None:
+        arr.reads = dataclasses.replace(arr.reads, refresh_s=refresh_s)
+    return arr
 
 
 def from_numpy(uri: str, ndarray: Any, tile: Any = None, codec: str | None = None,

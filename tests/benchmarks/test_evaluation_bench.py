@@ -7,6 +7,7 @@ import csv
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,3 +47,51 @@ def test_evaluation_tiny_run(tmp_path: Path) -> None:
                            capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr[-3000:]
     assert results.read_text() == text  # the report is a function of the measured CSVs
+
+
+def _evaluation() -> object:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("evaluation_script", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    return module
+
+
+def test_goals_say_when_the_link_puts_a_goal_out_of_reach() -> None:
+    """The bound is fastest peer / (RTT + first byte + selected bytes / bandwidth), and
+    leanest peer bytes / selected bytes; misses name the bound or auto's own shortfall."""
+    evaluation: Any = _evaluation()
+    run = {"rtt_ms": 20.0, "first_byte_ms": 15.0, "bandwidth_mbps": 100.0}
+
+    def row(system: str, s: float, nbytes: int) -> dict[str, Any]:
+        return {"workload": "small", "system": system, "median_s": s, "bytes": nbytes,
+                "selected_bytes": 1_000_000}
+
+    rows = [row("tessera-auto", 0.050, 1_100_000), row("tessera-get", 0.080, 4_000_000),
+            row("zarr", 0.090, 4_000_000), row("tiledb", 0.120, 4_000_000),
+            row("zarr-sharded", 0.150, 2_000_000)]
+    (g,) = evaluation.goals(rows, run)
+    floor = 0.035 + 1_000_000 / 100e6
+    assert g["speedup_vs_fastest_peer"] == pytest.approx(0.090 / 0.050)
+    assert g["speedup_bound"] == pytest.approx(0.090 / floor)  # 2.0 < goal 2.5
+    assert g["auto_x_floor"] == pytest.approx(0.050 / floor)
+    assert g["speed_why"].startswith("out of reach") and "2.00x" in g["speed_why"]
+    assert g["bytes_bound"] == pytest.approx(2.0)
+    assert "at most 2.0x" in g["bytes_why"]
+    rows[2] = row("zarr", 0.600, 40_000_000)
+    rows[3] = row("tiledb", 0.600, 40_000_000)
+    rows[4] = row("zarr-sharded", 0.600, 40_000_000)
+    (g,) = evaluation.goals(rows, run)
+    assert g["speed_met"] == "yes" and g["speed_why"] == ""
+    assert g["bytes_met"] == "yes" and g["bytes_why"] == ""
+    rows[0] = row("tessera-auto", 0.300, 5_000_000)
+    (g,) = evaluation.goals(rows, run)
+    assert g["speed_why"] == "80% of the goal; auto takes 6.67x the floor"
+    assert g["bytes_why"] == "auto reads 5.00x the selected bytes"

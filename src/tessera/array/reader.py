@@ -873,6 +873,10 @@ def _scatter_cells(out: np.ndarray, rank_arr: np.ndarray | None, coords: np.ndar
     lefts, counts = [], []
     for d, dim in enumerate(sel.dims):
         c = coords[:, d]
+        if dim.ascending_run:  # a plain slice: coordinate lo + k is entry k, no search
+            lefts.append(c - dim.lo)
+            counts.append(((c >= dim.lo) & (c <= dim.hi)).astype(np.intp))
+            continue
         left = np.searchsorted(dim.sorted_coords, c, side="left")
         right = np.searchsorted(dim.sorted_coords, c, side="right")
         lefts.append(left)

@@ -619,11 +619,12 @@ def read_local_tiles(store: AsyncStore, schema: ArraySchema, reads: list[TileRea
 
 STREAM_SLAB_BYTES = 4 << 20
 """A raw tile in a local batch is read, checked and placed in slabs of at most this many
-bytes through one buffer per thread, reused from tile to tile (a fresh buffer per tile costs
-page faults on every read). Measured on this project's 2-core machine, two threads reading
-the 256 tiles of 4 MiB of a 1 GiB array from the page cache, best of 9: 0.115 s in 4 MiB
-slabs, 0.120 s in 2 MiB, 0.124 s in 1 MiB, 0.145 s in 512 KiB (more trips through Python
-per tile); a raw read of the file: 0.095 s."""
+bytes (but at least one slice across its slowest axis) through one buffer per thread,
+reused from tile to tile (a fresh buffer per tile costs page faults on every read).
+Measured on this project's 2-core machine, two threads reading the 256 tiles of 4 MiB of a
+1 GiB array from the page cache, best of 9: 0.115 s in 4 MiB slabs, 0.120 s in 2 MiB,
+0.124 s in 1 MiB, 0.145 s in 512 KiB (more trips through Python per tile); a raw read of
+the file: 0.095 s."""
 
 
 class _Scratch:
@@ -642,9 +643,10 @@ class _Scratch:
 def _stream_raw_tile(store: AsyncStore, schema: ArraySchema, read: TileRead, sel: Selection,
                      out: np.ndarray, scratch: _Scratch, where: str) -> bool:
     """Read a raw tile of a folder store in slabs along its slowest axis in storage order
-    (``STREAM_SLAB_BYTES`` each), checking each slab's bytes into the tile's checksum and
-    placing its selected cells before the next slab is read; one request in all. Raises as
-    a whole-tile read would (missing, truncated, damaged), once cells may already be placed.
+    (whole slices of that axis, up to ``STREAM_SLAB_BYTES`` each), checking each slab's
+    bytes into the tile's checksum and placing its selected cells before the next slab is
+    read; one request in all. Raises as a whole-tile read would (missing, truncated,
+    damaged), once cells may already be placed.
 
     Returns False, having read nothing, unless the tile is raw, stored at its full size,
     and the cells taken from it form a box of step 1 in both tile and output (the caller

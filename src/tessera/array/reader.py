@@ -947,16 +947,14 @@ def _tile_indices(read: TileRead, sel: Selection,
                   ) -> tuple[list[slice | np.ndarray], list[slice | np.ndarray]] | None:
     """Per dimension, where the cells ``sel`` takes from a tile lie in the tile and in the
     output (slices where they are runs); ``None`` when the tile gives none."""
-    if all(d.ascending_run for d in sel.dims):  # plain slices: no search needed
-        first, last = read.region
-        return ([slice(a - o, b - o + 1) for a, b, o in zip(first, last, read.tile_origin,
-                                                              strict=True)],
-                [slice(a - d.lo, b - d.lo + 1) for a, b, d in zip(first, last, sel.dims,
-                                                                   strict=True)])
     src: list[slice | np.ndarray] = []
     dst: list[slice | np.ndarray] = []
     for d, lo, hi, origin in zip(sel.dims, read.region[0], read.region[1], read.tile_origin,
                                  strict=True):
+        if d.ascending_run:  # a plain slice: the region's cells, found without a search
+            src.append(slice(lo - origin, hi - origin + 1))
+            dst.append(slice(lo - d.lo, hi - d.lo + 1))
+            continue
         coords, pos = d.within(lo, hi)
         if len(coords) == 0:
             return None

@@ -23,6 +23,7 @@ def small_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reader_mod, "LOCAL_BATCH_BYTES", 256)
     monkeypatch.setattr(fragment_mod, "STREAM_BYTES", 1)
     monkeypatch.setattr(fragment_mod, "STREAM_CHUNK_BYTES", 2000)
+    monkeypatch.setattr(fragment_mod, "LOCAL_STREAM_CHUNK_BYTES", 2000)
     real = fragment_mod._work_groups
     monkeypatch.setattr(fragment_mod, "_work_groups",
                         lambda n, nbytes, min_bytes=0: real(n, nbytes, min_bytes=1))

@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import collections
+import concurrent.futures
 import dataclasses
 import itertools
 import json
@@ -28,6 +30,7 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -308,10 +311,15 @@ async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
     puts = []
     for attr in schema.attrs:
         key = f"{FRAGMENTS}/{fid}/{attr.name}.data"
-        attrs[attr.name], blob = await _encode_dense_attr(schema, attr, values[attr.name], box,
-                                                          tiles, key, block_bytes)
-        puts.append(store.put(key, blob) if not isinstance(blob, _StreamedTiles)
-                    else store.put_stream(key, blob, part_bytes=blob.chunk_bytes))
+        attrs[attr.name], blob = await _encode_dense_attr(
+            schema, attr, values[attr.name], box, tiles, key, block_bytes,
+            LOCAL_STREAM_CHUNK_BYTES if store.is_local else STREAM_CHUNK_BYTES)
+        if not isinstance(blob, _StreamedTiles):
+            puts.append(store.put(key, blob))
+        elif store.is_local:
+            puts.append(asyncio.to_thread(store.write_file_chunks, key, blob.chunks()))
+        else:
+            puts.append(store.put_stream(key, blob, part_bytes=blob.chunk_bytes))
     await asyncio.gather(*puts)  # streamed checksums are all filled in once these return
     meta = FragmentMeta("", 0, kind, box, tlo, thi, attrs, int(np.prod(shape)),
                         replaces=replaces)
@@ -320,7 +328,7 @@ async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
 
 async def _encode_dense_attr(schema: ArraySchema, attr: Attr, data: np.ndarray, box: Box,
                              tiles: np.ndarray, key: str, block_bytes: int = BLOCK_BYTES,
-                             ) -> tuple[AttrTiles, Any]:
+                             chunk_bytes: int | None = None) -> tuple[AttrTiles, Any]:
     """Serialise, encode and checksum one attribute's tiles of a box write.
 
     Raw tiles are written straight into one preallocated buffer (one copy of the data in
@@ -334,7 +342,7 @@ async def _encode_dense_attr(schema: ArraySchema, attr: Attr, data: np.ndarray, 
     groups = _work_groups(n, data.nbytes)
     if attr.codec is None and n * tile_nbytes(schema, attr) >= STREAM_BYTES:
         tile_bytes = tile_nbytes(schema, attr)
-        stream = _StreamedTiles(schema, attr, data, box, boxes, tile_bytes)
+        stream = _StreamedTiles(schema, attr, data, box, boxes, tile_bytes, chunk_bytes)
         return AttrTiles(key, None, np.arange(n, dtype=np.int64) * tile_bytes,
                          np.full(n, tile_bytes, dtype=np.int64), stream.crcs), stream
     if attr.codec is None:
@@ -374,14 +382,20 @@ async def _encode_dense_attr(schema: ArraySchema, attr: Attr, data: np.ndarray, 
 
 
 #: Raw attribute data of at least this many bytes is serialised while it uploads, in
-#: chunks of about ``STREAM_CHUNK_BYTES`` (whole tiles).
+#: chunks of about ``STREAM_CHUNK_BYTES`` (whole tiles; at least one), or
+#: ``LOCAL_STREAM_CHUNK_BYTES`` on folder stores. Cloud parts must hold 5 MiB or more; a
+#: local write gains from chunks that stay in the cores' caches between being filled and
+#: being written (1 GiB of 4 MiB tiles in a standalone probe on this project's 2-core
+#: machine: 0.216 s in chunks of one tile, 0.233 s in chunks of four).
 STREAM_BYTES = 64 << 20
 STREAM_CHUNK_BYTES = 16 << 20
+LOCAL_STREAM_CHUNK_BYTES = 4 << 20
 
 
 class _StreamedTiles:
     """The raw tiles of one attribute of a large box write, as an async iterator of chunks
-    of whole tiles (about ``chunk_bytes`` each) in the object's order.
+    of whole tiles (about ``chunk_bytes`` each) in the object's order, for uploads; or, with
+    :meth:`chunks`, as a plain iterator for a thread that writes a local file.
 
     Each chunk is serialised and checksummed on a worker thread, up to ``ahead`` chunks
     before the upload asks for them, so serialising overlaps with writing and only the
@@ -405,6 +419,29 @@ class _StreamedTiles:
         _fill_raw_tiles(out, self.crcs, lo, hi, self.schema, self.attr, self.data, self.box,
                         self.boxes)
         return out
+
+    def chunks(self) -> Iterator[np.ndarray]:
+        """The chunks in order, each filled by one helper thread up to ``ahead`` chunks
+        before the caller asks for it: for :meth:`AsyncStore.write_file_chunks` on a worker
+        thread, so filling and writing take turns on two threads with no trip through the
+        event loop per chunk (in a 1 GiB write on this project's 2-core machine, those trips
+        cost about a fifth of the time when both cores were busy)."""
+        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tessera-fill")
+        pending: collections.deque[concurrent.futures.Future[np.ndarray]] = collections.deque()
+        spans = iter(self.spans)
+        try:
+            for span in itertools.islice(spans, self.ahead):
+                pending.append(pool.submit(self._fill, *span))
+            while pending:
+                chunk = pending.popleft().result()
+                nxt = next(spans, None)
+                if nxt is not None:
+                    pending.append(pool.submit(self._fill, *nxt))
+                yield chunk
+        finally:
+            for f in pending:
+                f.cancel()
+            pool.shutdown(wait=True)
 
     async def __aiter__(self) -> Any:
         pending: list[asyncio.Future[np.ndarray]] = []

@@ -22,6 +22,7 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Iterable,
     Iterator,
     Sequence,
 )
@@ -308,6 +309,62 @@ class AsyncStore:
         finally:
             os.close(fd)
         self._succeeded("range", key, done, 0, started)
+
+    def write_file_chunks(self, key: str, chunks: Iterable[Any]) -> PutResult:
+        """A folder store's :meth:`put_stream`, made on the calling thread: writes the
+        bytes-like ``chunks`` one after another into a staging file beside the object
+        (``name#digits``, hidden from listings, as obstore names its own), then renames it
+        over the object, so the object appears whole or not at all.
+
+        For a worker thread that writes while another fills the next chunk, with no trip
+        back to the event loop per chunk and no copy of the chunk (obstore's local upload
+        copies each into a buffer of its own). In a probe on this project's 2-core machine
+        (best of 5, taking turns), a 1 GiB dense write in 4 MiB chunks took 0.205 s this
+        way, 0.27 s through :meth:`put_stream`, and 0.209 s as one plain ``write`` of the
+        same bytes. If a chunk
+        fails to arrive (the iterable raises) or to land, the staging file is removed and
+        the object is left as it was. Recorded in the stats as one ``put``; the etag is the
+        one obstore's local store reports for the file.
+
+        >>> import pathlib, tempfile, tessera
+        >>> store = tessera.open_store(pathlib.Path(tempfile.mkdtemp()).as_uri())
+        >>> _ = store.aio.write_file_chunks("d/k", [b"ab", memoryview(b"cd")])
+        >>> bytes(store.get("d/k"))
+        b'abcd'
+        """
+        if not self.is_local:
+            raise PermanentStorageError("write_file_chunks writes folder stores only",
+                                        url=str(self.url), key=key, op="put")
+        path = self._file(key)
+        staging = path.with_name(f"{path.name}#{self._rand.randrange(10**9, 10**10)}")
+        note_io()
+        started = time.monotonic()
+        sent = 0
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            try:
+                for chunk in chunks:
+                    view = memoryview(_as_payload(chunk, str(self.url), key))
+                    sent += len(view)
+                    while view:
+                        view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+            staging.replace(path)
+            info = path.stat()
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                staging.unlink()
+            if not isinstance(exc, Exception):
+                raise
+            err = self._failed(exc, "put", key, sent, started)  # recorded either way
+            if isinstance(exc, OSError):  # the file system's error, translated; a failing
+                raise err from exc        # chunk's own error goes on as it is
+            raise
+        self._succeeded("put", key, 0, sent, started)
+        return PutResult(etag=f'"{info.st_ino:x}-{info.st_mtime_ns // 1000:x}-'
+                              f'{info.st_size:x}"')
 
     async def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]]) -> list[Bytes]:
         """Several ``(offset, length)`` ranges of one object: one request each, concurrently

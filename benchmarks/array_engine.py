@@ -17,7 +17,7 @@
 Raw and Tessera runs take turns and the best of ``--repeats`` is kept for each. Prints a
 table; writes benchmarks/out/array_engine.csv.
 
-    python benchmarks/array_engine.py [--size-gib 1] [--repeats 5] [--dir DIR] [--quick]
+    python benchmarks/array_engine.py [--size-gib 1] [--repeats 6] [--dir DIR] [--quick]
                                       [--no-cold]
 
 ``--quick`` shrinks every size (a smoke run for tests, not figures to report).
@@ -75,11 +75,12 @@ def settle(cold: bool = False) -> None:
 def interleaved(fns: dict[str, Callable[[], Any]], repeats: int, cold: bool = False,
                 before: Callable[[], Any] | None = None) -> dict[str, float]:
     """Best time of each function over ``repeats`` rounds, the functions taking turns (so
-    drifts of a shared machine hit all of them alike); ``before`` runs and the disk settles
+    drifts of a shared machine hit all of them alike) in an order that reverses every round
+    (so going first or last favours none of them); ``before`` runs and the disk settles
     before every run, outside the timing."""
     best = dict.fromkeys(fns, float("inf"))
-    for _ in range(repeats):
-        for name, fn in fns.items():
+    for round_ in range(repeats):
+        for name, fn in (reversed(fns.items()) if round_ % 2 else fns.items()):
             if before is not None:
                 before()
             settle(cold)
@@ -241,8 +242,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-gib", type=float, default=1.0)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--queries", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=6)
+    parser.add_argument("--queries", type=int, default=24)
     parser.add_argument("--dir", type=Path, default=None,
                         help="folder for the stores (default: a temporary folder)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out")

@@ -152,20 +152,22 @@ class ReadConfig:
 
     Attributes:
         refresh_s: how long a handle opened without a timestamp may reuse its list of the
-            committed fragments before it lists the commit markers again (one LIST request).
-            0 (the default) lists at every read, so a read sees every commit made before it
-            began. A training loop over data that does not change can set, say, 60 (or
-            ``inf``: list once, as TileDB and zarr read metadata once at open) and save a
-            LIST per read: on S3 a LIST costs 12.5x a GET ($0.005 against $0.0004 per
-            1000), and through an emulated 20 ms link the test server's LIST held a 21 x 21
-            box read at 28 ms against 24 ms without it. Writes through the handle, and
-            :meth:`~tessera.Array.refresh`, make its next read list again.
+            committed fragments before a read lists the commit markers again (one LIST
+            request). The default, 1 s, bounds how late a handle sees a commit made by
+            another process; commits and vacuums made by any handle of the same process, and
+            :meth:`~tessera.Array.refresh`, make the next read list at once. 0 lists at
+            every read, so a read sees every commit made before it began; ``inf`` lists once
+            (as TileDB reads an open array's fragment bookkeeping once, and zarr its
+            metadata). Listing at every read costs a LIST per read: on S3 a LIST costs 12.5x
+            a GET ($0.005 against $0.0004 per 1000), so a loop of small reads would pay
+            more for listing than for data; and through an emulated 20 ms link the test
+            server's LIST held a 21 x 21 box read at 28 ms against 24 ms without it.
 
     >>> ReadConfig.from_env({"TESSERA_READ_REFRESH_S": "60"}).refresh_s
     60.0
     """
 
-    refresh_s: float = 0.0
+    refresh_s: float = 1.0
 
     def __post_init__(self) -> None:
         try:

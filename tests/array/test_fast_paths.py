@@ -131,12 +131,12 @@ def test_damaged_inline_tiles_are_reported(store_url) -> None:
 
 
 def test_reads_see_fragments_committed_by_others_since_the_last_read(store_url) -> None:
-    """Reads speculate with the previous read's fragments while listing; a new fragment
-    from another handle must still show up."""
+    """Handles that list at every read (refresh_s=0) speculate with the previous read's
+    fragments while listing; a new fragment from another handle must still show up."""
     url, options = store_url
     writer = tessera.from_numpy(f"{url.rstrip('/')}/spec", np.zeros((8, 8), np.int32),
                                 tile=(4, 4), storage_options=options)
-    reader = tessera.open_array(writer.uri, storage_options=options)
+    reader = tessera.open_array(writer.uri, storage_options=options, refresh_s=0)
     assert reader[2, 3] == 0
     with tessera.collect_stats() as stats:  # nothing new: one listing, beside the data
         assert reader[2, 3] == 0

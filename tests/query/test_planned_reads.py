@@ -48,6 +48,13 @@ def test_every_method_reads_the_right_cells(grid, method, y0, ny, ys, x0, nx, xs
         assert arr.last_read.pushdown_fallbacks == 0, arr.last_read.pushdown_error
 
 
+def _data_requests(stats: tessera.IOStats) -> int:
+    """Requests other than listings (a read lists the commit markers when its handle's
+    list of fragments is older than reads.refresh_s)."""
+    lists = stats.by_method.get("list")
+    return stats.requests - (lists.requests if lists is not None else 0)
+
+
 def test_fetch_moves_fewer_bytes_than_merge_than_get(grid) -> None:
     arr, data = grid
     sel = (slice(0, 96), slice(3, 5))  # a narrow vertical box
@@ -55,7 +62,7 @@ def test_fetch_moves_fewer_bytes_than_merge_than_get(grid) -> None:
     for method in ("get", "merge", "fetch"):
         with tessera.collect_stats() as stats:
             np.testing.assert_array_equal(arr.read(sel, method=method), data[sel])
-        moved[method] = (stats.bytes_received, stats.requests)
+        moved[method] = (stats.bytes_received, _data_requests(stats))
         assert stats.bytes_received == arr.last_read.plan.totals.nbytes
     assert moved["fetch"][0] < moved["merge"][0] < moved["get"][0]
     assert moved["fetch"][0] == 96 * 2 * 4
@@ -84,7 +91,7 @@ def test_neighbouring_tiles_can_share_a_request(store_url) -> None:
     assert len(plan.requests) == 1 and plan.requests[0].tiles == tuple(range(16))
     with tessera.collect_stats() as stats:  # one request, every tile checked and decoded
         np.testing.assert_array_equal(arr.read(sel, phi=1e9), data[sel])
-    assert stats.requests - stats.by_method["list"].requests == 1
+    assert _data_requests(stats) == 1
     np.testing.assert_array_equal(arr.read(sel, phi=0.0), data[sel])
 
 

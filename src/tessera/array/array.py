@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import itertools
 import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -81,14 +82,24 @@ from tessera.storage.store import Store, open_store
 TimestampLike = int | dt.datetime | None
 T = TypeVar("T")
 
+#: Changes made by this process, per array URI: the latest commit or vacuum any handle here
+#: made, as a number from ``_CHANGE_NUMBERS``. A handle reusing its list of fragments (see
+#: :class:`~tessera.config.ReadConfig`) drops the list when its array's number moved since it
+#: listed, so the handles of one process see one another's writes at once.
+_CHANGE_NUMBERS = itertools.count(1)
+_LOCAL_CHANGES: dict[str, int] = {}
+
 
 class Array:
     """An open array. Get one with :func:`open_array`, :func:`create_array` or
     :func:`from_numpy`.
 
-    A handle opened without ``timestamp`` sees every fragment committed up to each read (or,
-    with ``reads.refresh_s`` > 0, reuses its list of fragments for that long); one opened
-    with ``timestamp=t`` sees exactly the fragments committed at or before ``t``.
+    A handle opened without ``timestamp`` sees the fragments committed when it last listed
+    the commit markers: it lists again at a read once ``reads.refresh_s`` (1 s by default)
+    has passed since, and at once after any handle of this process wrote to or vacuumed the
+    array (:meth:`refresh` asks for it too). With ``refresh_s=0`` every read lists and sees
+    every fragment committed before it began. A handle opened with ``timestamp=t`` sees
+    exactly the fragments committed at or before ``t``.
 
     ``planner`` (:class:`~tessera.config.PlannerConfig`), ``reads``
     (:class:`~tessera.config.ReadConfig`) and ``writes`` (:class:`~tessera.config.WriteConfig`)
@@ -114,8 +125,9 @@ class Array:
         # The newest run of many small updates, merged once (see tessera.array.update_index).
         self._updates: dict[Any, tuple[int, MergedUpdates | None]] = {}
         self._snapshot: list[FragmentMeta] | None = None  # timestamped handles list once
-        # The latest listing of a handle without a timestamp: (time.monotonic(), fragments).
-        self._listed: tuple[float, list[FragmentMeta]] | None = None
+        # The latest listing of a handle without a timestamp: (time.monotonic(), this
+        # process's change number of the array then, fragments).
+        self._listed: tuple[float, int, list[FragmentMeta]] | None = None
         self.last_read: ReadReport | None = None
         self.pushdown = pushdown
 
@@ -400,11 +412,11 @@ class Array:
 
     async def _speculate(self, read: Callable[[list[FragmentMeta]], Awaitable[T]]) -> T:
         """Run ``read(fragments)``. A handle whose list of fragments is younger than
-        ``reads.refresh_s`` reads with it (listing again only if a fragment turns out to be
-        gone). Otherwise a handle that has read before (and lists at every read) speculates:
-        it reads with the fragments the previous read saw while listing the commit markers
-        at the same time (one round trip saved on every read); the answer stands if the
-        listing shows the same fragments, otherwise it reads again."""
+        ``reads.refresh_s`` (and still current for this process's own changes) reads with it,
+        listing again only if a fragment turns out to be gone. Otherwise a handle that has
+        read before speculates: it reads with the fragments the previous read saw while
+        listing the commit markers at the same time (one round trip saved); the answer
+        stands if the listing shows the same fragments, otherwise it reads again."""
         cached = self._cached_listing()
         if cached is not None:
             try:
@@ -499,17 +511,16 @@ class Array:
         """The fragments reads use, oldest first: replaced fragments hidden.
 
         A handle opened at a timestamp lists them once, at its first read (as TileDB opens
-        an array at a timestamp); a handle without one lists them at every read, so it sees
-        every commit, unless ``reads.refresh_s`` lets it reuse a recent list (and
-        ``cached_ok``).
+        an array at a timestamp); a handle without one lists them again unless
+        :meth:`_cached_listing` still holds (and ``cached_ok``).
         """
         if self.timestamp is None:
             cached = self._cached_listing() if cached_ok else None
             if cached is not None:
                 return cached
-            listed_at = time.monotonic()
+            listed_at, change = time.monotonic(), _LOCAL_CHANGES.get(self.uri, 0)
             metas = apply_replacements(await self._committed_metas())
-            self._listed = (listed_at, metas)
+            self._listed = (listed_at, change, metas)
             return metas
         if self._snapshot is None:
             await check_history(self._store.aio, self.timestamp, self.uri)
@@ -517,23 +528,33 @@ class Array:
         return self._snapshot
 
     def _cached_listing(self) -> list[FragmentMeta] | None:
-        """The latest list of fragments if ``reads.refresh_s`` still covers it."""
+        """The latest list of fragments if ``reads.refresh_s`` still covers it and no
+        handle of this process changed the array since."""
         if self.timestamp is not None or self._listed is None:
             return None
-        listed_at, metas = self._listed
+        listed_at, change, metas = self._listed
+        if change != _LOCAL_CHANGES.get(self.uri, 0):
+            return None
         return metas if time.monotonic() - listed_at < self.reads.refresh_s else None
 
     def refresh(self) -> None:
         """Make the next read list the commit markers, even within ``reads.refresh_s`` of
-        the last listing (a handle opened at a timestamp keeps its fragments).
+        the last listing, and so see what other processes committed since (a handle opened
+        at a timestamp keeps its fragments).
 
         >>> import numpy as np, tessera
         >>> arr = tessera.from_numpy("memory://doc-refresh", np.zeros(4, np.int32))
         >>> arr.reads = tessera.ReadConfig(refresh_s=float("inf"))
-        >>> other = tessera.open_array("memory://doc-refresh", mode="w")
-        >>> _ = arr[:], other.write(np.ones(4, np.int32))
-        >>> arr[:].tolist(), (arr.refresh(), arr[:].tolist())[1]
-        ([0, 0, 0, 0], [1, 1, 1, 1])
+        >>> _ = arr[:]
+        >>> with tessera.collect_stats() as stats:
+        ...     _ = arr[:]  # the list of fragments of the read before
+        >>> "list" in stats.by_method
+        False
+        >>> arr.refresh()
+        >>> with tessera.collect_stats() as stats:
+        ...     _ = arr[:]
+        >>> stats.by_method["list"].requests
+        1
         """
         self._listed = None
 
@@ -734,14 +755,17 @@ class Array:
         metas = run_sync(self._committed_metas())
         removed = run_sync(vacuum(self._store.aio, metas, orphan_grace_s))
         self._listed = None
+        _LOCAL_CHANGES[self.uri] = next(_CHANGE_NUMBERS)
         return removed
 
     def _committed(self, meta: FragmentMeta) -> None:
-        """Note a fragment this handle committed: its next read lists the commit markers
-        (and so sees it)."""
+        """Note a fragment this handle committed: its next read, and the next read of every
+        other handle of this process on the array, lists the commit markers (and so sees
+        it)."""
         self._metas[meta.name] = meta
         self._last_visible = None
         self._listed = None
+        _LOCAL_CHANGES[self.uri] = next(_CHANGE_NUMBERS)
 
     def _check_writable(self) -> None:
         if self.mode != "w":
@@ -819,8 +843,8 @@ def open_array(uri: str, mode: str = "r", timestamp: TimestampLike = None, *,
     reads it as it was then.
 
     ``refresh_s``: how long the handle may reuse its list of committed fragments before a
-    read lists the commit markers again (default ``TESSERA_READ_REFRESH_S``, else 0: at
-    every read); see :class:`~tessera.config.ReadConfig`.
+    read lists the commit markers again (default ``TESSERA_READ_REFRESH_S``, else 1 s; 0:
+    at every read); see :class:`~tessera.config.ReadConfig`.
 
     ``pushdown``: a pushdown server (``http://host:port``, see ``tessera serve``) whose
     root holds this array, or a :class:`~tessera.server.client.PushdownClient`; default

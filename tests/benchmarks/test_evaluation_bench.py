@@ -95,3 +95,8 @@ def test_goals_say_when_the_link_puts_a_goal_out_of_reach() -> None:
     (g,) = evaluation.goals(rows, run)
     assert g["speed_why"] == "80% of the goal; auto takes 6.67x the floor"
     assert g["bytes_why"] == "auto reads 5.00x the selected bytes"
+    assert g["forced_met"] == "no"
+    assert g["forced_why"] == "auto takes 3.75x the time of get (forced)"
+    rows[0] = row("tessera-auto", 0.085, 5_000_000)
+    (g,) = evaluation.goals(rows, run)
+    assert g["forced_met"] == "yes" and g["forced_why"] == ""

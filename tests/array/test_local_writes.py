@@ -130,3 +130,29 @@ def test_failed_streamed_write_leaves_nothing_visible(tmp_path: Path, streamed: 
     reader = tessera.open_array(arr.uri)
     assert reader.fragments == before
     np.testing.assert_array_equal(reader[:, :], np.ones((60, 47), np.int32))
+
+
+def test_a_full_disk_mid_write_leaves_nothing_and_stops_the_filler(
+        tmp_path: Path, streamed: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import os
+
+    arr = tessera.from_numpy((tmp_path / "arr").as_uri(), np.ones((60, 47), np.int32),
+                             tile=(16, 10))
+    real_write = os.write
+    calls = []
+
+    def full_disk(fd: int, data: object) -> int:
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(tessera.storage.store.os, "write", full_disk)
+    with tessera.collect_stats() as stats, pytest.raises(StorageError, match=r"data\.data: .*No space"):
+        arr.write(np.full((60, 47), 7, np.int32))
+    monkeypatch.setattr(tessera.storage.store.os, "write", real_write)
+    assert stats.by_method["put"].failures == 1
+    assert not _staging_files(tmp_path)
+    assert not [t for t in threading.enumerate() if t.name.startswith("tessera-fill")]
+    np.testing.assert_array_equal(tessera.open_array(arr.uri)[:, :], np.ones((60, 47)))

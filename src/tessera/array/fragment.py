@@ -317,7 +317,7 @@ async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
         if not isinstance(blob, _StreamedTiles):
             puts.append(store.put(key, blob))
         elif store.is_local:
-            puts.append(asyncio.to_thread(store.write_file_chunks, key, blob.chunks()))
+            puts.append(asyncio.to_thread(_write_file_stream, store, key, blob))
         else:
             puts.append(store.put_stream(key, blob, part_bytes=blob.chunk_bytes))
     await asyncio.gather(*puts)  # streamed checksums are all filled in once these return
@@ -458,6 +458,16 @@ class _StreamedTiles:
         finally:
             for f in pending:
                 f.cancel()
+
+
+def _write_file_stream(store: AsyncStore, key: str, stream: _StreamedTiles) -> None:
+    """Write ``stream`` to a folder store's object ``key`` on the calling thread; its
+    helper thread is stopped whether or not the write lands."""
+    chunks = stream.chunks()
+    try:
+        store.write_file_chunks(key, chunks)
+    finally:
+        chunks.close()
 
 
 def _work_groups(n: int, nbytes: int, min_bytes: int = 8 << 20) -> list[tuple[int, int]]:

@@ -321,10 +321,9 @@ class AsyncStore:
         copies each into a buffer of its own). In a probe on this project's 2-core machine
         (best of 5, taking turns), a 1 GiB dense write in 4 MiB chunks took 0.205 s this
         way, 0.27 s through :meth:`put_stream`, and 0.209 s as one plain ``write`` of the
-        same bytes. If a chunk
-        fails to arrive (the iterable raises) or to land, the staging file is removed and
-        the object is left as it was. Recorded in the stats as one ``put``; the etag is the
-        one obstore's local store reports for the file.
+        same bytes. If a chunk fails to arrive (the iterable raises) or to land, the
+        staging file is removed and the object is left as it was. Recorded in the stats as
+        one ``put``; the etag is the one obstore's local store reports for the file.
 
         >>> import pathlib, tempfile, tessera
         >>> store = tessera.open_store(pathlib.Path(tempfile.mkdtemp()).as_uri())
@@ -346,9 +345,10 @@ class AsyncStore:
             try:
                 for chunk in chunks:
                     view = memoryview(_as_payload(chunk, str(self.url), key))
-                    sent += len(view)
                     while view:
-                        view = view[os.write(fd, view):]
+                        written = os.write(fd, view)
+                        sent += written
+                        view = view[written:]
             finally:
                 os.close(fd)
             staging.replace(path)

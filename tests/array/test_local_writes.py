@@ -149,7 +149,8 @@ def test_a_full_disk_mid_write_leaves_nothing_and_stops_the_filler(
         return real_write(fd, data)
 
     monkeypatch.setattr(tessera.storage.store.os, "write", full_disk)
-    with tessera.collect_stats() as stats, pytest.raises(StorageError, match=r"data\.data: .*No space"):
+    with tessera.collect_stats() as stats, \
+            pytest.raises(StorageError, match=r"data\.data: .*No space"):
         arr.write(np.full((60, 47), 7, np.int32))
     monkeypatch.setattr(tessera.storage.store.os, "write", real_write)
     assert stats.by_method["put"].failures == 1

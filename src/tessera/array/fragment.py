@@ -30,7 +30,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 
 import numpy as np
@@ -49,7 +49,7 @@ from tessera.array.layout import (
 )
 from tessera.array.schema import ArraySchema, Attr
 from tessera.errors import CorruptDataError, ObjectNotFoundError
-from tessera.storage.store import AsyncStore
+from tessera.storage.store import AsyncStore, PutResult
 
 FRAGMENT_VERSION = 4  # 2: small sparse fragments may keep their tiles inline;
 #                      3: compressed dense tiles are blocked (tessera.array.blocks);
@@ -420,7 +420,7 @@ class _StreamedTiles:
                         self.boxes)
         return out
 
-    def chunks(self) -> Iterator[np.ndarray]:
+    def chunks(self) -> Generator[np.ndarray, None, None]:
         """The chunks in order, each filled by one helper thread up to ``ahead`` chunks
         before the caller asks for it: for :meth:`AsyncStore.write_file_chunks` on a worker
         thread, so filling and writing take turns on two threads with no trip through the
@@ -460,12 +460,12 @@ class _StreamedTiles:
                 f.cancel()
 
 
-def _write_file_stream(store: AsyncStore, key: str, stream: _StreamedTiles) -> None:
+def _write_file_stream(store: AsyncStore, key: str, stream: _StreamedTiles) -> PutResult:
     """Write ``stream`` to a folder store's object ``key`` on the calling thread; its
     helper thread is stopped whether or not the write lands."""
     chunks = stream.chunks()
     try:
-        store.write_file_chunks(key, chunks)
+        return store.write_file_chunks(key, chunks)
     finally:
         chunks.close()
 

@@ -157,3 +157,21 @@ def test_unsupported_features_say_so(tmp_path):
             f.attrs["c"] = {"a": 1}
         with pytest.raises(AttributeError):
             d.no_such_thing  # noqa: B018
+
+
+def test_dataset_refresh_lists_the_fragments_again(tmp_path, monkeypatch):
+    """As h5py's SWMR readers call ``refresh()`` to see another process's writes."""
+    monkeypatch.setenv("TESSERA_READ_REFRESH_S", "inf")  # list once unless refreshed
+    uri = (tmp_path / "f").as_uri()
+    with tessera.h5.File(uri, "w") as f:
+        f.create_dataset("x", data=np.arange(4))
+    with tessera.h5.File(uri, "r") as f:
+        d = f["x"]
+        d[:]
+        with tessera.collect_stats() as stats:
+            d[:]
+        assert "list" not in stats.by_method
+        d.refresh()
+        with tessera.collect_stats() as stats:
+            assert d[:].tolist() == [0, 1, 2, 3]
+        assert stats.by_method["list"].requests == 1

@@ -46,7 +46,7 @@ ATTRS_KEY = "__attrs.json"
 MODES = ("r", "r+", "w", "w-", "x", "a")
 #: h5py Dataset features this facade does not offer (each raises NotImplementedError).
 UNSUPPORTED_DATASET = ("resize", "maxshape", "id", "dims", "regionref", "asstr", "fields",
-                       "iter_chunks", "virtual_sources", "is_virtual", "refresh", "flush",
+                       "iter_chunks", "virtual_sources", "is_virtual", "flush",
                        "external", "scaleoffset", "shuffle", "fletcher32", "len",
                        "make_scale", "is_scale", "file_id", "ref", "lazy_compute")
 
@@ -380,6 +380,22 @@ class Dataset(_Node):
         super().__init__(file, path)
         self._array = array or open_array(file._child(path), "w" if file._writable else "r",
                                           storage_options=file.storage_options)
+
+    def refresh(self) -> None:
+        """See what other processes wrote since this dataset last listed its fragments (as
+        h5py's ``Dataset.refresh`` rereads a dataset written by another process): the next
+        read lists them again (:meth:`tessera.Array.refresh`). Writes made in this process
+        are seen without it, and other processes' within ``TESSERA_READ_REFRESH_S``
+        (1 s by default).
+
+        >>> import numpy as np, tessera.h5 as h5
+        >>> with h5.File("memory://doc-h5-refresh", "w") as f:
+        ...     d = f.create_dataset("x", data=np.arange(4))
+        ...     d.refresh()
+        ...     d[:].tolist()
+        [0, 1, 2, 3]
+        """
+        self._array.refresh()
 
     def __getattr__(self, name: str) -> Any:
         if name in UNSUPPORTED_DATASET:

@@ -424,7 +424,7 @@ class Array:
             except CorruptDataError:
                 # e.g. vacuumed since the list was made: list again; read again if it changed
                 metas = await self._visible_metas(cached_ok=False)
-                if [m.name for m in metas] == [m.name for m in cached]:
+                if _same_fragments(metas, cached):
                     raise
                 return await read(metas)
         last = self._last_visible
@@ -439,7 +439,7 @@ class Array:
                 await asyncio.gather(listing, return_exceptions=True)
                 raise
             metas = await listing
-            if guess is not None and [m.name for m in metas] == [m.name for m in last]:
+            if guess is not None and _same_fragments(metas, last):
                 return guess
         else:
             metas = await self._visible_metas()
@@ -466,7 +466,7 @@ class Array:
                 if not retry:
                     raise
                 fresh = await self._visible_metas(cached_ok=False)
-                if [m.name for m in fresh] == [m.name for m in metas]:
+                if _same_fragments(fresh, metas):
                     raise
                 metas = fresh
         self._last_visible = metas
@@ -490,7 +490,7 @@ class Array:
                 break
             except CorruptDataError:  # see _read_async
                 fresh = await self._visible_metas(cached_ok=False)
-                if [m.name for m in fresh] == [m.name for m in metas]:
+                if _same_fragments(fresh, metas):
                     raise
                 metas = fresh
         used = len({r.fragment for r in reads})
@@ -754,17 +754,19 @@ class Array:
         self._check_writable()
         metas = run_sync(self._committed_metas())
         removed = run_sync(vacuum(self._store.aio, metas, orphan_grace_s))
-        self._listed = None
-        _LOCAL_CHANGES[self.uri] = next(_CHANGE_NUMBERS)
+        self._changed()
         return removed
 
     def _committed(self, meta: FragmentMeta) -> None:
-        """Note a fragment this handle committed: its next read, and the next read of every
-        other handle of this process on the array, lists the commit markers (and so sees
-        it)."""
+        """Note a fragment this handle committed (see :meth:`_changed`)."""
         self._metas[meta.name] = meta
         self._last_visible = None
-        self._listed = None
+        self._changed()
+
+    def _changed(self) -> None:
+        """Note that this handle changed the array: the next read of every handle of this
+        process on it, this one included, lists the commit markers (its reused list no
+        longer matches the array's change number)."""
         _LOCAL_CHANGES[self.uri] = next(_CHANGE_NUMBERS)
 
     def _check_writable(self) -> None:
@@ -775,6 +777,11 @@ class Array:
                                 "handle opened without one")
         self._last_visible = None  # this handle changes the array: next read lists first
         self._listed = None  # ... and lists, whatever reads.refresh_s allows
+
+
+def _same_fragments(a: list[FragmentMeta], b: list[FragmentMeta]) -> bool:
+    """True if two lists of fragments name the same fragments in the same order."""
+    return [m.name for m in a] == [m.name for m in b]
 
 
 def _report(report: ReadReport, pushdown: PushdownReader | None) -> ReadReport:

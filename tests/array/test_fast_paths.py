@@ -186,3 +186,28 @@ def test_an_attribute_parses_its_dtype_once(monkeypatch) -> None:
 
     monkeypatch.setattr(schema_mod.np, "dtype", refuse)
     assert attr.cell_shape == (3,) and attr.np_dtype == np.uint8 and attr.cell_nbytes == 3
+
+
+@pytest.mark.parametrize(("method", "sel", "hops"), [
+    ("merge", (slice(100, 121), slice(200, 221)), 0),  # a few KiB of one 4 MiB tile
+    ("get", (slice(100, 121), slice(200, 221)), 1),    # the tile checked on a thread only
+    ("get", (slice(0, 1024), slice(0, 1024)), 2),      # checked and placed on threads
+])
+def test_worker_threads_take_only_large_work(monkeypatch, method, sel, hops) -> None:
+    """A thread hop costs a small read through a 20 ms link measurably (~0.1-0.3 ms each):
+    a tile is decoded on a worker thread when decoding makes THREAD_BYTES or more (the
+    fetched part of it, for ranges), and placed there when it gives that many cells."""
+    import asyncio
+
+    truth = np.arange(1024 * 2048, dtype=np.int32).reshape(1024, 2048)
+    arr = tessera.from_numpy(f"memory://thread-hops-{method}-{hops}", truth, tile=(1024, 1024))
+    real = asyncio.to_thread
+    calls = []
+
+    async def counted(fn, *args, **kwargs):
+        calls.append(fn)
+        return await real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", counted)
+    np.testing.assert_array_equal(arr.read(sel, method=method), truth[sel])
+    assert len(calls) == hops

@@ -186,3 +186,23 @@ def test_a_marginal_all_pushdown_plan_is_not_taken(monkeypatch) -> None:
     assert ratio > refine.GLOBAL_PUSHDOWN_MARGIN
     monkeypatch.setattr(refine, "GLOBAL_PUSHDOWN_MARGIN", ratio * 1.01)
     assert [c.method for c in plan_tiles(needs, model, cell_nbytes=4)] == ["get"] * 8
+
+
+def test_a_tile_is_refined_again_only_when_the_rest_of_the_plan_changed(monkeypatch) -> None:
+    """Coordinate descent re-chooses a tile only if its context changed since its last
+    choice: a one-tile read runs Algorithm 1 once, not once per sweep."""
+    from tessera.query import refine
+
+    real = refine.refine_ranges
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(refine, "refine_ranges", counted)
+    ranges = tile_byte_ranges((1024, 1024), 4, "row-major",
+                              [np.arange(100, 120), np.arange(200, 220)])
+    need = TileNeed("t", "obj", 0, 4 * MiB, True, ranges, 20 * 20 * 4)
+    chosen = plan_tiles([need], CostModel(CLOUD, "s3"), cell_nbytes=4)
+    assert chosen[0].method == "range" and len(calls) == 1

@@ -285,12 +285,16 @@ def _descend(needs: list[TileNeed], model: CostModel, method: str, can_push: boo
                for c, n in zip(choices, needs, strict=True)]
     total = sum(current, RequestMix())
     fixed = [_only_get(n, method, can_push) for n in needs]
+    seen: list[RequestMix | None] = [None] * len(needs)  # the context each was chosen in
     for sweep in range(max(1, rounds)):
         changed = False
         for i, need in enumerate(needs):
             if sweep and fixed[i]:
                 continue  # its one candidate does not depend on the rest of the plan
             context = total - current[i]
+            if context == seen[i]:
+                continue  # the rest of the plan is as it was: the choice would be the same
+            seen[i] = context
             old = choices[i]
             new = _choose(need, method, model, context, can_push, cell_nbytes, old)
             if old is None or not _same(old, new):

@@ -45,6 +45,7 @@ lint: $(VENV)/.installed-all
 bench: $(VENV)/.installed-all
 	$(BIN)/python benchmarks/link_check.py
 	$(BIN)/python benchmarks/array_engine.py --no-cold
+	$(BIN)/python benchmarks/hyperslab.py
 	$(BIN)/python benchmarks/pushdown_load.py --requests 100
 	$(BIN)/python benchmarks/dataloader.py --quick
 	$(BIN)/python benchmarks/evaluation.py

@@ -4,7 +4,9 @@ scaled to this machine), every forced method beside auto, in one run.
 An N x N int32 array in 1024 x 1024 tiles (raw and zstd) lives in the S3 test server; reads
 go through the emulated link (RTT, bandwidth and per-request first-byte latency as options).
 Workloads, seeded: horizontal box (82 full rows), vertical box (82 full columns), small box
-(21 x 21). For each: median time over the queries, bytes and requests counted at the link,
+(21 x 21). For each: median time over the queries (the methods take turns on each query,
+in an order that turns by one per query, so a slow spell of the shared machine falls on
+all of them alike), bytes and requests counted at the link,
 dollars at S3 prices (requests, egress, and pushdown compute as Lambda GB-seconds), and the
 lower bound RTT + exact bytes / bandwidth. Every answer is checked against numpy. The planner
 uses a profile measured through the link first.
@@ -22,7 +24,7 @@ opened with ``refresh_s=0``, which sends one LIST beside every read's own reques
 sees every commit made before each read began); "x best forced" compares both auto rows with
 the forced methods.
 
-    python benchmarks/hyperslab.py [--size 8192] [--queries 5] [--rtt-ms 20]
+    python benchmarks/hyperslab.py [--size 8192] [--queries 9] [--rtt-ms 20]
                                    [--bandwidth-mbps 100] [--first-byte-ms 0] [--quick]
 
 Prints a table; writes benchmarks/out/hyperslab.csv.
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import statistics
 import time
 from pathlib import Path
@@ -64,11 +67,45 @@ def workloads(n: int, queries: int, seed: int) -> dict[str, list[Any]]:
     }
 
 
+@dataclasses.dataclass
+class MethodRun:
+    """One method's reads of one workload: times, bytes and requests at the links, dollars."""
+
+    method: str
+    handle: Any
+    how: str
+    times: list[float] = dataclasses.field(default_factory=list)
+    nbytes: list[int] = dataclasses.field(default_factory=list)
+    nreq: list[int] = dataclasses.field(default_factory=list)
+    cost: list[float] = dataclasses.field(default_factory=list)
+    plan_methods: str = ""  # of the last read, e.g. "range:8"
+
+    def measure(self, sel: Any, truth: np.ndarray, link: EmulatedLink, pd_link: EmulatedLink,
+                prices: Any, wname: str) -> None:
+        """Read ``sel`` once, check it against numpy, and record what it took."""
+        link.reset_counters()
+        pd_link.reset_counters()
+        t0 = time.perf_counter()
+        got = self.handle.read(sel, method=self.how)
+        self.times.append(time.perf_counter() - t0)
+        if not np.array_equal(got, truth[sel]):
+            raise SystemExit(f"{self.method} on {wname} returned wrong cells")
+        if self.handle.last_read.pushdown_fallbacks:
+            raise SystemExit(f"{self.method} on {wname}: pushdown fell back: "
+                             f"{self.handle.last_read.pushdown_error}")
+        c, p = link.counters(), pd_link.counters()
+        self.nbytes.append(c.bytes_down + p.bytes_down)
+        self.nreq.append(c.requests + p.requests)
+        self.cost.append(self.handle.last_read.stats.cost_usd(prices))
+        self.plan_methods = ", ".join(f"{k}:{v}" for k, v in
+                                      sorted(self.handle.last_read.plan.methods.items()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=8192)
-    parser.add_argument("--queries", type=int, default=5)
+    parser.add_argument("--queries", type=int, default=9)
     parser.add_argument("--rtt-ms", type=float, default=20.0)
     parser.add_argument("--bandwidth-mbps", type=float, default=100.0, help="MB/s")
     parser.add_argument("--first-byte-ms", type=float, default=0.0)
@@ -127,40 +164,37 @@ def main() -> None:
                     # pay for bringing it in; warm every tile of the workload first.
                     for sel in sels:
                         warm.read(sel, method="get")
+                    runs: list[MethodRun] = []
+                    entries: list[MethodRun | dict[str, Any]] = []  # in the table's order
                     for method in [*METHODS, EVERY_READ]:
                         handle = listing if method == EVERY_READ else arr
                         how = "auto" if method == EVERY_READ else method
                         plan = handle.explain(sels[0], method=how)
                         if method == "fetch" and len(plan.requests) > MAX_FETCH_REQUESTS:
-                            rows.append({"codec": codec or "raw", "workload": wname,
-                                         "method": method, "note":
-                                         f"skipped: {len(plan.requests)} requests"})
+                            entries.append({"codec": codec or "raw", "workload": wname,
+                                            "method": method, "note":
+                                            f"skipped: {len(plan.requests)} requests"})
                             continue
-                        times, nbytes, nreq, cost = [], [], [], []
-                        for sel in sels:
-                            link.reset_counters()
-                            pd_link.reset_counters()
-                            t0 = time.perf_counter()
-                            got = handle.read(sel, method=how)
-                            times.append(time.perf_counter() - t0)
-                            if not np.array_equal(got, truth[sel]):
-                                raise SystemExit(f"{method} on {wname} returned wrong cells")
-                            if handle.last_read.pushdown_fallbacks:
-                                raise SystemExit(f"{method} on {wname}: pushdown fell back: "
-                                                 f"{handle.last_read.pushdown_error}")
-                            c, p = link.counters(), pd_link.counters()
-                            nbytes.append(c.bytes_down + p.bytes_down)
-                            nreq.append(c.requests + p.requests)
-                            cost.append(handle.last_read.stats.cost_usd(s3_prices))
-                        med_b, med_r = statistics.median(nbytes), statistics.median(nreq)
-                        dollars = statistics.median(cost)
+                        runs.append(MethodRun(method, handle, how))
+                        entries.append(runs[-1])
+                    # Methods take turns on each query, the order turning by one each time,
+                    # so that a slow spell of this shared machine falls on all of them.
+                    for q, sel in enumerate(sels):
+                        for k in range(len(runs)):
+                            runs[(q + k) % len(runs)].measure(sel, truth, link, pd_link,
+                                                              s3_prices, wname)
+                    for run in entries:
+                        if isinstance(run, dict):
+                            rows.append(run)
+                            continue
                         rows.append({
-                            "codec": codec or "raw", "workload": wname, "method": method,
-                            "median_s": statistics.median(times), "bytes": int(med_b),
-                            "requests": int(med_r), "dollars": dollars,
+                            "codec": codec or "raw", "workload": wname, "method": run.method,
+                            "median_s": statistics.median(run.times),
+                            "bytes": int(statistics.median(run.nbytes)),
+                            "requests": int(statistics.median(run.nreq)),
+                            "dollars": statistics.median(run.cost),
                             "exact_bytes": exact, "lower_bound_s": rtt + exact / bw,
-                            "methods": ", ".join(f"{k}:{v}" for k, v in
-                                                 sorted(handle.last_read.plan.methods.items())),
+                            "methods": run.plan_methods,
                             "note": ""})
     for r in rows:
         if "median_s" in r:

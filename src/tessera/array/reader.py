@@ -30,6 +30,7 @@ from tessera.array.layout import (
     intersect,
     tile_box,
     tile_from_bytes,
+    tile_nbytes,
     tile_position,
     tile_view,
 )
@@ -487,8 +488,7 @@ class TileFetcher:
         """About how many bytes decoding tile ``position`` makes as its plan fetches it:
         the whole decoded tile for a get, the fetched part of it for planned ranges."""
         read = self.reads[position]
-        attr = self.schema.attr(read.attr)
-        whole = int(math.prod(self.schema.tile_shape)) * attr.cell_nbytes
+        whole = tile_nbytes(self.schema, self.schema.attr(read.attr))
         plan = self.plan
         if plan is None or not (plan.choices[position].method == "range"
                                 or position in plan.shared_tiles):
@@ -674,7 +674,7 @@ def _stream_raw_tile(store: AsyncStore, schema: ArraySchema, read: TileRead, sel
     attr = schema.attr(read.attr)
     shape = schema.tile_shape
     if (read.codec is not None or read.blocks is not None
-            or read.length != math.prod(shape) * attr.cell_nbytes):
+            or read.length != tile_nbytes(schema, attr)):
         return False
     found = _tile_indices(read, sel)
     if found is None:

@@ -21,6 +21,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from tessera.array.layout import tile_nbytes
 from tessera.array.schema import ArraySchema
 from tessera.config import PlannerConfig
 from tessera.query.cost import DEFAULT_PROFILES, CostModel, Estimate, RequestMix, StoreProfile
@@ -141,7 +142,7 @@ def tile_needs(schema: ArraySchema, sel: Selection, reads: list[Any]) -> list[Ti
         if plain and all(lo == o and hi == o + e - 1 for lo, hi, o, e in
                          zip(*read.region, read.tile_origin, extent, strict=True)):
             # Every cell of the tile is selected: no decomposition needed.
-            whole = math.prod(extent) * attr.cell_nbytes
+            whole = tile_nbytes(schema, attr)
             ranges = read.stored_ranges(np.array([[0, whole]], dtype=np.int64))
             needs.append(_need(read, ranges, whole))
             continue

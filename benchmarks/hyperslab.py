@@ -115,6 +115,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.size, args.queries = 2048, 2
+    if args.queries < 1:
+        parser.error(f"--queries must be at least 1, got {args.queries}")
+    if args.size < 1024:
+        parser.error(f"--size must be at least 1024 (one 1024 x 1024 tile), got {args.size}")
+    if args.rtt_ms < 0 or args.first_byte_ms < 0 or not args.bandwidth_mbps > 0:
+        parser.error("--rtt-ms and --first-byte-ms must be >= 0 and --bandwidth-mbps > 0")
     args.out.mkdir(parents=True, exist_ok=True)
     n = args.size
     bw = args.bandwidth_mbps * 1e6

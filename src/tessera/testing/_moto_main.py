@@ -37,13 +37,14 @@ import logging
 import re
 import signal
 import socket
-import sys
 import threading
 import time
 import urllib.request
 import uuid
 from collections.abc import Callable
 from typing import Any
+
+from tessera.testing._process import on_stdin_close
 
 _RANGE_READ = threading.local()
 
@@ -309,15 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
 
-    def _watch_stdin() -> None:
-        try:
-            while sys.stdin.buffer.read(1):
-                pass
-        except (OSError, ValueError):
-            pass
-        stop.set()
-
-    threading.Thread(target=_watch_stdin, name="stdin-watch", daemon=True).start()
+    on_stdin_close(stop.set)
     print(f"TESSERA_S3_READY {port}", flush=True)
     stop.wait()
     serving.stop()

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import subprocess
+import sys
+import threading
+from collections.abc import Callable
 from typing import Any
 
 
@@ -16,3 +19,18 @@ def stop_process(proc: subprocess.Popen[Any], grace_s: float) -> int:
             proc.kill()
             proc.wait(timeout=10)
     return int(proc.returncode)
+
+
+def on_stdin_close(callback: Callable[[], None]) -> None:
+    """Call ``callback`` (on a daemon thread) once this process's stdin reaches its end: a
+    child started with ``stdin=PIPE`` then learns that its parent went, however it went."""
+
+    def watch() -> None:
+        try:
+            while sys.stdin.buffer.read(1):
+                pass
+        except (OSError, ValueError):
+            pass
+        callback()
+
+    threading.Thread(target=watch, name="stdin-watch", daemon=True).start()

@@ -7,6 +7,7 @@ loopback port with a fresh token, its JSON logs kept in a file.
 
 from __future__ import annotations
 
+import atexit
 import os
 import secrets
 import socket
@@ -83,7 +84,9 @@ class PushdownTestServer:
         if self._proc is not None:
             return self
         self.port = free_port(self.host)
-        cmd = [sys.executable, "-m", "tessera.cli.main", "serve", self.root_url,
+        # Through a wrapper that stops the server when its stdin (this process's pipe)
+        # closes, so a parent that dies without stop() leaves no server running.
+        cmd = [sys.executable, "-m", "tessera.testing._serve_main", "serve", self.root_url,
                "--host", self.host, "--port", str(self.port)]
         if self.token is None:
             cmd.append("--insecure-no-auth")
@@ -100,8 +103,10 @@ class PushdownTestServer:
                 cmd += ["--option", f"{key}={value}"]
         cmd += self.extra_args
         log = self.log_path.open("ab")
-        self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+        self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=log,
                                       env=dict(os.environ))
+        # An interpreter that exits without stop() (a with block never left) stops it too.
+        atexit.register(self.stop)
         log.close()
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
@@ -122,7 +127,11 @@ class PushdownTestServer:
         proc, self._proc = self._proc, None
         if proc is None:
             return None
-        return stop_process(proc, 15)
+        atexit.unregister(self.stop)
+        status = stop_process(proc, 15)
+        if proc.stdin is not None:
+            proc.stdin.close()
+        return status
 
     def __enter__(self) -> PushdownTestServer:
         return self.start()

@@ -11,6 +11,12 @@ dollars at S3 prices (requests, egress, and pushdown compute as Lambda GB-second
 lower bound RTT + exact bytes / bandwidth. Every answer is checked against numpy. The planner
 uses a profile measured through the link first.
 
+The row "bare GET of the exact bytes" takes its turn with the methods: one ranged GET of as
+many bytes as the box holds, through the same link, with no Tessera code around it. It is
+what the link and the S3 test server cost for the ideal transfer on this machine at that
+moment, so "x bare GET" (auto's time over it) shows how much of auto's distance from the
+lower bound is the read's own work and how much is the test setup.
+
 A pushdown server (``tessera serve``) runs beside the S3 server, outside the link, as the
 paper's lambda runs beside S3: it reads the S3 server directly, and the client reaches it
 through a second emulated link with the same RTT and bandwidth. Bytes and requests are
@@ -51,6 +57,7 @@ from tessera.testing import EmulatedLink, PushdownTestServer, S3TestServer
 console = Console(highlight=False, width=160)
 METHODS = ["auto", "get", "merge", "fetch", "pushdown"]
 EVERY_READ = "auto, listing every read"  # auto on a handle with refresh_s=0
+BARE_GET = "bare GET of the exact bytes"  # the link and test server alone, no Tessera read
 MAX_FETCH_REQUESTS = 4000  # beyond this a forced fetch takes minutes through the link
 
 
@@ -101,6 +108,33 @@ class MethodRun:
                                       sorted(self.handle.last_read.plan.methods.items()))
 
 
+@dataclasses.dataclass
+class BareGetRun(MethodRun):
+    """One ranged GET of ``nbytes`` through the link per query: the floor under every method."""
+
+    nbytes_wanted: int = 0
+
+    def measure(self, sel: Any, truth: np.ndarray, link: EmulatedLink, pd_link: EmulatedLink,
+                prices: Any, wname: str) -> None:
+        link.reset_counters()
+        pd_link.reset_counters()
+        with tessera.collect_stats() as stats:
+            t0 = time.perf_counter()
+            got = self.handle.get_range(BARE_GET_KEY, 0, self.nbytes_wanted)
+            self.times.append(time.perf_counter() - t0)
+        if len(got) != self.nbytes_wanted:
+            raise SystemExit(f"the bare GET on {wname} returned {len(got)} bytes, not "
+                             f"{self.nbytes_wanted}")
+        c = link.counters()
+        self.nbytes.append(c.bytes_down)
+        self.nreq.append(c.requests)
+        self.cost.append(stats.cost_usd(prices))
+        self.plan_methods = "one GET"
+
+
+BARE_GET_KEY = "bare-get"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -135,6 +169,9 @@ def main() -> None:
             console.print(f"writing {n}x{n} int32 ({codec or 'raw'}) to the S3 test server")
             tessera.from_numpy(s3.url(name), truth, tile=(1024, 1024), codec=codec,
                                storage_options=direct)
+        floor_bytes = 82 * n * 4  # the largest box
+        tessera.open_store(s3.url("floor"), **direct).put(
+            BARE_GET_KEY, np.random.default_rng(args.seed).bytes(floor_bytes))
         link_args = {"one_way_delay_s": rtt / 2, "bandwidth": bw,
                      "first_byte_latency_s": args.first_byte_ms / 1e3}
         # No decoded-tile cache on the server: every method reads the same queries, and a
@@ -144,6 +181,8 @@ def main() -> None:
                 EmulatedLink(s3.port, **link_args) as link, \
                 EmulatedLink(server.port, **link_args) as pd_link:
             opts = s3.storage_options(link.endpoint)
+            floor_store = tessera.open_store(s3.url("floor"), **opts)
+            floor_store.get_range(BARE_GET_KEY, 0, 1)  # opens a connection
             client = tessera.PushdownClient(pd_link.endpoint, token=server.token)
             profile = tessera.profile_store(s3.url("profile"), pushdown=client, quick=True,
                                             save=False, **opts)
@@ -183,6 +222,8 @@ def main() -> None:
                             continue
                         runs.append(MethodRun(method, handle, how))
                         entries.append(runs[-1])
+                    runs.append(BareGetRun(BARE_GET, floor_store, "", nbytes_wanted=exact))
+                    entries.append(runs[-1])
                     # Methods take turns on each query, the order turning by one each time,
                     # so that a slow spell of this shared machine falls on all of them.
                     for q, sel in enumerate(sels):
@@ -211,32 +252,36 @@ def main() -> None:
         if "median_s" in r and r["method"] in METHODS[1:]:
             k = (r["codec"], r["workload"])
             best[k] = min(best.get(k, float("inf")), r["median_s"])
+    floor = {(r["codec"], r["workload"]): r["median_s"] for r in rows
+             if r["method"] == BARE_GET}
     for r in rows:
         if r.get("method") in ("auto", EVERY_READ) and "median_s" in r:
             r["x_best_forced"] = r["median_s"] / best[(r["codec"], r["workload"])]
+            r["x_bare_get"] = r["median_s"] / floor[(r["codec"], r["workload"])]
 
     table = Table(title=f"hyperslab reads, {n}x{n} int32, 1024x1024 tiles, link RTT "
                         f"{args.rtt_ms:g} ms, {args.bandwidth_mbps:g} MB/s, first byte "
                         f"{args.first_byte_ms:g} ms")
     cols = ["codec", "workload", "method", "median s", "x lower bound", "bytes",
-            "x exact bytes", "requests", "$ (S3)", "x best forced", "plan"]
+            "x exact bytes", "requests", "$ (S3)", "x best forced", "x bare GET", "plan"]
     for col in cols:
         table.add_column(col, justify="left" if col in ("codec", "workload", "method", "plan")
                          else "right")
     for r in rows:
         if "median_s" not in r:
-            table.add_row(r["codec"], r["workload"], r["method"], "", "", "", "", "", "", "",
+            table.add_row(r["codec"], r["workload"], r["method"], "", "", "", "", "", "", "", "",
                           r["note"])
             continue
         table.add_row(r["codec"], r["workload"], r["method"], f"{r['median_s']:.3f}",
                       f"{r['x_lower_bound']:.2f}", f"{r['bytes']:,}",
                       f"{r['x_exact_bytes']:.2f}", str(r["requests"]), f"{r['dollars']:.7f}",
-                      f"{r['x_best_forced']:.2f}" if "x_best_forced" in r else "", r["methods"])
+                      f"{r['x_best_forced']:.2f}" if "x_best_forced" in r else "",
+                      f"{r['x_bare_get']:.2f}" if "x_bare_get" in r else "", r["methods"])
     console.print(table)
     path = args.out / "hyperslab.csv"
     fields = ["codec", "workload", "method", "median_s", "lower_bound_s", "x_lower_bound",
               "bytes", "exact_bytes", "x_exact_bytes", "requests", "dollars", "x_best_forced",
-              "methods", "note"]
+              "x_bare_get", "methods", "note"]
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()

@@ -1,5 +1,6 @@
 """The planner's hyperslab benchmark runs end to end (2048 x 2048, 2 queries) through the
-emulated links and writes its CSV; it checks every answer against numpy as it goes. Bad
+emulated links and writes its CSV, with a bare GET of each box's bytes beside the methods; it
+checks every answer against numpy as it goes. Bad
 arguments are refused before any data is written."""
 
 from __future__ import annotations
@@ -27,7 +28,12 @@ def test_hyperslab_benchmark_quick_run(tmp_path: Path) -> None:
     for r in measured:
         assert float(r["median_s"]) > 0 and int(r["requests"]) >= 1
         assert (r["x_best_forced"] != "") == r["method"].startswith("auto")
-    assert {r["method"] for r in measured} >= {"auto", "get", "merge", "pushdown"}
+        assert (r["x_bare_get"] != "") == r["method"].startswith("auto")
+    assert {r["method"] for r in measured} >= {"auto", "get", "merge", "pushdown",
+                                               "bare GET of the exact bytes"}
+    for r in measured:
+        if r["method"] == "bare GET of the exact bytes":  # one request of those bytes
+            assert r["requests"] == "1" and int(r["bytes"]) >= int(r["exact_bytes"])
 
 
 @pytest.mark.parametrize(("args", "says"), [

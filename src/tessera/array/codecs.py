@@ -20,6 +20,8 @@ import functools
 import threading
 from typing import Any
 
+import zstandard
+
 from tessera.errors import SchemaError
 
 CODEC_NAMES = ("zstd", "lz4", "gzip", "blosc")
@@ -96,8 +98,6 @@ class ZstdCodec:
     def _contexts(self) -> Any:
         local = self._local
         if not hasattr(local, "dctx"):
-            import zstandard
-
             local.cctx = zstandard.ZstdCompressor(level=self.level)
             local.dctx = zstandard.ZstdDecompressor()
         return local
@@ -113,7 +113,7 @@ class ZstdCodec:
         if out is None:
             try:
                 return dctx.decompress(data)
-            except Exception:  # a frame without its decoded size in the header
+            except zstandard.ZstdError:  # a frame without its decoded size in the header
                 return dctx.decompressobj().decompress(data)
         target = memoryview(out).cast("B")
         got = dctx.decompress(data, max_output_size=len(target))

@@ -110,7 +110,8 @@ class MethodRun:
 
 @dataclasses.dataclass
 class BareGetRun(MethodRun):
-    """One ranged GET of ``nbytes`` through the link per query: the floor under every method."""
+    """One ranged GET of ``nbytes_wanted`` bytes through the link per query: the floor under
+    every method."""
 
     nbytes_wanted: int = 0
 

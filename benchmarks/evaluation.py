@@ -112,6 +112,11 @@ class Measured:
     requests: list[int] = dataclasses.field(default_factory=list)
     dollars: list[float] = dataclasses.field(default_factory=list)
 
+    @property
+    def stopped(self) -> bool:
+        """True once the first query took longer than ``SLOW_S``: that one stands alone."""
+        return bool(self.seconds) and self.seconds[0] > SLOW_S
+
     def row(self, **keys: Any) -> dict[str, Any]:
         s = statistics.median(self.seconds)
         d = statistics.median(self.dollars)
@@ -314,7 +319,7 @@ def measure(bench: Bench, w: Workload, scale: Scale, data: dict[str, np.ndarray]
             dollars_of: Callable[[], float] | None = None) -> Measured:
     m = Measured()
     for q, query in enumerate(w.queries):
-        if m.seconds and m.seconds[0] > SLOW_S:
+        if m.stopped:
             break
         measure_query(bench, w, scale, data, read, label, dollars_of, m, q, query)
     return m
@@ -412,7 +417,7 @@ def experiment_a(bench: Bench, scale: Scale, data: dict[str, np.ndarray],
             for k in range(len(METHODS)):
                 method = METHODS[(q + k) % len(METHODS)]
                 m = measured[method]
-                if m.seconds and m.seconds[0] > SLOW_S:
+                if m.stopped:
                     continue
                 measure_query(bench, w, scale, data, readers[method][0], f"tessera-{method}",
                               costs[method], m, q, query)

@@ -58,6 +58,7 @@ console = Console(highlight=False, width=160)
 METHODS = ["auto", "get", "merge", "fetch", "pushdown"]
 EVERY_READ = "auto, listing every read"  # auto on a handle with refresh_s=0
 BARE_GET = "bare GET of the exact bytes"  # the link and test server alone, no Tessera read
+BARE_GET_KEY = "bare-get"  # the object it reads (as large as the largest box)
 MAX_FETCH_REQUESTS = 4000  # beyond this a forced fetch takes minutes through the link
 
 
@@ -131,9 +132,6 @@ class BareGetRun(MethodRun):
         self.nreq.append(c.requests)
         self.cost.append(stats.cost_usd(prices))
         self.plan_methods = "one GET"
-
-
-BARE_GET_KEY = "bare-get"
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -206,3 +207,67 @@ def test_a_tile_is_refined_again_only_when_the_rest_of_the_plan_changed(monkeypa
     need = TileNeed("t", "obj", 0, 4 * MiB, True, ranges, 20 * 20 * 4)
     chosen = plan_tiles([need], CostModel(CLOUD, "s3"), cell_nbytes=4)
     assert chosen[0].method == "range" and len(calls) == 1
+
+
+def test_tiles_cut_alike_are_chosen_once(monkeypatch) -> None:
+    """The 8 tiles of a full-height column need the same ranges at different offsets: in a
+    given context Algorithm 1 runs for one of them and the others take its answer, moved
+    to their own offsets."""
+    from tessera.query import refine
+
+    real = refine.refine_ranges
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    ranges = tile_byte_ranges((1024, 1024), 4, "row-major",
+                              [np.arange(1024), np.arange(300, 382)])
+    needs = [TileNeed(f"t{i}", "obj", i * 4 * MiB, 4 * MiB, True, ranges, 1024 * 82 * 4)
+             for i in range(8)]
+    model = CostModel(PUSHY, "s3")
+    expected = refine._descend(needs, model, "auto", True, 4, 3, None)  # no memo
+    monkeypatch.setattr(refine, "refine_ranges", counted)
+    chosen = refine._descend(needs, model, "auto", True, 4, 3, None, {})
+    assert [(c.method, c.requests.tolist()) for c in chosen] == \
+        [(c.method, c.requests.tolist()) for c in expected]
+    assert all(c.need is n for c, n in zip(chosen, needs, strict=True))
+    for i, c in enumerate(chosen):
+        if c.method == "range":
+            assert c.requests[0, 0] >= i * 4 * MiB + ranges[0, 0]
+    # each distinct context costs one run; without the memo every choice ran it
+    calls.clear()
+    refine._descend(needs, model, "auto", True, 4, 3, None, {})
+    memoised = len(calls)
+    calls.clear()
+    refine._descend(needs, model, "auto", True, 4, 3, None)
+    assert memoised < len(calls)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(sorted_ranges(), st.integers(0, 3)), min_size=1, max_size=6),
+       st.sampled_from(["auto", "get", "merge", "fetch", "pushdown"]),
+       st.sampled_from([CLOUD, PUSHY]), st.floats(0, 1e4))
+def test_memoised_choices_match_fresh_ones(tiles, method, profile, phi) -> None:
+    """Whatever the needs (some alike, at other offsets), a plan chosen with the memo is
+    the plan chosen without it."""
+    from tessera.query import refine
+
+    if method == "pushdown" and not profile.has_pushdown:
+        method = "auto"
+    needs = []
+    for i, (ranges, raw) in enumerate(tiles):
+        length = int(ranges[-1, 1]) + 7
+        needs.append(TileNeed(f"t{i}", f"obj{raw % 2}", i * 100_000, length, raw != 3,
+                              ranges if raw != 3 else np.empty((0, 2), np.int64),
+                              int((ranges[:, 1] - ranges[:, 0]).sum())))
+        if raw == 0:  # a tile cut like the one before, elsewhere
+            needs.append(dataclasses.replace(needs[-1], tile=f"t{i}b",
+                                             offset=i * 100_000 + 50_000))
+    model = CostModel(profile, "s3", phi)
+    push = profile.has_pushdown
+    fresh = refine._descend(needs, model, method, push, 4, 3, None)
+    memo = refine._descend(needs, model, method, push, 4, 3, None, {})
+    assert [(c.method, c.requests.tolist(), c.mix) for c in memo] == \
+        [(c.method, c.requests.tolist(), c.mix) for c in fresh]

@@ -423,7 +423,7 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
     tasks = [asyncio.ensure_future(one(i, r)) for i, r in enumerate(reads) if i in direct]
     tasks += [asyncio.ensure_future(asyncio.to_thread(
         read_local_tiles, store, schema, [reads[i] for i in group], sel, outputs, array_url,
-        stop)) for group in _split(batched, os.cpu_count() or 1)]
+        stop)) for group in (_split(batched, os.cpu_count() or 1) if batched else [])]
     if pushed:
         from tessera.array.pushdown_read import tile_item
 

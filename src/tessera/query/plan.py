@@ -137,6 +137,8 @@ def tile_needs(schema: ArraySchema, sel: Selection, reads: list[Any]) -> list[Ti
     needs = []
     plain = all(d.contiguous for d in sel.dims)
     extent = schema.tile_shape
+    # Tiles a box cuts alike (the 8 tiles of a full-height column) decompose alike.
+    decomposed: dict[tuple[object, ...], np.ndarray] = {}
     for read in reads:
         attr = schema.attr(read.attr)
         if plain and all(lo == o and hi == o + e - 1 for lo, hi, o, e in
@@ -149,9 +151,16 @@ def tile_needs(schema: ArraySchema, sel: Selection, reads: list[Any]) -> list[Ti
         sets = [unique_indices(d.within(lo, hi)[0] - origin) for d, lo, hi, origin in
                 zip(sel.dims, read.region[0], read.region[1], read.tile_origin, strict=True)]
         selected = math.prod(len(s) for s in sets) * attr.cell_nbytes
-        ranges = read.stored_ranges(
-            tile_byte_ranges(schema.tile_shape, attr.cell_nbytes, schema.cell_order, sets)
-            if read.range_readable else np.empty((0, 2), dtype=np.int64))
+        if read.range_readable:
+            key = (attr.cell_nbytes, *(s.tobytes() for s in sets))
+            cells = decomposed.get(key)
+            if cells is None:
+                cells = decomposed[key] = tile_byte_ranges(schema.tile_shape,
+                                                           attr.cell_nbytes,
+                                                           schema.cell_order, sets)
+            ranges = read.stored_ranges(cells)
+        else:
+            ranges = read.stored_ranges(np.empty((0, 2), dtype=np.int64))
         needs.append(_need(read, ranges, selected))
     return needs
 

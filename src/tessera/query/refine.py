@@ -16,7 +16,8 @@ how many are in flight): splitting a range may pay off alone yet not when a hund
 requests already fill the link. The heuristic starts from one request per tile for its
 selected bytes, then re-chooses the tiles one at a time against the plan as it stands
 (coordinate descent: no step raises the estimated cost of the whole read), and sweeps again
-until no choice changes (at most ``rounds`` sweeps). Finally, range requests of neighbouring
+until no choice changes (at most ``rounds`` sweeps); tiles whose needs have the same shape
+(sizes and gaps, wherever the tile lies) are chosen once per context. Finally, range requests of neighbouring
 tiles of the same object are merged left to right while that lowers the cost of the whole
 plan (:func:`plan_requests`; tiles lie in the global order, so neighbours are neighbouring
 bytes).
@@ -171,11 +172,40 @@ def _same(a: TileChoice, b: TileChoice) -> bool:
     return a.method == b.method and np.array_equal(a.requests, b.requests)
 
 
+#: Choices made within one plan, relative to their tile: a tile's choice depends only on
+#: the shape of its need (sizes and gaps of its ranges, not where the tile lies), the rest
+#: of the plan and the choice it keeps, so tiles cut alike by a box (the 8 tiles of a
+#: full-height column) in the same context are chosen once.
+ChoiceMemo = dict[tuple[object, ...], tuple[str, np.ndarray, RequestMix]]
+
+
+def _need_shape(need: TileNeed) -> tuple[object, ...]:
+    return (need.length, need.raw, need.selected_bytes, need.pushdown_read_bytes,
+            need.ranges.shape, need.ranges.tobytes())
+
+
 def _choose(need: TileNeed, method: str, model: CostModel, context: RequestMix,
             allow_pushdown: bool, cell_nbytes: int, keep: TileChoice | None = None,
-            ) -> TileChoice:
+            memo: ChoiceMemo | None = None) -> TileChoice:
+    """The cheapest choice for ``need`` on top of ``context`` (see :func:`_choose_new`),
+    looked up in ``memo`` first when given."""
+    if memo is None:
+        return _choose_new(need, method, model, context, allow_pushdown, cell_nbytes, keep)
+    kept = None if keep is None else (keep.method, (keep.requests - need.offset).tobytes())
+    key = (_need_shape(need), method, context, allow_pushdown, cell_nbytes, kept)
+    hit = memo.get(key)
+    if hit is None:
+        new = _choose_new(need, method, model, context, allow_pushdown, cell_nbytes, keep)
+        memo[key] = (new.method, new.requests - need.offset, new.mix)
+        return new
+    chosen, relative, mix = hit
+    return TileChoice(need, chosen, relative + need.offset, mix)
+
+
+def _choose_new(need: TileNeed, method: str, model: CostModel, context: RequestMix,
+                allow_pushdown: bool, cell_nbytes: int, keep: TileChoice | None = None,
+                ) -> TileChoice:
     whole = [(need.offset, need.offset + need.length)]
-    absolute = need.ranges + need.offset if len(need.ranges) else need.ranges
 
     def choice(m: str, reqs: list[tuple[int, int]]) -> TileChoice:
         return TileChoice(need, m, np.array(reqs, dtype=np.int64).reshape(-1, 2),
@@ -191,9 +221,11 @@ def _choose(need: TileNeed, method: str, model: CostModel, context: RequestMix,
         if method == "auto" and allow_pushdown:
             candidates.append(choice("pushdown", whole))
     elif method == "merge":
-        return choice("range", [(int(absolute[0, 0]), int(absolute[-1, 1]))])
+        r = need.ranges
+        return choice("range", [(need.offset + int(r[0, 0]), need.offset + int(r[-1, 1]))])
     elif method == "fetch":
-        return choice("range", [(int(a), int(b)) for a, b in absolute])
+        return choice("range", [(need.offset + int(a), need.offset + int(b))
+                                for a, b in need.ranges.tolist()])
     else:
         def cost(reqs: list[tuple[int, int]]) -> float:
             return model.estimate(context + _mix("range", reqs, need)).cost
@@ -204,7 +236,9 @@ def _choose(need: TileNeed, method: str, model: CostModel, context: RequestMix,
         if not need.every_byte:
             # (needing every stored byte, ranges are a get; of a blocked tile, a few cells
             # in every block may still be cheaper pushed down)
-            candidates.append(choice("range", refine_ranges(absolute, cost, step)))
+            candidates.append(choice("range", [(a + need.offset, b + need.offset)
+                                               for a, b in refine_ranges(need.ranges, cost,
+                                                                         step)]))
         if allow_pushdown:
             candidates.append(choice("pushdown", whole))
     if keep is not None and not any(_same(c, keep) for c in candidates):
@@ -255,7 +289,8 @@ def plan_tiles(needs: list[TileNeed], model: CostModel, method: str = "auto", *,
     can_push = model.profile.has_pushdown if allow_pushdown is None else allow_pushdown
     if not needs:
         return []
-    plan = _descend(needs, model, method, can_push, cell_nbytes, rounds, None)
+    memo: ChoiceMemo = {}
+    plan = _descend(needs, model, method, can_push, cell_nbytes, rounds, None, memo)
     if method == "auto" and can_push and len(needs) > 1:
         # Tile-by-tile steps miss plans that only pay as a whole: the first pushdown pays a
         # full wave of server time, the next ones share it, while every tile fetched shares
@@ -263,7 +298,7 @@ def plan_tiles(needs: list[TileNeed], model: CostModel, method: str = "auto", *,
         # wins clearly: it rests on the model's assumption that a wave of pushdowns runs in
         # parallel on the server (true of the paper's lambdas, not of one small server).
         start = [_choose(n, "pushdown", model, RequestMix(), True, cell_nbytes) for n in needs]
-        other = _descend(needs, model, method, can_push, cell_nbytes, rounds, start)
+        other = _descend(needs, model, method, can_push, cell_nbytes, rounds, start, memo)
         if _total_cost(other, model) * GLOBAL_PUSHDOWN_MARGIN < _total_cost(plan, model):
             plan = other
     return plan
@@ -275,7 +310,7 @@ def _total_cost(choices: list[TileChoice], model: CostModel) -> float:
 
 def _descend(needs: list[TileNeed], model: CostModel, method: str, can_push: bool,
              cell_nbytes: int, rounds: int, start: list[TileChoice] | None,
-             ) -> list[TileChoice]:
+             memo: ChoiceMemo | None = None) -> list[TileChoice]:
     """Coordinate descent: each tile in turn takes its cheapest choice against the rest of
     the plan as it stands; every step lowers (or keeps) the whole read's cost, so it
     settles. ``start``: initial choices (default: none, each tile costed as one range)."""
@@ -296,7 +331,7 @@ def _descend(needs: list[TileNeed], model: CostModel, method: str, can_push: boo
                 continue  # the rest of the plan is as it was: the choice would be the same
             seen[i] = context
             old = choices[i]
-            new = _choose(need, method, model, context, can_push, cell_nbytes, old)
+            new = _choose(need, method, model, context, can_push, cell_nbytes, old, memo)
             if old is None or not _same(old, new):
                 changed = True
             choices[i] = new

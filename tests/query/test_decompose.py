@@ -121,3 +121,40 @@ def test_whole_tile_needs_match_decomposition(items) -> None:
         np.testing.assert_array_equal(need.ranges, tile_byte_ranges((4, 5), 2, "row-major",
                                                                      sets))
         assert need.selected_bytes == 2 * np.prod([len(s) for s in sets])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 12), st.integers(0, 12), st.integers(0, 12),
+                          st.booleans()), min_size=1, max_size=4),
+       st.integers(1, 8), st.sampled_from(["row-major", "col-major"]), st.booleans())
+def test_box_ranges_match_decomposition(dims, cell, order, numpy_path) -> None:
+    """A box's ranges by arithmetic are exactly the ranges decomposing its index sets gives,
+    for boxes that are empty, whole, or take part of any dimension, by both the plain Python
+    path of small boxes and the numpy path of large ones."""
+    from tessera.query import decompose
+
+    shape, runs = [], []
+    for n, a, b, whole in dims:
+        shape.append(n)
+        runs.append((0, n) if whole else (min(a, n), min(max(a, b), n)))
+    small = 0 if numpy_path else 10**9
+    old = decompose.SMALL_BOX_RANGES
+    decompose.SMALL_BOX_RANGES = small
+    try:
+        got = decompose.box_byte_ranges(shape, cell, order, runs)
+    finally:
+        decompose.SMALL_BOX_RANGES = old
+    expected = tile_byte_ranges(shape, cell, order, [np.arange(a, b) for a, b in runs])
+    assert got.dtype == np.int64 and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_box_ranges_refuse_runs_outside_the_tile() -> None:
+    from tessera.query.decompose import box_byte_ranges
+
+    with pytest.raises(ValueError, match="dimension 1"):
+        box_byte_ranges((4, 4), 1, "row-major", [(0, 2), (3, 5)])
+    with pytest.raises(ValueError, match="2 runs"):
+        box_byte_ranges((4, 4, 4), 1, "row-major", [(0, 2), (0, 1)])
+    with pytest.raises(ValueError, match="cell_order"):
+        box_byte_ranges((4, 4), 1, "diagonal", [(0, 2), (0, 1)])

@@ -44,10 +44,17 @@ def tiles_in_order(schema: ArraySchema, tlo: np.ndarray, thi: np.ndarray) -> np.
 def tile_position(schema: ArraySchema, tlo: np.ndarray, thi: np.ndarray,
                   index: tuple[int, ...]) -> int:
     """Position of tile ``index`` within the global order of the tile box [tlo, thi]."""
-    counts = tuple(int(c) for c in (thi - tlo + 1))
-    order: Literal["C", "F"] = "C" if schema.tile_order == "row-major" else "F"
-    rel = tuple(int(i - lo) for i, lo in zip(index, tlo, strict=True))
-    return int(np.ravel_multi_index(rel, counts, order=order))
+    counts = [int(h) - int(lo) + 1 for lo, h in zip(tlo, thi, strict=True)]
+    rel = [int(i) - int(lo) for i, lo in zip(index, tlo, strict=True)]
+    if schema.tile_order != "row-major":
+        counts, rel = counts[::-1], rel[::-1]
+    pos = 0
+    for r, c in zip(rel, counts, strict=True):
+        if not 0 <= r < c:
+            raise ValueError(f"tile {tuple(index)} lies outside the tile box "
+                             f"{tuple(int(v) for v in tlo)}..{tuple(int(v) for v in thi)}")
+        pos = pos * c + r
+    return pos
 
 
 def intersect(a: Box, b: Box) -> Box | None:

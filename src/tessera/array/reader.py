@@ -240,16 +240,15 @@ def plan_tile_reads(schema: ArraySchema, sel: Selection, metas: list[FragmentMet
             cell_reads.extend(found)
             skipped += 0 if found else 1
             continue
-        ext = np.array(schema.tile_shape)
-        low = np.array(schema.lower)
-        tlo = (np.array(fbox[0]) - low) // ext
-        thi = (np.array(fbox[1]) - low) // ext
-        grid = np.stack(np.meshgrid(*[np.arange(a, b + 1) for a, b in zip(tlo, thi,
-                                                                          strict=True)],
-                                    indexing="ij"), axis=-1).reshape(-1, schema.ndim)
+        # Plain Python on these few numbers: a read of one small box should not pay for
+        # numpy calls (each costs tens of microseconds when its code is out of the cache,
+        # as it is between the steps of a training loop).
+        ext = schema.tile_shape
+        low = schema.lower
+        spans = [range((int(a) - lw) // e, (int(b) - lw) // e + 1)
+                 for a, b, lw, e in zip(fbox[0], fbox[1], low, ext, strict=True)]
         used = False
-        for index_arr in grid:
-            index = tuple(int(i) for i in index_arr)
+        for index in itertools.product(*spans):
             tb = tile_box(schema, index)
             region = intersect(tb, fbox)
             if region is None or (not plain and not _selects_any(sel, region)):

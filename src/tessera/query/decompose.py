@@ -62,6 +62,58 @@ def tile_byte_ranges(tile_shape: Sequence[int], cell_nbytes: int, cell_order: st
     return _merge_sorted(starts * cell_nbytes, stops * cell_nbytes)
 
 
+#: Below this many ranges, :func:`box_byte_ranges` builds them in plain Python.
+SMALL_BOX_RANGES = 64
+
+
+def box_byte_ranges(tile_shape: Sequence[int], cell_nbytes: int, cell_order: str,
+                    runs: Sequence[tuple[int, int]]) -> np.ndarray:
+    """:func:`tile_byte_ranges` for a box: per dimension one run ``[start, stop)`` of in-tile
+    indices. Arithmetic instead of index sets: a small box (the common read of a training
+    step) gets its ranges without a dozen numpy calls, each of which costs tens of
+    microseconds when its code is out of the CPU cache between steps.
+
+    >>> box_byte_ranges((4, 4), 1, "row-major", [(1, 3), (1, 3)]).tolist()
+    [[5, 7], [9, 11]]
+    >>> box_byte_ranges((4, 4), 1, "row-major", [(1, 3), (0, 4)]).tolist()
+    [[4, 12]]
+    """
+    shape = [int(n) for n in tile_shape]
+    spans = [(int(a), int(b)) for a, b in runs]
+    if len(spans) != len(shape):
+        raise ValueError(f"{len(spans)} runs for a {len(shape)}-dimensional tile")
+    for d, ((a, b), n) in enumerate(zip(spans, shape, strict=True)):
+        if a < b and (a < 0 or b > n):
+            raise ValueError(f"in-tile run {a}..{b} of dimension {d} leaves [0, {n})")
+    if any(a >= b for a, b in spans):
+        return np.empty((0, 2), dtype=np.int64)
+    if cell_order == "col-major":
+        shape, spans = shape[::-1], spans[::-1]
+    elif cell_order != "row-major":
+        raise ValueError(f"cell_order must be 'row-major' or 'col-major', got {cell_order!r}")
+    # The slowest-varying dimension after which the box takes every cell: each range covers
+    # its run times the whole of the faster dimensions; the slower ones enumerate ranges.
+    j = len(shape) - 1
+    while j >= 0 and spans[j] == (0, shape[j]):
+        j -= 1
+    if j < 0:
+        return np.array([[0, math.prod(shape) * cell_nbytes]], dtype=np.int64)
+    inner = math.prod(shape[j + 1:])
+    first = spans[j][0] * inner * cell_nbytes
+    length = (spans[j][1] - spans[j][0]) * inner * cell_nbytes
+    strides = [math.prod(shape[i + 1:]) * cell_nbytes for i in range(j)]
+    count = math.prod(b - a for a, b in spans[:j])
+    if count <= SMALL_BOX_RANGES:
+        starts = [first]
+        for (a, b), stride in zip(spans[:j], strides, strict=True):
+            starts = [s + k * stride for s in starts for k in range(a, b)]
+        return np.array([[s, s + length] for s in starts], dtype=np.int64).reshape(-1, 2)
+    offsets = np.full(1, first, dtype=np.int64)
+    for (a, b), stride in zip(spans[:j], strides, strict=True):
+        offsets = np.add.outer(offsets, np.arange(a, b, dtype=np.int64) * stride).ravel()
+    return np.stack((offsets, offsets + length), axis=1)
+
+
 def unique_indices(indices: np.ndarray) -> np.ndarray:
     """The distinct values of ``indices`` in ascending order (``int64``), as ``np.unique``
     gives them, but in one linear pass when they are sorted already (a selection's

@@ -25,7 +25,7 @@ from tessera.array.layout import tile_nbytes
 from tessera.array.schema import ArraySchema
 from tessera.config import PlannerConfig
 from tessera.query.cost import DEFAULT_PROFILES, CostModel, Estimate, RequestMix, StoreProfile
-from tessera.query.decompose import merge_ranges, tile_byte_ranges, unique_indices
+from tessera.query.decompose import box_byte_ranges, merge_ranges, tile_byte_ranges, unique_indices
 from tessera.query.refine import (
     PlannedRequest,
     TileChoice,
@@ -141,28 +141,39 @@ def tile_needs(schema: ArraySchema, sel: Selection, reads: list[Any]) -> list[Ti
     decomposed: dict[tuple[object, ...], np.ndarray] = {}
     for read in reads:
         attr = schema.attr(read.attr)
-        if plain and all(lo == o and hi == o + e - 1 for lo, hi, o, e in
-                         zip(*read.region, read.tile_origin, extent, strict=True)):
-            # Every cell of the tile is selected: no decomposition needed.
-            whole = tile_nbytes(schema, attr)
-            ranges = read.stored_ranges(np.array([[0, whole]], dtype=np.int64))
-            needs.append(_need(read, ranges, whole))
-            continue
-        sets = [unique_indices(d.within(lo, hi)[0] - origin) for d, lo, hi, origin in
-                zip(sel.dims, read.region[0], read.region[1], read.tile_origin, strict=True)]
-        selected = math.prod(len(s) for s in sets) * attr.cell_nbytes
-        if read.range_readable:
-            key = (attr.cell_nbytes, *(s.tobytes() for s in sets))
-            cells = decomposed.get(key)
-            if cells is None:
-                cells = decomposed[key] = tile_byte_ranges(schema.tile_shape,
-                                                           attr.cell_nbytes,
-                                                           schema.cell_order, sets)
-            ranges = read.stored_ranges(cells)
+        cell = attr.cell_nbytes
+        if plain:
+            # Every cell between the bounds is selected: the tile's part is one box.
+            runs = tuple((int(lo) - o, int(hi) - o + 1) for lo, hi, o in
+                         zip(*read.region, read.tile_origin, strict=True))
+            if all(r == (0, e) for r, e in zip(runs, extent, strict=True)):
+                # Every cell of the tile is selected: no decomposition needed.
+                whole = tile_nbytes(schema, attr)
+                ranges = read.stored_ranges(np.array([[0, whole]], dtype=np.int64))
+                needs.append(_need(read, ranges, whole))
+                continue
+            selected = math.prod(b - a for a, b in runs) * cell
+            key: tuple[object, ...] = (cell, runs)
         else:
-            ranges = read.stored_ranges(np.empty((0, 2), dtype=np.int64))
-        needs.append(_need(read, ranges, selected))
+            sets = [unique_indices(d.within(lo, hi)[0] - origin) for d, lo, hi, origin in
+                    zip(sel.dims, read.region[0], read.region[1], read.tile_origin,
+                        strict=True)]
+            selected = math.prod(len(s) for s in sets) * cell
+            key = (cell, *(s.tobytes() for s in sets))
+        if not read.range_readable:
+            needs.append(_need(read, read.stored_ranges(_NO_RANGES), selected))
+            continue
+        cells = decomposed.get(key)
+        if cells is None:
+            cells = decomposed[key] = (
+                box_byte_ranges(extent, cell, schema.cell_order, runs) if plain
+                else tile_byte_ranges(extent, cell, schema.cell_order, sets))
+        needs.append(_need(read, read.stored_ranges(cells), selected))
     return needs
+
+
+_NO_RANGES = np.empty((0, 2), dtype=np.int64)
+_NO_RANGES.setflags(write=False)
 
 
 def _need(read: Any, ranges: np.ndarray, selected: int) -> TileNeed:

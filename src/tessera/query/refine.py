@@ -17,10 +17,10 @@ requests already fill the link. The heuristic starts from one request per tile f
 selected bytes, then re-chooses the tiles one at a time against the plan as it stands
 (coordinate descent: no step raises the estimated cost of the whole read), and sweeps again
 until no choice changes (at most ``rounds`` sweeps); tiles whose needs have the same shape
-(sizes and gaps, wherever the tile lies) are chosen once per context. Finally, range requests of neighbouring
-tiles of the same object are merged left to right while that lowers the cost of the whole
-plan (:func:`plan_requests`; tiles lie in the global order, so neighbours are neighbouring
-bytes).
+(sizes and gaps, wherever the tile lies) are chosen once per context. Finally, range
+requests of neighbouring tiles of the same object are merged left to right while that
+lowers the cost of the whole plan (:func:`plan_requests`; tiles lie in the global order,
+so neighbours are neighbouring bytes).
 
 >>> import numpy as np
 >>> from tessera.query.cost import CostModel, DEFAULT_PROFILES

@@ -271,3 +271,21 @@ def test_memoised_choices_match_fresh_ones(tiles, method, profile, phi) -> None:
     memo = refine._descend(needs, model, method, push, 4, 3, None, {})
     assert [(c.method, c.requests.tolist(), c.mix) for c in memo] == \
         [(c.method, c.requests.tolist(), c.mix) for c in fresh]
+
+
+@settings(max_examples=300, deadline=None)
+@given(sorted_ranges(), st.data())
+def test_plain_and_vectorised_splits_agree(ranges, data) -> None:
+    """Algorithm 1 splits a few ranges in plain Python and many with numpy: both pick the
+    same range after the widest gap, ties going to the gap nearest the middle."""
+    from tessera.query.refine import _widest_gap, _widest_gap_np
+
+    if len(ranges) < 2:
+        return
+    i = data.draw(st.integers(0, len(ranges) - 2))
+    j = data.draw(st.integers(i + 1, len(ranges) - 1))
+    if data.draw(st.booleans()):  # equal gaps: ties decide
+        sizes = ranges[:, 1] - ranges[:, 0]
+        starts = np.concatenate(([0], np.cumsum(sizes[:-1] + 100)))
+        ranges = np.stack((starts, starts + sizes), axis=1)
+    assert _widest_gap(ranges.tolist(), i, j) == _widest_gap_np(ranges, i, j)

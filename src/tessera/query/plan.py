@@ -205,13 +205,18 @@ def plan_needs(needs: list[TileNeed], *, url: StoreURL, method: str = "auto", ph
                          allow_pushdown=allow_pushdown)
     requests = plan_requests(choices, model, merge_neighbours=method == "auto",
                              max_request_bytes=max_request_bytes)
+    counts = {"get": 0, "range": 0}
+    nbytes = {"get": 0, "range": 0}
+    for r in requests:
+        if r.method in counts:
+            counts[r.method] += 1
+            nbytes[r.method] += r.stop - r.start
+    pushed = [c.mix for c in choices if c.mix.pushdowns]
     totals = RequestMix(
-        get_requests=sum(1 for r in requests if r.method == "get"),
-        get_bytes=sum(r.stop - r.start for r in requests if r.method == "get"),
-        range_requests=sum(1 for r in requests if r.method == "range"),
-        range_bytes=sum(r.stop - r.start for r in requests if r.method == "range"),
-        pushdowns=sum(c.mix.pushdowns for c in choices),
-        pushdown_bytes=sum(c.mix.pushdown_bytes for c in choices),
-        pushdown_tile_bytes=sum(c.mix.pushdown_tile_bytes for c in choices))
+        get_requests=counts["get"], get_bytes=nbytes["get"],
+        range_requests=counts["range"], range_bytes=nbytes["range"],
+        pushdowns=sum(m.pushdowns for m in pushed),
+        pushdown_bytes=sum(m.pushdown_bytes for m in pushed),
+        pushdown_tile_bytes=sum(m.pushdown_tile_bytes for m in pushed))
     return Plan(method, phi, prof.name, model.prices.name, choices, requests, totals,
                 model.estimate(totals))

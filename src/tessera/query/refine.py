@@ -120,6 +120,9 @@ def refine_ranges(ranges: np.ndarray, cost: Callable[[list[tuple[int, int]]], fl
     r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
     if not len(r):
         return []
+    # A few ranges (a small box's) are split in plain Python: numpy calls cost tens of
+    # microseconds each when their code is out of the CPU cache, as between training steps.
+    small = r.tolist() if len(r) <= SMALL_REFINE else None
     assigned: list[tuple[int, int]] = []
     pending: deque[tuple[int, int, int, int]] = deque([(0, len(r) - 1, int(r[0, 0]),
                                                         int(r[-1, 1]))])
@@ -134,10 +137,7 @@ def refine_ranges(ranges: np.ndarray, cost: Callable[[list[tuple[int, int]]], fl
             sg1 = (i, i, start, start + half)
             sg2 = (i, i, start + half, stop)
         else:
-            gaps = r[i + 1:j + 1, 0] - r[i:j, 1]
-            widest = np.flatnonzero(gaps == gaps.max()) + i + 1  # candidates: first of sg2
-            middle = (i + j + 1) / 2
-            k = int(widest[np.argmin(np.abs(widest - middle))])
+            k = _widest_gap(small, i, j) if small is not None else _widest_gap_np(r, i, j)
             sg1 = (i, k - 1, start, int(r[k - 1, 1]))
             sg2 = (k, j, int(r[k, 0]), stop)
         others = assigned + [(p[2], p[3]) for p in pending]
@@ -147,6 +147,31 @@ def refine_ranges(ranges: np.ndarray, cost: Callable[[list[tuple[int, int]]], fl
         else:
             assigned.append((start, stop))
     return sorted(assigned)
+
+
+#: Up to this many ranges, Algorithm 1 finds its splits in plain Python (see refine_ranges).
+SMALL_REFINE = 64
+
+
+def _widest_gap(r: list[list[int]], i: int, j: int) -> int:
+    """Where Algorithm 1 splits ranges ``i..j``: the first range after the widest gap
+    (ties: the gap nearest the middle, the earlier one on an equal distance)."""
+    middle = (i + j + 1) / 2
+    best, best_gap, best_off = i + 1, -1, 0.0
+    for k in range(i + 1, j + 1):
+        gap = r[k][0] - r[k - 1][1]
+        off = abs(k - middle)
+        if gap > best_gap or (gap == best_gap and off < best_off):
+            best, best_gap, best_off = k, gap, off
+    return best
+
+
+def _widest_gap_np(r: np.ndarray, i: int, j: int) -> int:
+    """:func:`_widest_gap` on an ``(n, 2)`` array, vectorised for many ranges."""
+    gaps = r[i + 1:j + 1, 0] - r[i:j, 1]
+    widest = np.flatnonzero(gaps == gaps.max()) + i + 1  # candidates: first of sg2
+    middle = (i + j + 1) / 2
+    return int(widest[np.argmin(np.abs(widest - middle))])
 
 
 def _mix(method: str, requests: list[tuple[int, int]], need: TileNeed) -> RequestMix:
@@ -258,7 +283,8 @@ def _choose_new(need: TileNeed, method: str, model: CostModel, context: RequestM
         # still count against the range plan
         return extra * RANGE_MARGIN if extra >= 0 else extra / RANGE_MARGIN
 
-    return candidates[int(np.argmin([marginal(c) for c in candidates]))]
+    costs = [marginal(c) for c in candidates]
+    return candidates[costs.index(min(costs))]  # the first of the cheapest, as np.argmin
 
 
 #: How much cheaper (by the estimate) a plan found by descending from all-pushdown must be
@@ -289,7 +315,7 @@ def plan_tiles(needs: list[TileNeed], model: CostModel, method: str = "auto", *,
     can_push = model.profile.has_pushdown if allow_pushdown is None else allow_pushdown
     if not needs:
         return []
-    memo: ChoiceMemo = {}
+    memo: ChoiceMemo | None = {} if len(needs) > 1 else None  # one tile: nothing to share
     plan = _descend(needs, model, method, can_push, cell_nbytes, rounds, None, memo)
     if method == "auto" and can_push and len(needs) > 1:
         # Tile-by-tile steps miss plans that only pay as a whole: the first pushdown pays a
@@ -371,10 +397,12 @@ def plan_requests(choices: list[TileChoice], model: CostModel,
             for i, c in enumerate(choices) for a, b in c.requests]
     if not merge_neighbours:
         return reqs
-    total = sum((c.mix for c in choices), RequestMix())
     fetched = sorted((r for r in reqs if r.method in ("get", "range")),
                      key=lambda r: (r.key, r.start))
     others = [r for r in reqs if r.method not in ("get", "range")]
+    if len(fetched) < 2:
+        return others + fetched  # nothing to merge
+    total = sum((c.mix for c in choices), RequestMix())
     limit = min(max_request_bytes, 2 * model.profile.min_range_bytes)
     merged: list[PlannedRequest] = []
     for r in fetched:

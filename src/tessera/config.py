@@ -131,6 +131,8 @@ class PlannerConfig:
     def overridden(self, method: str | None = None, phi: float | None = None,
                    ) -> PlannerConfig:
         """This config with a read's own ``method`` / ``phi`` (``None``: keep), checked."""
+        if method is None and phi is None:
+            return self  # frozen and checked when made
         if phi is not None:
             try:
                 phi = float(phi)

@@ -417,12 +417,23 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
     direct = set(range(len(reads))) - set(pushed)
     batched = (local_batch(store, reads, plan, direct) if layered and positions is None
                else [])
-    stop = threading.Event()  # tells batches on worker threads to give up
+    stop = threading.Event()if batched else None  # tells worker batches to give up
     direct -= set(batched)
+    if (len(direct) == 1 and not batched and not pushed and not cell_reads
+            and merged is None):
+        # One tile and nothing else (a small box): no task to schedule and wait for.
+        try:
+            (only,) = direct
+            await one(only, reads[only])
+        except BaseException:
+            await fetcher.cancel()
+            raise
+        return outputs
     tasks = [asyncio.ensure_future(one(i, r)) for i, r in enumerate(reads) if i in direct]
-    tasks += [asyncio.ensure_future(asyncio.to_thread(
-        read_local_tiles, store, schema, [reads[i] for i in group], sel, outputs, array_url,
-        stop)) for group in (_split(batched, os.cpu_count() or 1) if batched else [])]
+    if stop is not None:
+        tasks += [asyncio.ensure_future(asyncio.to_thread(
+            read_local_tiles, store, schema, [reads[i] for i in group], sel, outputs,
+            array_url, stop)) for group in _split(batched, os.cpu_count() or 1)]
     if pushed:
         from tessera.array.pushdown_read import tile_item
 
@@ -437,7 +448,8 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
                 await cells(c)
         await asyncio.gather(*tasks)
     except BaseException:
-        stop.set()
+        if stop is not None:
+            stop.set()
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

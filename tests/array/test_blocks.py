@@ -51,6 +51,36 @@ def test_block_span_and_encoded_ranges_by_hand() -> None:
     assert t.covered([]).tolist() == []
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 40), min_size=1, max_size=40), st.integers(1, 20),
+       st.lists(st.tuples(st.integers(0, 900), st.integers(0, 60)), max_size=45),
+       st.lists(st.tuples(st.integers(0, 900), st.integers(0, 60)), max_size=45))
+def test_plain_and_vectorised_block_lookups_agree(sizes, block_bytes, raw_picks, enc_picks):
+    """Block lookups of a few ranges run in plain Python, of many with numpy: both give
+    the same blocks, spans and covered blocks, for ranges empty, touching, overlapping and
+    in any order."""
+    from tessera.array import blocks as module
+
+    raw_nbytes = (len(sizes) - 1) * block_bytes + 1
+    table = _table(sizes, block_bytes, raw_nbytes)
+    raw = np.array([(min(a, raw_nbytes), min(a + n, raw_nbytes)) for a, n in raw_picks],
+                   dtype=np.int64).reshape(-1, 2)
+    enc = [(a, a + n) for a, n in enc_picks]
+
+    def lookups(small: int) -> tuple[list[int], list[list[int]], list[int], list[list[int]]]:
+        old = module.SMALL_SPANS
+        module.SMALL_SPANS = small
+        try:
+            span = table.block_span(raw)
+            return (span.tolist(), table.spans(span).reshape(-1, 2).tolist(),
+                    table.covered(enc).tolist(),
+                    table.encoded_ranges(raw).reshape(-1, 2).tolist())
+        finally:
+            module.SMALL_SPANS = old
+
+    assert lookups(10**6) == lookups(-1)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 3000), st.integers(1, 700), st.lists(st.tuples(st.integers(0, 2999),
                                                                      st.integers(1, 300)),

@@ -24,6 +24,7 @@ True
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 from typing import Any
@@ -34,6 +35,11 @@ from tessera.array.checksum import DEFAULT_CHECKSUM, checksum
 from tessera.array.codecs import Codec
 from tessera.errors import CorruptDataError
 from tessera.query.decompose import merge_ranges
+
+#: Up to this many ranges or blocks, block lookups run in plain Python: numpy calls cost
+#: tens of microseconds each when their code is out of the CPU cache, as between the steps
+#: of a training loop reading small boxes.
+SMALL_SPANS = 32
 
 #: Default decoded bytes per block of a compressed dense tile (TileDB's default chunk size;
 #: writers take theirs from :class:`~tessera.config.WriteConfig`). A read that needs part of
@@ -71,8 +77,21 @@ class TileBlocks:
         """Encoded offset of each block in the tile, and the tile's length at the end."""
         return np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
 
+    @functools.cached_property
+    def start_list(self) -> list[int]:
+        """:attr:`starts` as Python integers (for the plain-Python paths of small reads)."""
+        return [int(v) for v in self.starts.tolist()]
+
     def block_span(self, raw_ranges: np.ndarray) -> np.ndarray:
         """Indices of the blocks holding any byte of the decoded ``[start, stop)`` ranges."""
+        if len(raw_ranges) <= SMALL_SPANS:
+            # A few ranges (a small box): plain Python, no numpy call to pay for cold.
+            found: set[int] = set()
+            per = self.block_bytes
+            for a, b in np.asarray(raw_ranges, dtype=np.int64).reshape(-1, 2).tolist():
+                if b > a:
+                    found.update(range(a // per, (b - 1) // per + 1))
+            return np.array(sorted(found), dtype=np.int64)
         r = np.asarray(raw_ranges, dtype=np.int64).reshape(-1, 2)
         r = r[r[:, 1] > r[:, 0]]
         if not len(r):
@@ -95,6 +114,17 @@ class TileBlocks:
         idx = np.asarray(indices, dtype=np.int64)
         if not len(idx):
             return np.empty((0, 2), dtype=np.int64)
+        if len(idx) <= SMALL_SPANS:
+            starts = self.start_list
+            runs: list[list[int]] = []
+            previous = -2
+            for i in idx.tolist():
+                if i == previous + 1:
+                    runs[-1][1] = starts[i + 1]
+                else:
+                    runs.append([starts[i], starts[i + 1]])
+                previous = i
+            return np.array(runs, dtype=np.int64)
         new = np.ones(len(idx), dtype=bool)
         new[1:] = idx[1:] != idx[:-1] + 1
         first = idx[new]
@@ -106,6 +136,21 @@ class TileBlocks:
         tile; may overlap and come in any order)."""
         if not ranges:
             return np.empty(0, dtype=np.int64)
+        if len(ranges) <= SMALL_SPANS:
+            joined: list[list[int]] = []
+            for a, b in sorted((int(a), int(b)) for a, b in ranges):
+                if joined and a <= joined[-1][1]:
+                    joined[-1][1] = max(joined[-1][1], b)
+                else:
+                    joined.append([a, b])
+            starts, count = self.start_list, self.count
+            inside = []
+            for a, b in joined:
+                i = bisect.bisect_left(starts, a, 0, count)
+                while i < count and starts[i + 1] <= b:
+                    inside.append(i)
+                    i += 1
+            return np.array(inside, dtype=np.int64)
         merged = merge_ranges(np.array(ranges, dtype=np.int64).reshape(-1, 2))
         lo, hi = self.starts[:-1], self.starts[1:]
         k = np.searchsorted(merged[:, 0], lo, side="right") - 1

@@ -417,7 +417,7 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
     direct = set(range(len(reads))) - set(pushed)
     batched = (local_batch(store, reads, plan, direct) if layered and positions is None
                else [])
-    stop = threading.Event()if batched else None  # tells worker batches to give up
+    stop = threading.Event() if batched else None  # tells worker batches to give up
     direct -= set(batched)
     if (len(direct) == 1 and not batched and not pushed and not cell_reads
             and merged is None):

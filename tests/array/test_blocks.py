@@ -59,7 +59,7 @@ def test_plain_and_vectorised_block_lookups_agree(sizes, block_bytes, raw_picks,
     """Block lookups of a few ranges run in plain Python, of many with numpy: both give
     the same blocks, spans and covered blocks, for ranges empty, touching, overlapping and
     in any order."""
-    from tessera.array import blocks as module
+    from tessera.query import decompose as module
 
     raw_nbytes = (len(sizes) - 1) * block_bytes + 1
     table = _table(sizes, block_bytes, raw_nbytes)
@@ -68,15 +68,15 @@ def test_plain_and_vectorised_block_lookups_agree(sizes, block_bytes, raw_picks,
     enc = [(a, a + n) for a, n in enc_picks]
 
     def lookups(small: int) -> tuple[list[int], list[list[int]], list[int], list[list[int]]]:
-        old = module.SMALL_SPANS
-        module.SMALL_SPANS = small
+        old = module.PLAIN_PYTHON_MAX
+        module.PLAIN_PYTHON_MAX = small
         try:
             span = table.block_span(raw)
             return (span.tolist(), table.spans(span).reshape(-1, 2).tolist(),
                     table.covered(enc).tolist(),
                     table.encoded_ranges(raw).reshape(-1, 2).tolist())
         finally:
-            module.SMALL_SPANS = old
+            module.PLAIN_PYTHON_MAX = old
 
     assert lookups(10**6) == lookups(-1)
 

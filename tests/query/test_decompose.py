@@ -138,12 +138,12 @@ def test_box_ranges_match_decomposition(dims, cell, order, numpy_path) -> None:
         shape.append(n)
         runs.append((0, n) if whole else (min(a, n), min(max(a, b), n)))
     small = 0 if numpy_path else 10**9
-    old = decompose.SMALL_BOX_RANGES
-    decompose.SMALL_BOX_RANGES = small
+    old = decompose.PLAIN_PYTHON_MAX
+    decompose.PLAIN_PYTHON_MAX = small
     try:
         got = decompose.box_byte_ranges(shape, cell, order, runs)
     finally:
-        decompose.SMALL_BOX_RANGES = old
+        decompose.PLAIN_PYTHON_MAX = old
     expected = tile_byte_ranges(shape, cell, order, [np.arange(a, b) for a, b in runs])
     assert got.dtype == np.int64 and got.shape == expected.shape
     np.testing.assert_array_equal(got, expected)

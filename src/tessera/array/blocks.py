@@ -34,12 +34,8 @@ import numpy as np
 from tessera.array.checksum import DEFAULT_CHECKSUM, checksum
 from tessera.array.codecs import Codec
 from tessera.errors import CorruptDataError
+from tessera.query import decompose
 from tessera.query.decompose import merge_ranges
-
-#: Up to this many ranges or blocks, block lookups run in plain Python: numpy calls cost
-#: tens of microseconds each when their code is out of the CPU cache, as between the steps
-#: of a training loop reading small boxes.
-SMALL_SPANS = 32
 
 #: Default decoded bytes per block of a compressed dense tile (TileDB's default chunk size;
 #: writers take theirs from :class:`~tessera.config.WriteConfig`). A read that needs part of
@@ -84,8 +80,8 @@ class TileBlocks:
 
     def block_span(self, raw_ranges: np.ndarray) -> np.ndarray:
         """Indices of the blocks holding any byte of the decoded ``[start, stop)`` ranges."""
-        if len(raw_ranges) <= SMALL_SPANS:
-            # A few ranges (a small box): plain Python, no numpy call to pay for cold.
+        if len(raw_ranges) <= decompose.PLAIN_PYTHON_MAX:
+            # A few ranges (a small box): plain Python (see PLAIN_PYTHON_MAX).
             found: set[int] = set()
             per = self.block_bytes
             for a, b in np.asarray(raw_ranges, dtype=np.int64).reshape(-1, 2).tolist():
@@ -114,7 +110,7 @@ class TileBlocks:
         idx = np.asarray(indices, dtype=np.int64)
         if not len(idx):
             return np.empty((0, 2), dtype=np.int64)
-        if len(idx) <= SMALL_SPANS:
+        if len(idx) <= decompose.PLAIN_PYTHON_MAX:
             starts = self.start_list
             runs: list[list[int]] = []
             previous = -2
@@ -136,7 +132,7 @@ class TileBlocks:
         tile; may overlap and come in any order)."""
         if not ranges:
             return np.empty(0, dtype=np.int64)
-        if len(ranges) <= SMALL_SPANS:
+        if len(ranges) <= decompose.PLAIN_PYTHON_MAX:
             joined: list[list[int]] = []
             for a, b in sorted((int(a), int(b)) for a, b in ranges):
                 if joined and a <= joined[-1][1]:

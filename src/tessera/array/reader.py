@@ -15,7 +15,7 @@ import itertools
 import math
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -419,34 +419,30 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
                else [])
     stop = threading.Event() if batched else None  # tells worker batches to give up
     direct -= set(batched)
-    if (len(direct) == 1 and not batched and not pushed and not cell_reads
-            and merged is None):
-        # One tile and nothing else (a small box): no task to schedule and wait for.
-        try:
-            (only,) = direct
-            await one(only, reads[only])
-        except BaseException:
-            await fetcher.cancel()
-            raise
-        return outputs
-    tasks = [asyncio.ensure_future(one(i, r)) for i, r in enumerate(reads) if i in direct]
+    work: list[Coroutine[Any, Any, Any]] = [one(i, r) for i, r in enumerate(reads)
+                                            if i in direct]
     if stop is not None:
-        tasks += [asyncio.ensure_future(asyncio.to_thread(
-            read_local_tiles, store, schema, [reads[i] for i in group], sel, outputs,
-            array_url, stop)) for group in _split(batched, os.cpu_count() or 1)]
+        work += [asyncio.to_thread(read_local_tiles, store, schema, [reads[i] for i in group],
+                                   sel, outputs, array_url, stop)
+                 for group in _split(batched, os.cpu_count() or 1)]
     if pushed:
         from tessera.array.pushdown_read import tile_item
 
         items = [tile_item(schema, reads[i], sel, pushdown.array_path) for i in pushed]
-        tasks += [asyncio.ensure_future(push([pushed[j] for j in batch],
-                                             [items[j] for j in batch]))
-                  for batch in pushdown.batches([it.out_bytes for it in items])]
-    tasks += [asyncio.ensure_future(cells(c)) for c in cell_reads if not c.inline]
+        work += [push([pushed[j] for j in batch], [items[j] for j in batch])
+                 for batch in pushdown.batches([it.out_bytes for it in items])]
+    work += [cells(c) for c in cell_reads if not c.inline]
+    inline = [c for c in cell_reads if c.inline]
+    # One piece of work and nothing to do beside it (a small box): awaited here, with no
+    # task to schedule and wait for; otherwise each runs as a task.
+    tasks = [] if len(work) == 1 and not inline else [asyncio.ensure_future(w) for w in work]
     try:
-        for c in cell_reads:
-            if c.inline:  # no request: decoded (once per handle) right here
-                await cells(c)
-        await asyncio.gather(*tasks)
+        for c in inline:  # no request: decoded (once per handle) right here
+            await cells(c)
+        if tasks:
+            await asyncio.gather(*tasks)
+        elif work:
+            await work[0]
     except BaseException:
         if stop is not None:
             stop.set()

@@ -62,8 +62,13 @@ def tile_byte_ranges(tile_shape: Sequence[int], cell_nbytes: int, cell_order: st
     return _merge_sorted(starts * cell_nbytes, stops * cell_nbytes)
 
 
-#: Below this many ranges, :func:`box_byte_ranges` builds them in plain Python.
-SMALL_BOX_RANGES = 64
+#: Up to this many ranges (or blocks), the steps of a read that see only a few of them run
+#: in plain Python: :func:`box_byte_ranges`, Algorithm 1's split search
+#: (:func:`tessera.query.refine.refine_ranges`) and block lookups
+#: (:class:`tessera.array.blocks.TileBlocks`). Each numpy call costs tens of microseconds
+#: when its code is out of the CPU cache, as between the steps of a training loop; past
+#: this size numpy's vectorised work wins.
+PLAIN_PYTHON_MAX = 64
 
 
 def box_byte_ranges(tile_shape: Sequence[int], cell_nbytes: int, cell_order: str,
@@ -103,7 +108,7 @@ def box_byte_ranges(tile_shape: Sequence[int], cell_nbytes: int, cell_order: str
     length = (spans[j][1] - spans[j][0]) * inner * cell_nbytes
     strides = [math.prod(shape[i + 1:]) * cell_nbytes for i in range(j)]
     count = math.prod(b - a for a, b in spans[:j])
-    if count <= SMALL_BOX_RANGES:
+    if count <= PLAIN_PYTHON_MAX:
         starts = [first]
         for (a, b), stride in zip(spans[:j], strides, strict=True):
             starts = [s + k * stride for s in starts for k in range(a, b)]

@@ -40,6 +40,7 @@ import numpy as np
 
 from tessera.config import READ_METHODS
 from tessera.errors import ConfigError
+from tessera.query import decompose
 from tessera.query.cost import CostModel, RequestMix
 
 METHODS = READ_METHODS
@@ -120,9 +121,8 @@ def refine_ranges(ranges: np.ndarray, cost: Callable[[list[tuple[int, int]]], fl
     r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
     if not len(r):
         return []
-    # A few ranges (a small box's) are split in plain Python: numpy calls cost tens of
-    # microseconds each when their code is out of the CPU cache, as between training steps.
-    small = r.tolist() if len(r) <= SMALL_REFINE else None
+    # A few ranges (a small box's) are split in plain Python (see PLAIN_PYTHON_MAX).
+    small = r.tolist() if len(r) <= decompose.PLAIN_PYTHON_MAX else None
     assigned: list[tuple[int, int]] = []
     pending: deque[tuple[int, int, int, int]] = deque([(0, len(r) - 1, int(r[0, 0]),
                                                         int(r[-1, 1]))])
@@ -147,10 +147,6 @@ def refine_ranges(ranges: np.ndarray, cost: Callable[[list[tuple[int, int]]], fl
         else:
             assigned.append((start, stop))
     return sorted(assigned)
-
-
-#: Up to this many ranges, Algorithm 1 finds its splits in plain Python (see refine_ranges).
-SMALL_REFINE = 64
 
 
 def _widest_gap(r: list[list[int]], i: int, j: int) -> int:

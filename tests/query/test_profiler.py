@@ -55,3 +55,28 @@ def test_pushdown_profiling_of_an_unreachable_server_names_it() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(PushdownError, match=url.replace(".", r"\.")):
         tessera.profile_store("memory://x", pushdown=url, quick=True, save=False)
+
+
+def test_pushdown_fit_follows_the_median_of_each_size() -> None:
+    from tessera.query.profiler import _fit_pushdown
+
+    # T = 2 ns/B * size + 25 ms, three samples per size, one of them stalled by 40 ms.
+    line = [(size, 25e-3 + 2e-9 * size) for size in (64 << 10, 1 << 20, 3 << 20)]
+    timings = [(n, t) for n, t in line for _ in range(3)]
+    timings[-1] = (timings[-1][0], timings[-1][1] + 40e-3)
+    alpha, beta = _fit_pushdown(timings)
+    assert alpha == pytest.approx(2e-9, rel=1e-6) and beta == pytest.approx(25e-3, rel=1e-6)
+    # A plain least-squares line through every sample would be tilted by the stall.
+    sizes, secs = np.array(timings, dtype=np.float64).T
+    assert np.polyfit(sizes, secs, 1)[0] > 4e-9
+
+
+def test_pushdown_fit_of_one_size_and_of_lines_it_clips() -> None:
+    from tessera.query.profiler import _fit_pushdown
+
+    assert _fit_pushdown([(4096, 0.03), (4096, 0.01), (4096, 0.02)]) == (0.0, 0.02)
+    # Times that fall with size: no negative alpha.
+    assert _fit_pushdown([(1000, 0.004), (2000, 0.002)]) == (0.0, pytest.approx(0.006))
+    # A line that would cross zero above size 0 (negative beta) goes through the origin.
+    alpha, beta = _fit_pushdown([(1000, 0.001), (2000, 0.004)])
+    assert alpha == pytest.approx(9.0 / 5e6) and beta == 1e-6

@@ -20,8 +20,9 @@ Experiments: (a) time, bytes, requests and dollars of every system on every work
 (c) plan quality: the alternative plans for single tiles, executed (Figure 9); (d) phi from 0
 to 1e5 (Figure 10); (e) tile size (Figure 11); (f) bandwidth and latency (Figure 12).
 Every answer is checked against numpy; a wrong one fails the run. In (a), Tessera's methods
-take turns on each query (the order turning by one per query), so that a slow spell of the
-shared machine does not fall on one of them; the other systems run their queries in turn.
+take turns on each query (in a seeded random order drawn afresh per query), so that a slow
+spell of the shared machine does not fall on one of them and none always runs just after
+the same one; the other systems run their queries in turn.
 
 Writes ``benchmarks/results/*.csv`` and ``*.png`` (kept in the repository beside it) and
 regenerates
@@ -400,22 +401,26 @@ def tessera_dollars(arrays: dict[str, Any], label: str) -> Callable[[], float]:
 
 # -- experiments ----------------------------------------------------------------------------
 def experiment_a(bench: Bench, scale: Scale, data: dict[str, np.ndarray],
-                 workloads: list[Workload]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(a) every system on every workload; (b) the method mix of auto's plans."""
+                 workloads: list[Workload], seed: int = 0,
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(a) every system on every workload; (b) the method mix of auto's plans. ``seed``
+    draws the order in which Tessera's methods take turns on each query."""
     rows, mix = [], []
+    order_rng = np.random.default_rng(seed)
     for w in workloads:
         first = len(rows)
-        # Tessera's methods take turns on each query, the order turning by one each time,
-        # so that a slow spell of this shared machine (or the first pushdown connections)
-        # falls on all of them alike: "auto / best forced" compares them.
+        # Tessera's methods take turns on each query, in a random order drawn afresh each
+        # time, so that a slow spell of this shared machine (or the first pushdown
+        # connections) falls on all of them alike, and no method always runs just after one
+        # that warmed its tiles in the S3 test server: "auto / best forced" compares them.
         readers = {method: tessera_reader(bench, w, scale, method) for method in METHODS}
         costs = {method: tessera_dollars(readers[method][1], f"tessera-{method} on {w.name}")
                  for method in METHODS}
         measured = {method: Measured() for method in METHODS}
         console.print(f"  {w.name}: tessera {', '.join(METHODS)}, taking turns")
         for q, query in enumerate(w.queries):
-            for k in range(len(METHODS)):
-                method = METHODS[(q + k) % len(METHODS)]
+            for k in order_rng.permutation(len(METHODS)):
+                method = METHODS[int(k)]
                 m = measured[method]
                 if m.stopped:
                     continue
@@ -908,7 +913,8 @@ def main() -> None:
             bench = Bench(s3, link, pd_link, client, profile)
             write_all(bench, scale, data)
             console.print("[bold](a, b)[/] every system on every workload")
-            results["a"], results["b"] = experiment_a(bench, scale, data, workloads)
+            results["a"], results["b"] = experiment_a(bench, scale, data, workloads,
+                                                      args.seed + 2)
             results["goals"] = goals(results["a"], results["run"][0])
             for name, fn in (("c", experiment_c), ("d", experiment_d), ("e", experiment_e)):
                 if name not in skip:

@@ -5,8 +5,9 @@ An N x N int32 array in 1024 x 1024 tiles (raw and zstd) lives in the S3 test se
 go through the emulated link (RTT, bandwidth and per-request first-byte latency as options).
 Workloads, seeded: horizontal box (82 full rows), vertical box (82 full columns), small box
 (21 x 21). For each: median time over the queries (the methods take turns on each query,
-in an order that turns by one per query, so a slow spell of the shared machine falls on
-all of them alike), bytes and requests counted at the link,
+in a seeded random order drawn afresh per query, so a slow spell of the shared machine falls
+on all of them alike and no method always runs just after the same one), bytes and
+requests counted at the link,
 dollars at S3 prices (requests, egress, and pushdown compute as Lambda GB-seconds), and the
 lower bound RTT + exact bytes / bandwidth. Every answer is checked against numpy. The planner
 uses a profile measured through the link first.
@@ -29,6 +30,14 @@ second, as a training loop would. The row "auto, listing every read" is auto on 
 opened with ``refresh_s=0``, which sends one LIST beside every read's own requests (and so
 sees every commit made before each read began); "x best forced" compares both auto rows with
 the forced methods.
+
+Why a random order: a method run just after one that read the same tiles finds them warm in
+the S3 test server. With the order only turning by one per query, forced pushdown always ran
+after fetch, and auto after the bare GET of another object; with the same plan, auto then
+took 1.00-1.09x (mean 1.04x) of forced pushdown's time on the vertical box over seven runs.
+A probe that read the vertical box just after a whole-tile read of the same tiles, and
+just after an unrelated GET, measured 3-4 ms (about 4%) less in the first place, for auto
+and forced pushdown alike.
 
 Queries default to 25: with 15, auto and a forced method that ran the same plan differed by up
 to 12% between runs on this shared 2-core machine, which is more than the 10% the planner's
@@ -164,6 +173,7 @@ def main() -> None:
     rtt = args.rtt_ms / 1e3
     truth = np.random.default_rng(args.seed).integers(0, 2**31 - 1, (n, n), dtype=np.int32)
     s3_prices = get_pricing("s3")
+    order_rng = np.random.default_rng(args.seed + 1)  # the methods' order on each query
     rows: list[dict[str, Any]] = []
     with S3TestServer() as s3:
         direct = s3.storage_options()
@@ -227,12 +237,12 @@ def main() -> None:
                         entries.append(runs[-1])
                     runs.append(BareGetRun(BARE_GET, floor_store, "", nbytes_wanted=exact))
                     entries.append(runs[-1])
-                    # Methods take turns on each query, the order turning by one each time,
-                    # so that a slow spell of this shared machine falls on all of them.
-                    for q, sel in enumerate(sels):
-                        for k in range(len(runs)):
-                            runs[(q + k) % len(runs)].measure(sel, truth, link, pd_link,
-                                                              s3_prices, wname)
+                    # Methods take turns on each query, in a random order drawn afresh each
+                    # time: a slow spell of this shared machine falls on all of them, and no
+                    # method always follows the one that just warmed its tiles.
+                    for sel in sels:
+                        for k in order_rng.permutation(len(runs)):
+                            runs[int(k)].measure(sel, truth, link, pd_link, s3_prices, wname)
                     for run in entries:
                         if isinstance(run, dict):
                             rows.append(run)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import tessera
 from tessera.array.blocks import TileBlocks, decode_blocked, encode_blocked
 from tessera.array.codecs import get_codec
+from tessera.array.fragment import FRAGMENT_VERSION
 from tessera.array.reader import plan_tile_reads
 from tessera.query.selection import normalize_selection
 from tessera.server.app import create_app
@@ -138,7 +139,7 @@ def test_the_bookkeeping_keeps_a_block_table(blocked, store_url) -> None:
     arr, _ = blocked
     meta_key = next(o.key for o in arr.store.list("__fragments") if o.key.endswith("meta.json"))
     doc = json.loads(bytes(arr.store.get(meta_key)))
-    assert doc["version"] == 4 and doc["attrs"]["data"]["checksum"] == "crc32c"
+    assert doc["version"] == FRAGMENT_VERSION and doc["attrs"]["data"]["checksum"] == "crc32c"
     blocks = doc["attrs"]["data"]["blocks"]
     assert blocks["block_bytes"] == 512 and blocks["per_tile"] == 4
     assert blocks["tile_bytes"] == 32 * 16 * 4

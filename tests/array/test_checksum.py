@@ -14,6 +14,7 @@ import pytest
 
 import tessera
 from tessera.array.checksum import CHECKSUMS, DEFAULT_CHECKSUM, check_algorithm, checksum
+from tessera.array.fragment import FRAGMENT_VERSION
 from tessera.server.app import create_app
 from tessera.server.protocol import (
     PROTOCOL_VERSION,
@@ -112,7 +113,7 @@ def test_new_fragments_are_checksummed_with_crc32c(store_url) -> None:
     arr, model = _history(store_url, "crc32c-history")
     for key in _metas(arr):
         doc = json.loads(bytes(arr.store.get(key)))
-        assert doc["version"] == 4
+        assert doc["version"] == FRAGMENT_VERSION
         for tiles in _tile_groups(doc):
             assert tiles["checksum"] == "crc32c"
             if "inline" not in tiles:

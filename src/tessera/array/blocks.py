@@ -170,6 +170,20 @@ def encode_blocked(codec: Codec, raw: Any, block_bytes: int = BLOCK_BYTES,
     return b"".join(pieces), TileBlocks(block_bytes, len(view), sizes, crcs, algorithm)
 
 
+def raw_block_table(raw: Any, block_bytes: int = BLOCK_BYTES,
+                    algorithm: str = DEFAULT_CHECKSUM) -> TileBlocks:
+    """The block table of a tile stored as its ``raw`` bytes: blocks of ``block_bytes``
+    bytes, each as long as its raw bytes, with their checksums. A fragment keeps one row
+    per tile, so a tile its codec did not shrink (stored raw) still has one; readers do not
+    use it (such a tile is read as a raw tile)."""
+    view = memoryview(raw).cast("B")
+    starts = range(0, len(view), block_bytes)
+    sizes = np.array([min(block_bytes, len(view) - i) for i in starts], dtype=np.int64)
+    crcs = np.array([checksum(view[i:i + block_bytes], algorithm) for i in starts],
+                    dtype=np.uint32)
+    return TileBlocks(block_bytes, len(view), sizes, crcs, algorithm)
+
+
 def decode_blocked(codec: Codec, encoded: Any, blocks: TileBlocks,
                    indices: np.ndarray | None = None, *, check: bool = False,
                    where: str = "tile") -> np.ndarray:

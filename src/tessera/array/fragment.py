@@ -35,7 +35,13 @@ from typing import Any
 
 import numpy as np
 
-from tessera.array.blocks import BLOCK_BYTES, TileBlocks, blocks_per_tile, encode_blocked
+from tessera.array.blocks import (
+    BLOCK_BYTES,
+    TileBlocks,
+    blocks_per_tile,
+    encode_blocked,
+    raw_block_table,
+)
 from tessera.array.checksum import DEFAULT_CHECKSUM, check_algorithm, checksum
 from tessera.array.codecs import get_codec
 from tessera.array.layout import (
@@ -51,9 +57,11 @@ from tessera.array.schema import ArraySchema, Attr
 from tessera.errors import CorruptDataError, ObjectNotFoundError
 from tessera.storage.store import AsyncStore, PutResult
 
-FRAGMENT_VERSION = 4  # 2: small sparse fragments may keep their tiles inline;
+FRAGMENT_VERSION = 5  # 2: small sparse fragments may keep their tiles inline;
 #                      3: compressed dense tiles are blocked (tessera.array.blocks);
-#                      4: CRC-32C checksums, named per attribute (tessera.array.checksum)
+#                      4: CRC-32C checksums, named per attribute (tessera.array.checksum);
+#                      5: a dense tile its codec does not shrink is stored raw
+#                         (AttrTiles.stored_raw)
 #: Sparse fragments whose encoded tiles (all attributes and coordinates) fit in this many
 #: bytes, and whose cells take at most INLINE_RAW_BYTES decoded, keep their tiles inside
 #: their bookkeeping object, which readers load once per handle: a small update then costs
@@ -125,6 +133,12 @@ class AttrTiles:
 
     ``crc32`` holds each encoded tile's CRC-32 of the variant named by ``checksum``
     (:mod:`tessera.array.checksum`: ``crc32c`` since format 4, zlib's ``crc32`` before).
+
+    ``stored_raw`` marks the dense tiles of a compressed attribute that are stored as their
+    raw bytes because the codec did not make them smaller (random or already-compressed
+    data), as Blosc stores such chunks: they cost no decoding and can be read by exact
+    byte ranges, like the tiles of an uncompressed attribute. :meth:`tile_codec` and
+    :meth:`blocks` say how each tile is stored.
     """
 
     key: str
@@ -141,10 +155,24 @@ class AttrTiles:
     block_sizes: np.ndarray | None = None
     block_crc32: np.ndarray | None = None
     checksum: str = DEFAULT_CHECKSUM
+    #: Per tile, ``True`` where the tile is stored raw despite ``codec`` (``None``: none is).
+    stored_raw: np.ndarray | None = None
+
+    def is_stored_raw(self, t: int) -> bool:
+        """True if tile ``t`` is stored as its raw bytes although the attribute has a
+        codec."""
+        return self.stored_raw is not None and bool(self.stored_raw[t])
+
+    def tile_codec(self, t: int) -> str | None:
+        """The codec tile ``t`` is stored with (``None`` for a raw tile)."""
+        return None if self.is_stored_raw(t) else self.codec
 
     def blocks(self, t: int) -> TileBlocks | None:
-        """Tile ``t``'s block table, or ``None`` if its tiles are not blocked."""
+        """Tile ``t``'s block table, or ``None`` if its tiles are not blocked (or it is
+        stored raw)."""
         if not self.block_bytes or self.block_sizes is None or self.block_crc32 is None:
+            return None
+        if self.is_stored_raw(t):
             return None
         return TileBlocks(self.block_bytes, self.tile_raw_bytes, self.block_sizes[t],
                           self.block_crc32[t], self.checksum)
@@ -237,6 +265,8 @@ def _tiles_doc(a: AttrTiles) -> dict[str, Any]:
            "sizes": a.sizes.tolist(), "crc32": a.crc32.tolist(), "checksum": a.checksum}
     if a.inline is not None:
         doc["inline"] = base64.b64encode(a.inline).decode("ascii")
+    if a.stored_raw is not None and a.stored_raw.any():
+        doc["stored_raw"] = np.flatnonzero(a.stored_raw).tolist()
     if a.block_bytes and a.block_sizes is not None and a.block_crc32 is not None:
         # One row per tile, as little-endian uint32 in base64 (a 4 MiB tile has 64 blocks).
         doc["blocks"] = {"block_bytes": a.block_bytes, "tile_bytes": a.tile_raw_bytes,
@@ -274,8 +304,33 @@ def _tiles_from_doc(a: dict[str, Any]) -> AttrTiles:
         blocks = {"block_bytes": block_bytes, "tile_raw_bytes": tile_bytes,
                   "block_sizes": block_sizes,
                   "block_crc32": _u32_b64(b["crc32"], len(sizes), per).astype(np.uint32)}
+    stored_raw = _stored_raw_from_doc(a, sizes, blocks)
     return AttrTiles(a["key"], a["codec"], np.asarray(a["offsets"], np.int64), sizes,
-                     np.asarray(a["crc32"], np.uint32), inline, checksum=algorithm, **blocks)
+                     np.asarray(a["crc32"], np.uint32), inline, checksum=algorithm,
+                     stored_raw=stored_raw, **blocks)
+
+
+def _stored_raw_from_doc(a: dict[str, Any], sizes: np.ndarray,
+                         blocks: dict[str, Any]) -> np.ndarray | None:
+    """The ``stored_raw`` marks of an attribute's bookkeeping, checked: tile indices in
+    range, only with a codec, and (where the tiles are blocked, so their decoded size is
+    known) each such tile exactly as long as its raw bytes."""
+    if "stored_raw" not in a:
+        return None
+    listed = a["stored_raw"]
+    if not isinstance(listed, list) or not all(type(v) is int for v in listed):
+        raise ValueError("stored_raw must be a list of tile indices")
+    if a["codec"] is None:
+        raise ValueError("stored_raw is listed for an attribute without a codec")
+    index = np.asarray(listed, dtype=np.int64)
+    if len(index) and (index.min() < 0 or index.max() >= len(sizes)):
+        raise ValueError(f"stored_raw names tile {int(index.max())}, but there are only "
+                         f"{len(sizes)} tiles")
+    marks = np.zeros(len(sizes), dtype=bool)
+    marks[index] = True
+    if blocks and not np.all(sizes[marks] == blocks["tile_raw_bytes"]):
+        raise ValueError(f"a tile stored raw must hold {blocks['tile_raw_bytes']} bytes")
+    return marks
 
 
 def encode_tiles(key: str, codec_spec: str | None, raw_tiles: list[Any],
@@ -360,6 +415,7 @@ async def _encode_dense_attr(schema: ArraySchema, attr: Attr, data: np.ndarray, 
         return AttrTiles(key, None, offsets, sizes, crcs), blob
     chunks: list[Any] = [b""] * n
     tables: list[Any] = [None] * n
+    stored_raw = np.zeros(n, dtype=bool)
 
     def encoded_group(lo: int, hi: int) -> None:
         codec = get_codec(attr.codec)
@@ -370,9 +426,18 @@ async def _encode_dense_attr(schema: ArraySchema, attr: Attr, data: np.ndarray, 
                 chunks[i], tables[i] = encode_blocked(codec, raw, block_bytes)
             else:
                 chunks[i] = codec.encode(raw)
+            if len(chunks[i]) >= len(memoryview(raw).cast("B")):
+                # The codec did not shrink this tile (random or already-compressed data):
+                # store its raw bytes, which cost no decoding and can be read by exact
+                # ranges (Blosc keeps such chunks raw too).
+                chunks[i], stored_raw[i] = raw, True
+                if block_bytes > 0:
+                    tables[i] = raw_block_table(raw, block_bytes)
 
     await _run_groups(encoded_group, groups)
     packed, encoded = pack_tiles(key, attr.codec, chunks)
+    if stored_raw.any():
+        packed = dataclasses.replace(packed, stored_raw=stored_raw)
     if block_bytes <= 0:
         return packed, encoded
     return dataclasses.replace(

@@ -260,8 +260,9 @@ def plan_tile_reads(schema: ArraySchema, sel: Selection, metas: list[FragmentMet
             for name in attrs:
                 at = meta.attrs[name]
                 reads.append(TileRead(meta.name, rank, name, at.key, int(at.offsets[pos]),
-                                      int(at.sizes[pos]), at.codec, int(at.crc32[pos]),
-                                      index, tb[0], region, at.blocks(pos), at.checksum))
+                                      int(at.sizes[pos]), at.tile_codec(pos),
+                                      int(at.crc32[pos]), index, tb[0], region,
+                                      at.blocks(pos), at.checksum))
         skipped += 0 if used else 1
     return reads, cell_reads, skipped
 
@@ -311,7 +312,7 @@ def tile_piece(tiles: Any, t: int) -> Piece:
     """Tile ``t`` of a fragment's :class:`~tessera.array.fragment.AttrTiles` as a piece."""
     off, size = int(tiles.offsets[t]), int(tiles.sizes[t])
     inline = None if tiles.inline is None else tiles.inline[off:off + size]
-    return Piece(tiles.key, off, size, tiles.codec, int(tiles.crc32[t]), inline,
+    return Piece(tiles.key, off, size, tiles.tile_codec(t), int(tiles.crc32[t]), inline,
                  checksum=tiles.checksum)
 
 

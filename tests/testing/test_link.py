@@ -181,3 +181,24 @@ def test_bandwidth_is_shared_by_concurrent_connections(s3_server) -> None:
         assert link.counters().connections >= 2
     assert sizes == [size, size]
     assert elapsed >= 2 * size / 20e6  # one line for both, not 20 MB/s each
+
+
+def test_the_precise_selector_reports_ready_sockets_and_timeouts() -> None:
+    """The link's selector (a microsecond wait on the epoll descriptor, then epoll) sees
+    what plain epoll sees: a ready socket at once, nothing when a wait times out."""
+    import selectors
+
+    from tessera.testing.link import _PreciseEpollSelector
+
+    a, b = socket.socketpair()
+    with contextlib.closing(a), contextlib.closing(b), _PreciseEpollSelector() as sel:
+        sel.register(a, selectors.EVENT_READ, data="a")
+        assert sel.select(0.001) == []
+        t0 = time.perf_counter()
+        assert sel.select(0.002) == []
+        assert time.perf_counter() - t0 >= 0.002  # never returns early
+        b.send(b"x")
+        ready = sel.select(5.0)
+        assert [(key.data, events) for key, events in ready] == [("a", selectors.EVENT_READ)]
+        assert [key.data for key, _ in sel.select(None)] == ["a"]  # still unread
+        assert [key.data for key, _ in sel.select(0)] == ["a"]

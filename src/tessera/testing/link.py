@@ -22,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import select
+import selectors
 import socket
 import struct
 import threading
@@ -109,6 +111,30 @@ class LinkFaults:
     def _take(self, which: deque[Any]) -> Any:
         with self._lock:
             return which.popleft() if which else None
+
+
+#: ``select()`` only takes descriptors below FD_SETSIZE (1024 on Linux).
+_FD_SETSIZE = 1024
+
+
+class _PreciseEpollSelector(selectors.EpollSelector):
+    """An epoll selector whose waits end on time to the microsecond.
+
+    ``epoll_wait`` counts its timeout in whole milliseconds, rounded up, so every timed
+    delivery of an asyncio link on plain epoll ends up to 1 ms late (0.5 ms on average, and
+    a round trip has two): measured on this project's machine, a 9.3 ms epoll wait returned
+    after 10.17 ms, against 9.47 ms for ``select()``. This selector waits on the epoll
+    descriptor itself with ``select()``, which takes microseconds, then collects the events
+    without waiting. Should the epoll descriptor's number not fit ``select()`` it waits as
+    plain epoll does.
+    """
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        fd = self.fileno()
+        if timeout is not None and timeout > 0 and fd < _FD_SETSIZE:
+            select.select([fd], [], [], timeout)
+            timeout = 0
+        return super().select(timeout)
 
 
 class _Pacer:
@@ -202,7 +228,7 @@ class EmulatedLink:
         errors: list[BaseException] = []
 
         def run() -> None:
-            loop = asyncio.new_event_loop()
+            loop = asyncio.SelectorEventLoop(_PreciseEpollSelector())
             self._loop = loop
             try:
                 self._server = loop.run_until_complete(asyncio.start_server(

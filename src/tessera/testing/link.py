@@ -116,25 +116,35 @@ class LinkFaults:
 #: ``select()`` only takes descriptors below FD_SETSIZE (1024 on Linux).
 _FD_SETSIZE = 1024
 
+if hasattr(selectors, "EpollSelector"):
 
-class _PreciseEpollSelector(selectors.EpollSelector):
-    """An epoll selector whose waits end on time to the microsecond.
+    class _PreciseEpollSelector(selectors.EpollSelector):
+        """An epoll selector whose waits end on time to the microsecond.
 
-    ``epoll_wait`` counts its timeout in whole milliseconds, rounded up, so every timed
-    delivery of an asyncio link on plain epoll ends up to 1 ms late (0.5 ms on average, and
-    a round trip has two): measured on this project's machine, a 9.3 ms epoll wait returned
-    after 10.17 ms, against 9.47 ms for ``select()``. This selector waits on the epoll
-    descriptor itself with ``select()``, which takes microseconds, then collects the events
-    without waiting. Should the epoll descriptor's number not fit ``select()`` it waits as
-    plain epoll does.
-    """
+        ``epoll_wait`` counts its timeout in whole milliseconds, rounded up, so every timed
+        delivery of an asyncio link on plain epoll ends up to 1 ms late (0.5 ms on average;
+        a round trip has two): on this project's machine a 9.3 ms epoll wait returned after
+        a median 10.17 ms, while ``select()`` waits ended a median 0.17 ms late. This
+        selector waits on the epoll descriptor itself with ``select()``, which takes
+        microseconds, then collects the events without waiting. Should the epoll
+        descriptor's number not fit ``select()``, it waits as plain epoll does.
+        """
 
-    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        fd = self.fileno()
-        if timeout is not None and timeout > 0 and fd < _FD_SETSIZE:
-            select.select([fd], [], [], timeout)
-            timeout = 0
-        return super().select(timeout)
+        def select(self, timeout: float | None = None,
+                   ) -> list[tuple[selectors.SelectorKey, int]]:
+            fd = self.fileno()
+            if timeout is not None and timeout > 0 and fd < _FD_SETSIZE:
+                select.select([fd], [], [], timeout)
+                timeout = 0
+            return super().select(timeout)
+
+
+def _new_link_loop() -> asyncio.AbstractEventLoop:
+    """The link's event loop: on the precise selector on Linux (elsewhere the default
+    one; kqueue, for one, already takes its timeouts in nanoseconds)."""
+    if hasattr(selectors, "EpollSelector"):
+        return asyncio.SelectorEventLoop(_PreciseEpollSelector())
+    return asyncio.new_event_loop()
 
 
 class _Pacer:
@@ -228,7 +238,7 @@ class EmulatedLink:
         errors: list[BaseException] = []
 
         def run() -> None:
-            loop = asyncio.SelectorEventLoop(_PreciseEpollSelector())
+            loop = _new_link_loop()
             self._loop = loop
             try:
                 self._server = loop.run_until_complete(asyncio.start_server(

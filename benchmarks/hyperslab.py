@@ -40,8 +40,9 @@ the S3 test server. With the order only turning by one per query, forced pushdow
 after fetch, and auto after the bare GET of another object; with the same plan, auto then
 took 1.00-1.09x (mean 1.04x) of forced pushdown's time on the zstd vertical box over seven
 runs, and 0.98-1.05x over four runs in random order (when the random values were still
-stored in zstd blocks). A probe that read that vertical box just after a whole-tile read of the same tiles, and just after an unrelated GET,
-measured 3-4 ms (about 4%) less in the first place, for auto and forced pushdown alike.
+stored in zstd blocks). A probe that read that vertical box just after a whole-tile
+read of the same tiles, and just after an unrelated GET, measured 3-4 ms (about 4%) less
+in the first place, for auto and forced pushdown alike.
 
 Queries default to 25: with 15, auto and a forced method that ran the same plan differed by up
 to 12% between runs on this shared 2-core machine, which is more than the 10% the planner's

@@ -9,15 +9,14 @@ import json
 import httpx
 import numpy as np
 import pytest
+from box_reads import BOXES, read_box_checked
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import tessera
 from tessera.array.blocks import raw_block_table
 from tessera.array.checksum import checksum
 from tessera.server.app import create_app
 
-METHODS = ["auto", "get", "merge", "fetch", "pushdown"]
 TILE = (32, 16)
 TILE_BYTES = 32 * 16 * 4
 
@@ -73,14 +72,9 @@ def test_tiles_the_codec_cannot_shrink_are_stored_raw(mixed) -> None:
 
 @settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.sampled_from(METHODS), st.integers(0, 95), st.integers(1, 96), st.integers(1, 3),
-       st.integers(0, 79), st.integers(1, 80), st.integers(1, 4))
+@given(*BOXES)
 def test_every_method_reads_mixed_tiles_right(mixed, method, y0, ny, ys, x0, nx, xs):
-    arr, data = mixed
-    sel = (slice(y0, min(96, y0 + ny), ys), slice(x0, min(80, x0 + nx), xs))
-    np.testing.assert_array_equal(arr.read(sel, method=method), data[sel])
-    if method == "pushdown":
-        assert arr.last_read.pushdown_fallbacks == 0, arr.last_read.pushdown_error
+    read_box_checked(*mixed, method, y0, ny, ys, x0, nx, xs)
 
 
 def test_ranges_of_a_raw_stored_tile_move_exact_bytes(mixed) -> None:

@@ -164,10 +164,8 @@ def encode_blocked(codec: Codec, raw: Any, block_bytes: int = BLOCK_BYTES,
     """Encode one tile's decoded bytes block by block; returns the encoded tile (blocks end to
     end) and its block table (checksums of the named ``algorithm``)."""
     view = memoryview(raw).cast("B")
-    pieces = [codec.encode(view[i:i + block_bytes]) for i in range(0, len(view), block_bytes)]
-    sizes = np.array([len(p) for p in pieces], dtype=np.int64)
-    crcs = np.array([checksum(p, algorithm) for p in pieces], dtype=np.uint32)
-    return b"".join(pieces), TileBlocks(block_bytes, len(view), sizes, crcs, algorithm)
+    pieces = [codec.encode(block) for block in _blocks_of(view, block_bytes)]
+    return b"".join(pieces), _table(pieces, block_bytes, len(view), algorithm)
 
 
 def raw_block_table(raw: Any, block_bytes: int = BLOCK_BYTES,
@@ -177,11 +175,20 @@ def raw_block_table(raw: Any, block_bytes: int = BLOCK_BYTES,
     per tile, so a tile its codec did not shrink (stored raw) still has one; readers do not
     use it (such a tile is read as a raw tile)."""
     view = memoryview(raw).cast("B")
-    starts = range(0, len(view), block_bytes)
-    sizes = np.array([min(block_bytes, len(view) - i) for i in starts], dtype=np.int64)
-    crcs = np.array([checksum(view[i:i + block_bytes], algorithm) for i in starts],
-                    dtype=np.uint32)
-    return TileBlocks(block_bytes, len(view), sizes, crcs, algorithm)
+    return _table(_blocks_of(view, block_bytes), block_bytes, len(view), algorithm)
+
+
+def _blocks_of(view: memoryview, block_bytes: int) -> list[memoryview]:
+    """A tile's decoded bytes cut into blocks of ``block_bytes`` (the last may be shorter)."""
+    return [view[i:i + block_bytes] for i in range(0, len(view), block_bytes)]
+
+
+def _table(pieces: list[Any], block_bytes: int, raw_nbytes: int, algorithm: str,
+           ) -> TileBlocks:
+    """The block table of a tile stored as ``pieces``, one per block, in order."""
+    sizes = np.array([len(p) for p in pieces], dtype=np.int64)
+    crcs = np.array([checksum(p, algorithm) for p in pieces], dtype=np.uint32)
+    return TileBlocks(block_bytes, raw_nbytes, sizes, crcs, algorithm)
 
 
 def decode_blocked(codec: Codec, encoded: Any, blocks: TileBlocks,

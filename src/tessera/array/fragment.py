@@ -426,7 +426,7 @@ async def _encode_dense_attr(schema: ArraySchema, attr: Attr, data: np.ndarray, 
                 chunks[i], tables[i] = encode_blocked(codec, raw, block_bytes)
             else:
                 chunks[i] = codec.encode(raw)
-            if len(chunks[i]) >= len(memoryview(raw).cast("B")):
+            if len(chunks[i]) >= raw.nbytes:
                 # The codec did not shrink this tile (random or already-compressed data):
                 # store its raw bytes, which cost no decoding and can be read by exact
                 # ranges (Blosc keeps such chunks raw too).

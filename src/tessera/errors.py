@@ -110,6 +110,15 @@ class PermanentStorageError(StorageError):
     """A failure that retrying will not fix (bad request, unsupported operation, ...)."""
 
 
+class StorageConfigError(StorageError, ConfigError):
+    """The store is configured so that no request can be made (for example a plain-HTTP
+    endpoint while plain HTTP is off); raised at the first request, never retried. Also a
+    :class:`ConfigError` (and a ``ValueError``)."""
+
+    hint = ("Retrying cannot fix this: correct the storage options or the environment "
+            "variables")
+
+
 class SchemaError(TesseraError, ValueError):
     """An array schema is invalid; the message names the field and why."""
 
@@ -150,3 +159,13 @@ class PushdownError(TesseraError):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class TesseraWarning(UserWarning):
+    """Root of the warnings Tessera issues (filter them with ``warnings.filterwarnings``)."""
+
+
+class PushdownFallbackWarning(TesseraWarning):
+    """Reads of an array fell back from its pushdown server to fetching tiles directly: the
+    data is right, the read moved more bytes. Issued once per array handle and reason; the
+    read's report (``arr.last_read``) counts the tiles by reason."""

@@ -19,8 +19,10 @@ import asyncio
 import dataclasses
 import datetime as dt
 import itertools
+import logging
 import math
 import time
+import warnings
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -62,6 +64,7 @@ from tessera.errors import (
     CorruptDataError,
     ObjectExistsError,
     ObjectNotFoundError,
+    PushdownFallbackWarning,
     ReadOnlyError,
     SchemaError,
     SelectionError,
@@ -81,6 +84,7 @@ from tessera.storage.store import Store, open_store
 
 TimestampLike = int | dt.datetime | None
 T = TypeVar("T")
+_log = logging.getLogger("tessera.pushdown")
 
 #: Changes made by this process, per array URI: the latest commit or vacuum any handle here
 #: made, as a number from ``_CHANGE_NUMBERS``. A handle reusing its list of fragments (see
@@ -129,6 +133,7 @@ class Array:
         # process's change number of the array then, fragments).
         self._listed: tuple[float, int, list[FragmentMeta]] | None = None
         self.last_read: ReadReport | None = None
+        self._fallback_reasons_seen: set[str] = set()  # pushdown fallbacks warned about
         self.pushdown = pushdown
 
     @property
@@ -243,6 +248,8 @@ class Array:
                 raise
         report.stats = stats
         self.last_read = report
+        if report.pushdown_fallbacks:
+            self._warn_fallbacks(report)
         return result
 
     @staticmethod
@@ -355,7 +362,7 @@ class Array:
                    | {c.fragment for _, cells, _ in per for c in cells})
         cell_reads = [c for _, cells, _ in per for c in cells]
         self._last_visible = metas
-        return list(outs), _report(ReadReport(distinct, used, 0, cell_reads=cell_reads,
+        return list(outs), self._report(ReadReport(distinct, used, 0, cell_reads=cell_reads,
                                               plan=plan), pushdown)
 
     def _planner_choice(self, method: str | None, phi: float | None) -> tuple[str, float]:
@@ -474,7 +481,7 @@ class Array:
         if merged is not None:  # the run's fragments count as read, as without the index
             touched = 0 if selection.empty else merged.touching(selection.bounds())
             used, skipped = used + touched, skipped + len(merged.fragments) - touched
-        return outputs, _report(ReadReport(reads, used, skipped, cell_reads=cell_reads,
+        return outputs, self._report(ReadReport(reads, used, skipped, cell_reads=cell_reads,
                                            plan=plan), pushdown)
 
     async def _read_sparse_async(self, ssel: SparseSelection, names: list[str],
@@ -494,7 +501,7 @@ class Array:
                     raise
                 metas = fresh
         used = len({r.fragment for r in reads})
-        return result, _report(ReadReport([], used, len(metas) - used, cell_reads=reads),
+        return result, self._report(ReadReport([], used, len(metas) - used, cell_reads=reads),
                                pushdown)
 
     async def _committed_metas(self) -> list[FragmentMeta]:
@@ -669,11 +676,20 @@ class Array:
         self._committed(meta)
         return meta.info
 
-    def consolidate(self, fragments: list[str] | None = None) -> FragmentInfo:
+    def consolidate(self, fragments: list[str] | None = None) -> FragmentInfo | None:
         """Merge fragments (default: all visible ones) into one; readers and writers go on.
 
         ``fragments`` takes fragment names (``arr.fragments[i].name``). Returns the new
         fragment's info; the merged ones stay readable for time travel until :meth:`vacuum`.
+        With nothing to merge (an array without fragments, or ``fragments=[]``) it returns
+        ``None`` and writes nothing, as TileDB's consolidation does; a single dense fragment
+        is already consolidated and its info is returned.
+
+        >>> import numpy as np, tessera
+        >>> schema = tessera.ArraySchema([tessera.Dim("x", (0, 3), 2)], [tessera.Attr("v", "i4")])
+        >>> empty = tessera.create_array("memory://doc-consolidate-empty", schema)
+        >>> print(empty.consolidate())
+        None
         """
         self._check_writable()
         metas = run_sync(self._visible_metas())
@@ -687,7 +703,7 @@ class Array:
                                  f"of {self.uri}")
             chosen = [by_name[n] for n in dict.fromkeys(fragments)]
         if not chosen:
-            raise ValueError(f"{self.uri} has no fragments to consolidate")
+            return None  # nothing to do, as TileDB: no fragment is written
         if len(chosen) == 1 and chosen[0].is_dense:
             return chosen[0].info  # already one dense fragment: nothing to merge
         t_max = max(m.timestamp for m in chosen)
@@ -746,7 +762,8 @@ class Array:
 
     def vacuum(self, *, orphan_grace_s: float = 3600.0) -> int:
         """Remove fragments that a consolidation replaced, and objects of writers that died
-        before committing (once older than ``orphan_grace_s``). Returns objects removed.
+        before committing (once older than ``orphan_grace_s``). Returns objects removed:
+        0, quietly, when there is nothing to remove (no fragments, or nothing replaced).
 
         Time travel into the span a vacuum removed raises
         :class:`~tessera.array.maintenance.HistoryVacuumedError` from then on.
@@ -762,6 +779,32 @@ class Array:
         self._metas[meta.name] = meta
         self._last_visible = None
         self._changed()
+
+    def _report(self, report: ReadReport, pushdown: PushdownReader | None) -> ReadReport:
+        """``report`` with the pushdown fallbacks of the read."""
+        if pushdown is not None:
+            report.pushdown_fallbacks = pushdown.fallbacks
+            report.pushdown_error = pushdown.last_error
+            report.pushdown_fallback_reasons = dict(pushdown.reasons)
+            report.pushdown_fallback_details = dict(pushdown.details)
+        return report
+
+    def _warn_fallbacks(self, report: ReadReport) -> None:
+        """Log (``tessera.pushdown`` logger, level warning) and warn
+        (:class:`~tessera.errors.PushdownFallbackWarning`) about each reason for pushdown
+        fallbacks that this handle has not reported yet."""
+        for reason, tiles in report.pushdown_fallback_reasons.items():
+            if reason in self._fallback_reasons_seen:
+                continue
+            self._fallback_reasons_seen.add(reason)
+            detail = report.pushdown_fallback_details.get(reason, report.pushdown_error)
+            message = (f"pushdown reads of {self.uri} fall back to fetching tiles directly "
+                       f"({reason}; {tiles} tiles of this read): {detail}. The data is "
+                       "right, but the read moves more bytes; "
+                       "arr.last_read.pushdown_fallback_reasons counts the tiles")
+            _log.warning("%s", message)
+            # _warn_fallbacks <- _run_read <- read <- the caller
+            warnings.warn(message, PushdownFallbackWarning, stacklevel=4)
 
     def _changed(self) -> None:
         """Note that this handle changed the array: the next read of every handle of this
@@ -784,11 +827,6 @@ def _same_fragments(a: list[FragmentMeta], b: list[FragmentMeta]) -> bool:
     return [m.name for m in a] == [m.name for m in b]
 
 
-def _report(report: ReadReport, pushdown: PushdownReader | None) -> ReadReport:
-    if pushdown is not None:
-        report.pushdown_fallbacks = pushdown.fallbacks
-        report.pushdown_error = pushdown.last_error
-    return report
 
 
 def _pushdown_client(server: Any) -> PushdownClient | None:

@@ -46,6 +46,10 @@ class PushdownReader:
         memory_gb: memory billed per pushdown second (the profile's ``M_lambda``).
         array_url: the array's store URL (a :class:`~tessera.storage.url.StoreURL`).
         fallbacks: items of this read fetched directly because the server failed them.
+        reasons: those items by reason (a short phrase such as ``"server unreachable"``
+            or ``"tile failed on the server (HTTP 500)"``).
+        details: the first full message seen for each reason.
+        last_error: the last full message.
     """
 
     client: PushdownClient
@@ -55,7 +59,17 @@ class PushdownReader:
     fallbacks: int = 0
     last_error: str | None = None
     array_url: Any = None
+    reasons: dict[str, int] = dataclasses.field(default_factory=dict)
+    details: dict[str, str] = dataclasses.field(default_factory=dict)
     _resolving: Any = dataclasses.field(default=None, repr=False)
+    _unresolved: PushdownError | None = dataclasses.field(default=None, repr=False)
+
+    def fell_back(self, items: int, reason: str, detail: str) -> None:
+        """Note ``items`` fetched directly for ``reason`` (``detail``: the full message)."""
+        self.fallbacks += items
+        self.reasons[reason] = self.reasons.get(reason, 0) + items
+        self.details.setdefault(reason, detail)
+        self.last_error = detail
 
     async def resolve(self) -> str | None:
         """Find the array's path below the server's root, once per reader (the first
@@ -69,6 +83,7 @@ class PushdownReader:
             self.array_path = await asyncio.shield(self._resolving)
         except PushdownError as err:
             self.last_error = str(err)
+            self._unresolved = err
         return self.array_path
 
     def batches(self, sizes: list[int]) -> list[list[int]]:
@@ -97,28 +112,30 @@ class PushdownReader:
         Items built before the array's path was known carry ``""``; they get it here."""
         path = await self.resolve()
         if path is None:
-            self.fallbacks += len(items)
+            err = self._unresolved
+            self.fell_back(len(items), "server unreachable or not serving this array"
+                           if err is None or err.status is None
+                           else f"server refused (HTTP {err.status})",
+                           self.last_error or "the server was not asked")
             return [None] * len(items)
         items = [i if i.array == path else dataclasses.replace(i, array=path) for i in items]
         try:
             response = await self.client.read(items, self.record, self.memory_gb)
         except PushdownError as err:
-            self.fallbacks += len(items)
-            self.last_error = str(err)
-            log.warning("pushdown failed, fetching %d tiles directly: %s", len(items), err)
+            self.fell_back(len(items), "request failed (no answer)" if err.status is None
+                           else f"request failed (HTTP {err.status})", str(err))
+            log.debug("pushdown failed, fetching %d tiles directly: %s", len(items), err)
             return [None] * len(items)
         out: list[dict[str, np.ndarray] | None] = []
         for item, res in zip(items, response.results, strict=True):
             if isinstance(res, ItemError):
-                problem: str | None = res.error
-            else:
-                problem = _mismatch(item, res)
-            if problem is not None:
-                self.fallbacks += 1
-                self.last_error = problem
+                self.fell_back(1, f"tile failed on the server (HTTP {res.status})", res.error)
+                out.append(None)
+            elif (problem := _mismatch(item, res)) is not None:
+                self.fell_back(1, "the server's answer did not fit the request", problem)
                 out.append(None)
             else:
-                out.append(res)  # type: ignore[arg-type]
+                out.append(res)
         return out
 
 

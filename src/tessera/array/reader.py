@@ -152,9 +152,13 @@ class ReadReport:
     cell_reads: list[CellTileRead] = dataclasses.field(default_factory=list)
     plan: Any = None
     #: Tiles the pushdown server failed (or could not be asked for) and that were fetched
-    #: directly instead, and the last reason.
+    #: directly instead, the last message, and the tiles by reason (a short phrase such as
+    #: ``"tile failed on the server (HTTP 500)"``).
     pushdown_fallbacks: int = 0
     pushdown_error: str | None = None
+    pushdown_fallback_reasons: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: The first full message for each reason.
+    pushdown_fallback_details: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def table(self) -> Any:
         """The plan's estimates beside what the read measured (a rich ``Table``): requests
@@ -194,6 +198,8 @@ class ReadReport:
         if self.pushdown_fallbacks:
             t.add_row("pushdown fallbacks", "", f"{self.pushdown_fallbacks} tiles: "
                                                 f"{self.pushdown_error}")
+            for reason, tiles in self.pushdown_fallback_reasons.items():
+                t.add_row(f"  {reason}", "", f"{tiles} tiles")
         return t
 
     def __str__(self) -> str:

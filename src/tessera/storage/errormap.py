@@ -1,4 +1,18 @@
-"""Maps what obstore (and asyncio) raise onto Tessera's error hierarchy, at one boundary."""
+"""Maps what obstore (and asyncio) raise onto Tessera's error hierarchy, at one boundary.
+
+The table in docs/storage.md lists what maps to what. Configuration mistakes are told apart
+from transient failures so that they are raised at once instead of being retried:
+
+>>> from obstore.exceptions import GenericError
+>>> from tessera.errors import ConfigError
+>>> err = map_error(GenericError("Generic S3 error: Error performing GET http://h/b in 7us - "
+...                              "HTTP error: builder error ... source: BadScheme"),
+...                 url="s3://b", key=None, op="list", networked=True, timeout_s=60)
+>>> type(err).__name__, isinstance(err, ConfigError)
+('StorageConfigError', True)
+>>> "AWS_ALLOW_HTTP" in str(err)
+True
+"""
 
 from __future__ import annotations
 
@@ -13,6 +27,7 @@ from tessera.errors import (
     ObjectNotFoundError,
     PermanentStorageError,
     PreconditionFailedError,
+    StorageConfigError,
     StorageError,
     TransientStorageError,
 )
@@ -20,6 +35,12 @@ from tessera.errors import (
 _STATUS = re.compile(r"status code: (\d{3})")
 _RANGE_WORDS = ("StartTooLarge", "Requested range was invalid", "Invalid range", "InvalidRange")
 TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+#: The environment variables' prefix of each cloud scheme (as obstore reads them).
+_ENV_PREFIX = {"s3": "AWS_", "gs": "GOOGLE_", "az": "AZURE_"}
+#: Where cloud SDKs look for credentials when none are configured: the instance metadata
+#: services of EC2 (and ECS), GCE and Azure.
+_METADATA_HOSTS = ("169.254.169.254", "169.254.170.2", "metadata.google.internal",
+                   "fd00:ec2::254")
 
 
 def http_status(exc: BaseException) -> int | None:
@@ -28,7 +49,7 @@ def http_status(exc: BaseException) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def short_detail(exc: BaseException) -> str:
+def short_detail(exc: BaseException | str) -> str:
     """The first line of an obstore message, without its debug dump and XML body."""
     text = str(exc).split("\n", 1)[0].strip()
     text = text.split("<?xml", 1)[0].rstrip(" :")
@@ -57,6 +78,14 @@ def map_error(exc: BaseException, *, url: str, key: str | None, op: str,
     if isinstance(exc, (NotImplementedError, obs_exc.NotSupportedError)):
         return make(PermanentStorageError, f"not supported by this store: {short_detail(exc)}")
     text = str(exc)
+    if networked and ("builder error" in text or "kind: Builder" in text):
+        return make(StorageConfigError, _builder_problem(url, text))
+    if networked and any(host in text for host in _METADATA_HOSTS):
+        env = _ENV_PREFIX.get(url.split("://", 1)[0], "")
+        return make(AccessDeniedError,
+                    "no credentials: none were given in the storage options or the "
+                    f"environment ({env}*), and the cloud's instance metadata service gave "
+                    f"none either ({short_detail(exc)})")
     status = http_status(exc)
     if status == 416 or any(w in text for w in _RANGE_WORDS):
         return make(InvalidRangeError, "the range starts at or past the end of the object")
@@ -69,3 +98,14 @@ def map_error(exc: BaseException, *, url: str, key: str | None, op: str,
     if networked and isinstance(exc, (obs_exc.GenericError, OSError, ConnectionError)):
         return make(TransientStorageError, short_detail(exc))
     return make(PermanentStorageError, short_detail(exc))
+
+
+def _builder_problem(url: str, text: str) -> str:
+    """What a request that could not even be built says about the configuration."""
+    env = _ENV_PREFIX.get(url.split("://", 1)[0], "")
+    if "BadScheme" in text:
+        return ("the endpoint is plain HTTP, and plain HTTP is off: pass the storage option "
+                f"allow_http=True (`--allow-http` on the command line) or set "
+                f"{env}ALLOW_HTTP=true, or use an https:// endpoint")
+    return (f"the request could not be built ({short_detail(text)}); check the storage "
+            f"options and the {env}* environment variables (endpoint, proxy, headers)")

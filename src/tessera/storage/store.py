@@ -43,7 +43,7 @@ from tessera.errors import (
     StorageError,
     TransientStorageError,
 )
-from tessera.storage.backends import build_backend, local_backend
+from tessera.storage.backends import build_backend, environment_endpoint, local_backend
 from tessera.storage.errormap import map_error
 from tessera.storage.forkguard import note_io
 from tessera.storage.keys import join_key, validate_key, validate_prefix
@@ -91,14 +91,16 @@ class AsyncStore:
     Attributes:
         url: the parsed store URL.
         config: its :class:`~tessera.config.StoreConfig`.
-        endpoint: the ``endpoint`` option (S3-compatible servers), if one was given.
+        endpoint: the S3 endpoint (S3-compatible servers), if the ``endpoint`` option or
+            the environment (``AWS_ENDPOINT_URL``) names one.
         stats: running totals of every request this store made.
     """
 
     def __init__(self, url: StoreURL, config: StoreConfig, options: dict[str, Any]) -> None:
         self.url = url
         self.config = config
-        self.endpoint: str | None = options.get("endpoint") or options.get("endpoint_url")
+        self.endpoint: str | None = (options.get("endpoint") or options.get("endpoint_url")
+                                     or environment_endpoint(url.scheme))
         self._options = dict(options)
         self._inner = build_backend(url, config, dict(options))
         self._root = url.prefix

@@ -54,7 +54,9 @@ _REASONS = {500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unav
 class LinkCounters:
     """A snapshot of what crossed the link.
 
-    ``bytes_up``/``bytes_down``: bytes delivered towards the server / towards the client.
+    ``bytes_up``/``bytes_down``: bytes delivered towards the server / towards the client,
+    counted as they are handed to the receiving socket (so never behind what the receiver
+    holds, whatever the machine's load).
     ``requests``: HTTP requests seen (injected failures included); ``responses``: responses
     delivered (from the server or injected). Head and body bytes are split by the HTTP framer;
     ``*_head_bytes + *_body_bytes`` equals the direction's byte total.
@@ -452,12 +454,15 @@ class _Connection:
             delay = when - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
+            # Counted before the bytes are handed to the receiving socket: the link thread
+            # may lose the CPU right after the write, and a client that already holds the
+            # bytes must never read a counter that lags behind them.
+            link._count(counter, len(data))
             try:
                 writer.write(data)
                 await writer.drain()
             except (ConnectionError, OSError):
                 return
-            link._count(counter, len(data))
 
 
 def _abort(writer: asyncio.StreamWriter) -> None:

@@ -147,3 +147,24 @@ def test_vacuum_after_nested_consolidations_removes_everything_hidden(store_url)
     assert [f.kind for f in arr.fragments] == ["consolidated"]
     assert len(arr.store.list("__commits")) == 1
     np.testing.assert_array_equal(arr[:, :], states[-1])
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_maintenance_with_nothing_to_do_returns_quietly(store_url, sparse: bool) -> None:
+    url, options = store_url
+    schema = tessera.ArraySchema([tessera.Dim("y", (0, 7), 4), tessera.Dim("x", (0, 7), 4)],
+                                 [tessera.Attr("v", "int32", codec="zstd")], sparse=sparse)
+    arr = tessera.create_array(f"{url.rstrip('/')}/empty", schema, storage_options=options)
+    store = tessera.open_store(url, **options)
+    before = [o.key for o in store.list()]
+    assert arr.consolidate() is None  # no fragments: nothing to merge, as TileDB
+    assert arr.consolidate(fragments=[]) is None
+    assert arr.vacuum() == 0
+    assert [o.key for o in store.list()] == before  # nothing written, nothing removed
+    assert arr.fragments == []
+    # one fragment, nothing replaced yet: vacuum has nothing to remove either
+    if sparse:
+        arr.write_cells((np.array([1]), np.array([2])), np.array([5], np.int32))
+    else:
+        arr.write(np.ones((8, 8), np.int32))
+    assert arr.vacuum() == 0

@@ -134,6 +134,59 @@ def test_missing_object_inside_the_root_is_an_item_error(served: Any) -> None:
     assert results[1].status == 404  # type: ignore[union-attr]
 
 
+def test_item_errors_are_logged_as_warnings_and_counted_by_status(
+        served: Any, caplog: pytest.LogCaptureFixture) -> None:
+    app, arr, _ = served
+    damaged = item_for(arr, crc32=(item_for(arr).crc32 + 1) % (1 << 32))
+    with caplog.at_level(logging.WARNING, logger="tessera.server"):
+        r = call(app, "POST", "/v1/read", headers={**AUTH, "X-Request-ID": "errs-1"},
+                 content=read_body(item_for(arr), item_for(arr, key="no/such.data"),
+                                   item_for(arr, key="no/other.data"), damaged))
+    assert r.status_code == 200
+    warned = [json.loads(rec.getMessage()) for rec in caplog.records
+              if rec.levelno == logging.WARNING]
+    assert len(warned) == 1
+    assert {"event": "item_errors", "request_id": "errs-1", "count": 3,
+            "items": 4}.items() <= warned[0].items()
+    assert any("checksum mismatch" in e for e in warned[0]["errors"])
+    text = call(app, "GET", "/metrics", headers=AUTH).text
+    assert 'tessera_item_errors_total{status="404"} 2' in text
+    assert 'tessera_item_errors_total{status="422"} 1' in text
+    assert "tessera_items_total 4" in text
+
+
+def test_live_and_ready_are_told_apart(served: Any, tmp_path: Path) -> None:
+    app, _, _ = served
+    assert call(app, "GET", "/v1/health/live").json() == {"status": "live"}
+    assert "tessera_ready -1" in call(app, "GET", "/metrics", headers=AUTH).text
+    r = call(app, "GET", "/v1/health/ready")
+    assert (r.status_code, r.json()) == (200, {"status": "ready"})
+    assert "tessera_ready 1" in call(app, "GET", "/metrics", headers=AUTH).text
+    # A server whose root cannot be read is live, not ready, and says why (no token needed).
+    gone = create_app(tessera.open_store((tmp_path / "no-such-root").as_uri()), token=TOKEN)
+    assert call(gone, "GET", "/v1/health/live").status_code == 200
+    assert call(gone, "GET", "/v1/health").json() == {"status": "ok"}
+    r = call(gone, "GET", "/v1/health/ready")
+    assert r.status_code == 503 and r.json()["status"] == "not ready"
+    assert "no-such-root" in r.json()["reason"] and "not a folder" in r.json()["reason"]
+    assert "tessera_ready 0" in call(gone, "GET", "/metrics", headers=AUTH).text
+
+
+def test_readiness_is_probed_at_most_once_per_interval(served: Any) -> None:
+    app, _, _ = served
+    readiness = app.state.pushdown.readiness
+    assert readiness.cache_s == 5.0
+    readiness.cache_s = 3600.0  # so that a slow machine cannot make the answer expire
+    before = server_reads(app)
+    for _ in range(5):
+        assert call(app, "GET", "/v1/health/ready").status_code == 200
+    assert server_reads(app) - before == 1  # one listing, then the answer is reused
+    readiness.cache_s = 0.0
+    call(app, "GET", "/v1/health/ready")
+    call(app, "GET", "/v1/health/ready")
+    assert server_reads(app) - before == 3
+
+
 def test_damaged_tile_is_an_item_error_naming_it(served: Any) -> None:
     app, arr, _ = served
     item = item_for(arr, crc32=(item_for(arr).crc32 + 1) % (1 << 32))

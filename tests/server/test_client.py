@@ -141,3 +141,54 @@ def test_open_array_takes_the_server_and_token_from_the_environment(
     monkeypatch.setenv("TESSERA_PUSHDOWN_URL", "10.1.2.3:8700")
     with pytest.raises(tessera.ConfigError, match="http://"):
         tessera.open_array(arr.uri)
+
+
+def test_fallbacks_are_counted_by_reason_and_warned_about_once_per_handle(
+        served: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        ) -> None:
+    from tessera.server.protocol import ItemError
+
+    arr, data, transport = served
+    service = transport.inner.app.state.pushdown.service  # type: ignore[attr-defined]
+
+    async def failing(items: list[Any]) -> tuple[list[Any], float]:
+        return [ItemError(502, f"store failed for {i.key}") for i in items], 0.001
+
+    monkeypatch.setattr(service, "read", failing)
+    reason = "tile failed on the server (HTTP 502)"
+    with caplog.at_level("WARNING", logger="tessera.pushdown"), \
+            pytest.warns(tessera.PushdownFallbackWarning) as warned:
+        for col in (3, 4, 25):
+            got = arr.read((slice(None), col), method="pushdown")
+            assert np.array_equal(got, data[:, col])  # right data, fetched directly
+            report = arr.last_read
+            assert report.pushdown_fallbacks == 4
+            assert report.pushdown_fallback_reasons == {reason: 4}
+            assert "store failed for" in report.pushdown_fallback_details[reason]
+            assert reason in str(report)
+    assert len(warned) == 1  # once per handle and reason, not once per read
+    message = str(warned[0].message)
+    assert reason in message and arr.uri in message and "store failed for" in message
+    assert warned[0].filename == __file__  # points at the read, not at Tessera's insides
+    assert [r.getMessage() for r in caplog.records if r.name == "tessera.pushdown"] == [
+        message]
+    # Another reason (the server cannot be reached) is news: warned about once more.
+    arr.pushdown = PushdownClient("http://127.0.0.1:1", token=TOKEN)
+    with pytest.warns(tessera.PushdownFallbackWarning, match="unreachable"):
+        assert np.array_equal(arr.read((slice(None), 5), method="pushdown"), data[:, 5])
+    # Another handle on the same array warns for itself.
+    other = tessera.open_array(arr.uri, pushdown=PushdownClient(
+        "http://pushdown", token=TOKEN, transport=transport))
+    with pytest.warns(tessera.PushdownFallbackWarning, match="HTTP 502"):
+        other.read((slice(None), 6), method="pushdown")
+
+
+def test_reads_without_fallbacks_warn_about_nothing(served: Any) -> None:
+    import warnings
+
+    arr, data, _ = served
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.array_equal(arr.read((slice(None), 7), method="pushdown"), data[:, 7])
+    assert arr.last_read.pushdown_fallbacks == 0
+    assert arr.last_read.pushdown_fallback_reasons == {}

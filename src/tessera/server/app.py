@@ -4,7 +4,11 @@ uvicorn.
 
 Routes:
 
-- ``GET /v1/health``: ``{"status": "ok"}``, no token needed (for load balancers).
+- ``GET /v1/health/live``: ``{"status": "live"}`` while the process answers; ``GET
+  /v1/health`` is the same (``{"status": "ok"}``). No token needed (for load balancers).
+- ``GET /v1/health/ready``: 200 ``{"status": "ready"}`` when the served root can be listed
+  (probed at most every 5 s, :mod:`tessera.server.health`), else 503 with the reason. No
+  token needed.
 - ``GET /v1/info``: version, protocol, served root, limits and handlers.
 - ``GET /metrics``: Prometheus text.
 - ``POST /v1/read``: a batch of tile and cell reads (:mod:`tessera.server.protocol`).
@@ -42,10 +46,12 @@ from starlette.routing import Route
 
 from tessera.config import ServerConfig
 from tessera.server.cache import TileCache
+from tessera.server.health import Readiness
 from tessera.server.metrics import ServerMetrics
 from tessera.server.protocol import (
     PROTOCOL_VERSION,
     RESPONSE_TYPE,
+    ItemError,
     Limits,
     ProtocolError,
     encode_response,
@@ -71,6 +77,7 @@ class PushdownApp:
         self.cache = TileCache(config.cache_bytes)
         self.metrics = ServerMetrics()
         self.service = ReadService(store.aio, self.cache)
+        self.readiness = Readiness(store.aio)
         self._slots = asyncio.Semaphore(config.max_concurrency)
         self.in_flight = 0  # read requests admitted: being served or queued
         self.active = 0  # read requests holding a slot
@@ -119,6 +126,15 @@ class PushdownApp:
     async def health(self, request: Request, rid: str) -> Response:
         return JSONResponse({"status": "ok"})
 
+    async def live(self, request: Request, rid: str) -> Response:
+        return JSONResponse({"status": "live"})
+
+    async def ready(self, request: Request, rid: str) -> Response:
+        ok, reason = await self.readiness.check()
+        if ok:
+            return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "not ready", "reason": reason}, status_code=503)
+
     async def info(self, request: Request, rid: str) -> Response:
         from tessera import __version__
 
@@ -139,7 +155,7 @@ class PushdownApp:
         return PlainTextResponse(
             self.metrics.render(self.cache.hits, self.cache.misses, self.cache.nbytes,
                                 self.in_flight, stats.bytes_received, stats.requests,
-                                self.active_peak),
+                                self.active_peak, self.readiness.ready),
             media_type="text/plain; version=0.0.4")
 
     async def read(self, request: Request, rid: str) -> Response:
@@ -172,12 +188,12 @@ class PushdownApp:
                 self.metrics.reject("timeout")
                 return _error(504, f"the request took longer than {cfg.request_timeout_s} s; "
                                    "send fewer tiles per request")
-            errors = sum(1 for r in results if not isinstance(r, dict))
-            self.metrics.served(len(items), errors)
-            if errors:
-                log.info(json.dumps({"event": "item_errors", "request_id": rid,
-                                     "errors": [getattr(r, "error", "") for r in results
-                                                if not isinstance(r, dict)][:5]}))
+            failed = [r for r in results if isinstance(r, ItemError)]
+            self.metrics.served(len(items), [r.status for r in failed])
+            if failed:  # the client fetches these tiles itself: an operator must see it
+                log.warning(json.dumps({"event": "item_errors", "request_id": rid,
+                                        "count": len(failed), "items": len(items),
+                                        "errors": [r.error for r in failed][:5]}))
             chunks = encode_response(results, server_s)
             return Response(b"".join(chunks), media_type=RESPONSE_TYPE)
         finally:
@@ -239,6 +255,8 @@ def create_app(store: Store, *, token: str | None, config: ServerConfig | None =
                              "pid": os.getpid()}))
 
     app = Starlette(lifespan=lifespan, routes=[route("/v1/health", state.health, "GET", auth=False),
+                            route("/v1/health/live", state.live, "GET", auth=False),
+                            route("/v1/health/ready", state.ready, "GET", auth=False),
                             route("/v1/info", state.info, "GET"),
                             route("/metrics", state.metrics_text, "GET"),
                             route("/v1/read", state.read, "POST")],

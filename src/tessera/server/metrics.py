@@ -28,7 +28,7 @@ class ServerMetrics:
         self.bytes_in = 0
         self.bytes_out = 0
         self.items = 0
-        self.item_errors = 0
+        self.item_errors: collections.Counter[int] = collections.Counter()  # by status
         self._buckets = [0] * (len(LATENCY_BUCKETS_S) + 1)
         self._latency_sum = 0.0
         self._latency_count = 0
@@ -51,16 +51,18 @@ class ServerMetrics:
         with self._lock:
             self.rejections[reason] += 1
 
-    def served(self, items: int, errors: int) -> None:
-        """Count the items of one read request and those that failed."""
+    def served(self, items: int, error_statuses: list[int]) -> None:
+        """Count the items of one read request and those that failed (one status each:
+        404 missing, 422 damaged, 502 the store failed)."""
         with self._lock:
             self.items += items
-            self.item_errors += errors
+            self.item_errors.update(error_statuses)
 
     def render(self, cache_hits: int, cache_misses: int, cache_bytes: int,
                in_flight: int, store_bytes_in: int = 0, store_requests: int = 0,
-               active_peak: int = 0) -> str:
-        """The metrics as Prometheus text."""
+               active_peak: int = 0, ready: bool | None = None) -> str:
+        """The metrics as Prometheus text (``ready``: the latest readiness probe, ``None``
+        before the first)."""
         with self._lock:
             lines = ["# HELP tessera_requests_total HTTP requests by path and status.",
                      "# TYPE tessera_requests_total counter"]
@@ -86,9 +88,16 @@ class ServerMetrics:
                 "# HELP tessera_items_total Tile and cell reads served (errors included).",
                 "# TYPE tessera_items_total counter",
                 f"tessera_items_total {self.items}",
-                "# HELP tessera_item_errors_total Tile and cell reads that failed.",
+                "# HELP tessera_item_errors_total Tile and cell reads that failed, by status "
+                "(404 missing, 422 damaged, 502 the store failed); clients fetch those tiles "
+                "themselves.",
                 "# TYPE tessera_item_errors_total counter",
-                f"tessera_item_errors_total {self.item_errors}",
+                *(f'tessera_item_errors_total{{status="{status}"}} {n}'
+                  for status, n in sorted(self.item_errors.items())),
+                "# HELP tessera_ready 1 when the latest probe could list the served root, "
+                "0 when it could not (-1: not probed yet).",
+                "# TYPE tessera_ready gauge",
+                f"tessera_ready {-1 if ready is None else int(ready)}",
                 "# HELP tessera_cache_hits_total Decoded-tile cache hits.",
                 "# TYPE tessera_cache_hits_total counter",
                 f"tessera_cache_hits_total {cache_hits}",

@@ -13,8 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tessera._sync import run_sync
 from tessera.config import ServerConfig
-from tessera.errors import ConfigError
+from tessera.errors import ConfigError, TesseraError
+from tessera.server.health import probe_root
 from tessera.storage.store import open_store
 
 MIN_TOKEN_CHARS = 16
@@ -80,7 +82,9 @@ def serve(root_url: str, *, host: str = "127.0.0.1", port: int = 8700,
     in flight get up to 10 s to finish).
 
     Raises :class:`~tessera.errors.ConfigError` without a token file unless
-    ``insecure_no_auth`` is set, and then for any host but loopback.
+    ``insecure_no_auth`` is set, and then for any host but loopback; and, before binding,
+    when one listing of the root fails (:func:`~tessera.server.health.probe_root`), with
+    the store's reason (``tessera serve`` then exits with status 1).
     """
     import uvicorn
 
@@ -105,7 +109,15 @@ def serve(root_url: str, *, host: str = "127.0.0.1", port: int = 8700,
     if token_file is not None and (warning := token_file_warning(token_file)):
         logger.warning(json.dumps({"event": "warning", "message": warning}))
     store = open_store(root_url, **(storage_options or {}))
+    try:  # a root it cannot read would fail every tile: refuse to start instead
+        run_sync(probe_root(store.aio))
+    except TesseraError as err:
+        logger.error(json.dumps({"event": "not_ready", "root": str(store.url),
+                                 "reason": str(err)}))
+        raise ConfigError(f"tessera serve cannot read its root {store.url}, so it would "
+                          f"fail every read; not starting. {err}") from err
     app = create_app(store, token=token, config=config)
+    app.state.pushdown.readiness.passed()
     logger.info(json.dumps({"event": "start", "root": str(store.url), "host": host,
                             "port": port, "auth": token is not None, "pid": os.getpid()}))
     # On SIGINT/SIGTERM uvicorn finishes the requests in flight, runs the app's shutdown

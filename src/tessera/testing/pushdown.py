@@ -45,12 +45,16 @@ class PushdownTestServer:
         token: the bearer token (default: a fresh random one); ``None`` with
             ``insecure=True`` runs without one.
         extra_args: more ``tessera serve`` options (``--max-concurrency 2`` ...).
+        env: the server process's whole environment (default: this process's), e.g. to
+            configure its store only by ``AWS_*`` variables.
     """
 
     def __init__(self, root_url: str, *, storage_options: dict[str, Any] | None = None,
                  token: str | None = "", insecure: bool = False,
-                 extra_args: list[str] | None = None, start_timeout_s: float = 30.0) -> None:
+                 extra_args: list[str] | None = None, start_timeout_s: float = 30.0,
+                 env: dict[str, str] | None = None) -> None:
         self.root_url = root_url
+        self.env = dict(os.environ if env is None else env)
         self.storage_options = dict(storage_options or {})
         self.token = None if insecure else (token or secrets.token_hex(16))
         self.extra_args = list(extra_args or [])
@@ -80,7 +84,8 @@ class PushdownTestServer:
         return self.log_path.read_text() if self.log_path.exists() else ""
 
     def start(self) -> PushdownTestServer:
-        """Start the process and wait until ``/v1/health`` answers."""
+        """Start the process and wait until ``/v1/health/ready`` answers 200; a server that
+        exits first (it could not read its root, say) raises with its log."""
         if self._proc is not None:
             return self
         self.port = free_port(self.host)
@@ -104,7 +109,7 @@ class PushdownTestServer:
         cmd += self.extra_args
         log = self.log_path.open("ab")
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=log,
-                                      env=dict(os.environ))
+                                      env=self.env)
         # An interpreter that exits without stop() (a with block never left) stops it too.
         atexit.register(self.stop)
         log.close()
@@ -113,7 +118,7 @@ class PushdownTestServer:
             if self._proc.poll() is not None:
                 break
             try:
-                if httpx.get(f"{self.url}/v1/health", timeout=1.0).status_code == 200:
+                if httpx.get(f"{self.url}/v1/health/ready", timeout=5.0).status_code == 200:
                     return self
             except httpx.HTTPError:
                 pass

@@ -20,7 +20,12 @@ from obstore.exceptions import GenericError
 
 import tessera
 from tessera.config import StoreConfig
-from tessera.errors import AccessDeniedError, ConfigError, StorageConfigError
+from tessera.errors import (
+    AccessDeniedError,
+    ConfigError,
+    StorageConfigError,
+    TransientStorageError,
+)
 from tessera.storage.backends import (
     CLIENT_OPTION_KEYS,
     build_backend,
@@ -157,6 +162,11 @@ def test_no_credentials_anywhere_is_access_denied_not_transient() -> None:
                     timeout_s=60)
     assert isinstance(err, AccessDeniedError) and "no credentials" in str(err)
     assert "AWS_*" in str(err)
+    throttled = map_error(GenericError(
+        "Generic S3 error: Error performing PUT http://169.254.169.254/latest/api/token in "
+        "1ms - Server returned non-2xx status code: 503 Service Unavailable"),
+        url="s3://b", key=None, op="list", networked=True, timeout_s=60)
+    assert isinstance(throttled, TransientStorageError)  # a busy metadata service: retried
 
 
 @pytest.mark.s3

@@ -363,7 +363,7 @@ class Array:
         cell_reads = [c for _, cells, _ in per for c in cells]
         self._last_visible = metas
         return list(outs), self._report(ReadReport(distinct, used, 0, cell_reads=cell_reads,
-                                              plan=plan), pushdown)
+                                                   plan=plan), pushdown)
 
     def _planner_choice(self, method: str | None, phi: float | None) -> tuple[str, float]:
         chosen = self.planner.overridden(method, phi)
@@ -482,7 +482,7 @@ class Array:
             touched = 0 if selection.empty else merged.touching(selection.bounds())
             used, skipped = used + touched, skipped + len(merged.fragments) - touched
         return outputs, self._report(ReadReport(reads, used, skipped, cell_reads=cell_reads,
-                                           plan=plan), pushdown)
+                                                plan=plan), pushdown)
 
     async def _read_sparse_async(self, ssel: SparseSelection, names: list[str],
                                  method: str = "auto") -> tuple[SparseResult, ReadReport]:
@@ -501,8 +501,8 @@ class Array:
                     raise
                 metas = fresh
         used = len({r.fragment for r in reads})
-        return result, self._report(ReadReport([], used, len(metas) - used, cell_reads=reads),
-                               pushdown)
+        return result, self._report(
+            ReadReport([], used, len(metas) - used, cell_reads=reads), pushdown)
 
     async def _committed_metas(self) -> list[FragmentMeta]:
         """Every committed fragment at this handle's timestamp, replaced ones included."""
@@ -825,8 +825,6 @@ class Array:
 def _same_fragments(a: list[FragmentMeta], b: list[FragmentMeta]) -> bool:
     """True if two lists of fragments name the same fragments in the same order."""
     return [m.name for m in a] == [m.name for m in b]
-
-
 
 
 def _pushdown_client(server: Any) -> PushdownClient | None:

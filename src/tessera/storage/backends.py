@@ -29,7 +29,7 @@ from obstore.store import AzureStore, GCSStore, LocalStore, MemoryStore, ObjectS
 from tessera.config import StoreConfig
 from tessera.errors import ConfigError, InvalidURLError
 from tessera.storage.errormap import short_detail
-from tessera.storage.url import StoreURL
+from tessera.storage.url import ENV_PREFIXES, StoreURL
 
 # Option names Tessera documents for S3, mapped onto obstore's S3 config keys.
 _S3_ALIASES = {"endpoint_url": "endpoint", "aws_access_key_id": "access_key_id",
@@ -45,8 +45,6 @@ CLIENT_OPTION_KEYS = frozenset({
     "http2_keep_alive_while_idle", "http2_max_frame_size", "http2_only", "pool_idle_timeout",
     "pool_max_idle_per_host", "proxy_ca_certificate", "proxy_excludes", "proxy_url",
     "randomize_addresses", "read_timeout", "root_certificate", "timeout", "user_agent"})
-#: The environment variables' prefix of each cloud scheme, as obstore reads them.
-ENV_PREFIXES = {"s3": "AWS_", "gs": "GOOGLE_", "az": "AZURE_"}
 #: Environment variables that name an S3 region or endpoint (obstore reads them itself).
 _S3_REGION_VARS = ("AWS_REGION", "AWS_DEFAULT_REGION")
 _S3_ENDPOINT_VARS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT")

@@ -31,12 +31,11 @@ from tessera.errors import (
     StorageError,
     TransientStorageError,
 )
+from tessera.storage.url import ENV_PREFIXES
 
 _STATUS = re.compile(r"status code: (\d{3})")
 _RANGE_WORDS = ("StartTooLarge", "Requested range was invalid", "Invalid range", "InvalidRange")
 TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-#: The environment variables' prefix of each cloud scheme (as obstore reads them).
-_ENV_PREFIX = {"s3": "AWS_", "gs": "GOOGLE_", "az": "AZURE_"}
 #: Where cloud SDKs look for credentials when none are configured: the instance metadata
 #: services of EC2 (and ECS), GCE and Azure.
 _METADATA_HOSTS = ("169.254.169.254", "169.254.170.2", "metadata.google.internal",
@@ -80,8 +79,9 @@ def map_error(exc: BaseException, *, url: str, key: str | None, op: str,
     text = str(exc)
     if networked and ("builder error" in text or "kind: Builder" in text):
         return make(StorageConfigError, _builder_problem(url, text))
-    if networked and any(host in text for host in _METADATA_HOSTS):
-        env = _ENV_PREFIX.get(url.split("://", 1)[0], "")
+    if (networked and any(host in text for host in _METADATA_HOSTS)
+            and http_status(exc) not in TRANSIENT_STATUS):  # a throttled service: retry
+        env = ENV_PREFIXES.get(url.split("://", 1)[0], "")
         return make(AccessDeniedError,
                     "no credentials: none were given in the storage options or the "
                     f"environment ({env}*), and the cloud's instance metadata service gave "
@@ -102,7 +102,7 @@ def map_error(exc: BaseException, *, url: str, key: str | None, op: str,
 
 def _builder_problem(url: str, text: str) -> str:
     """What a request that could not even be built says about the configuration."""
-    env = _ENV_PREFIX.get(url.split("://", 1)[0], "")
+    env = ENV_PREFIXES.get(url.split("://", 1)[0], "")
     if "BadScheme" in text:
         return ("the endpoint is plain HTTP, and plain HTTP is off: pass the storage option "
                 f"allow_http=True (`--allow-http` on the command line) or set "

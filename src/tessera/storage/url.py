@@ -18,6 +18,9 @@ from tessera.storage.keys import validate_prefix
 
 SCHEMES = ("file", "memory", "s3", "gs", "az")
 CLOUD_SCHEMES = ("s3", "gs", "az")
+#: The prefix of the environment variables that configure each cloud scheme (as obstore
+#: reads them: ``AWS_ALLOW_HTTP``, ``GOOGLE_SERVICE_ACCOUNT``, ``AZURE_STORAGE_ACCOUNT_NAME``).
+ENV_PREFIXES = {"s3": "AWS_", "gs": "GOOGLE_", "az": "AZURE_"}
 
 
 @dataclasses.dataclass(frozen=True)

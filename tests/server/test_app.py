@@ -252,7 +252,19 @@ def slow_service(app: Any, seconds: float) -> None:
 
 def test_beyond_concurrency_and_queue_requests_get_503_with_retry_after(served: Any) -> None:
     app, arr, _ = served  # 2 served at once, 1 waiting
-    slow_service(app, 0.3)
+    service, metrics = app.state.pushdown.service, app.state.pushdown.metrics
+    real = service.read
+
+    async def held(items: Any) -> Any:
+        # Held until the three requests beyond the limit were turned away, however slowly a
+        # loaded machine runs the six (no race against a fixed sleep).
+        for _ in range(3000):
+            if metrics.rejections["busy"] >= 3:
+                break
+            await asyncio.sleep(0.01)
+        return await real(items)
+
+    service.read = held
     body = read_body(item_for(arr))
 
     async def go() -> list[httpx.Response]:

@@ -78,11 +78,13 @@ def test_create_put_whose_answer_was_lost_succeeds_once(linked_s3) -> None:
 
 def test_stall_times_out_and_retries(linked_s3) -> None:
     _, link, url, options = linked_s3
-    store = _open(url, options, request_timeout_s=0.5)
+    # 2 s: far beyond what a 1-byte GET takes even on a loaded machine, far below the stall
+    store = _open(url, options, request_timeout_s=2.0)
     store.put("k", b"x")
-    link.faults.stall_next(1, seconds=5.0)
-    assert bytes(store.get("k")) == b"x"
-    assert store.stats.failures == 1
+    link.faults.stall_next(1, seconds=30.0)
+    with store.collect() as stats:
+        assert bytes(store.get("k")) == b"x"
+    assert stats.failures == 1 and stats.requests == 2
     assert link.counters().injected_stalls == 1
 
 

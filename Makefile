@@ -5,6 +5,7 @@ PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH_VERSION := 2.13.0
+AZURITE_VERSION := 3.37.0
 PYTEST_ARGS ?=
 
 .PHONY: demo test test-all lint bench install clean
@@ -21,10 +22,16 @@ $(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
 	touch $@
 
 # Everything (all extras, dev tools, peers). torch is installed first, pinned, so that
-# nothing that depends on it pulls another build.
-$(VENV)/.installed-all: pyproject.toml | $(BIN)/python
+# nothing that depends on it pulls another build. Azurite (Microsoft's Azure Blob emulator,
+# a Node.js program) goes into .venv/azurite where npm exists, for the Azure tests; without
+# npm those tests are skipped and say why.
+$(VENV)/.installed-all: pyproject.toml Makefile | $(BIN)/python
 	$(BIN)/python -m pip install --quiet torch==$(TORCH_VERSION)
 	$(BIN)/python -m pip install --quiet -e '.[all]'
+	if command -v npm >/dev/null; then \
+		npm install --prefix $(VENV)/azurite --no-audit --no-fund --silent \
+			azurite@$(AZURITE_VERSION); \
+	else echo "npm not found: the Azure (Azurite) tests will be skipped"; fi
 	touch $(VENV)/.installed-demo $@
 
 install: $(VENV)/.installed-all

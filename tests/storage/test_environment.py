@@ -35,6 +35,7 @@ from tessera.storage.backends import (
 from tessera.storage.errormap import map_error
 from tessera.storage.url import parse_store_url
 from tessera.testing import PushdownTestServer, S3TestServer
+from tessera.testing.azurite import AzuriteServer
 from tessera.testing.pushdown import free_port
 
 
@@ -246,3 +247,35 @@ def test_a_misconfigured_serve_exits_at_start_naming_the_reason(
     assert '"event": "not_ready"' in done.stderr  # the JSON log says it too
     done = run_serve((tmp_path / "no-such-folder").as_uri(), clean_environ())
     assert done.returncode == 1 and "not a folder that exists" in done.stderr
+
+
+# -- Azure (Azurite), the environment only ---------------------------------------------------
+def azure_environ(az: AzuriteServer) -> dict[str, str]:
+    """The environment of a user of Microsoft's emulator: nothing but AZURE_* settings."""
+    return {**clean_environ(), **az.environ()}
+
+
+@pytest.mark.azure
+def test_an_azure_client_configured_only_by_the_environment_works(
+        azurite_server: AzuriteServer) -> None:
+    out = run_python(CLIENT, azure_environ(azurite_server), azurite_server.unique_url("env"))
+    assert "error" not in out, out
+    assert out["equal"] and out["failures"] == 0 and out["listed"] > 0
+
+
+@pytest.mark.azure
+def test_serve_of_azure_configured_only_by_the_environment_serves_every_tile(
+        azurite_server: AzuriteServer) -> None:
+    env = azure_environ(azurite_server)
+    with PushdownTestServer(azurite_server.url(""), env=env) as server:
+        out = run_python(CLIENT, dict(env, TESSERA_PUSHDOWN_TOKEN=server.token or ""),
+                         azurite_server.unique_url("env-pd"), server.url)
+    assert "error" not in out, out
+    assert out["equal"] and out["fallbacks"] == 0 and out["methods"] == {"pushdown": 4}, out
+
+
+@pytest.mark.azure
+def test_an_unconfigured_azure_store_fails_at_once_naming_the_variables(
+        azurite_server: AzuriteServer) -> None:
+    out = run_python(CLIENT, clean_environ(), azurite_server.unique_url("env-none"))
+    assert out.get("config") and "AZURE_" in out["message"], out

@@ -136,11 +136,15 @@ def build_backend(
         return AzureStore(url.bucket, client_options=client, retry_config=retry,
                           **config_opts)
     except Exception as err:  # obstore's builder errors are terse: say what to check
+        env_prefix = ENV_PREFIXES[url.scheme]
+        plain_http = any(isinstance(v, str) and v.startswith("http://")
+                         for v in (*options.values(), *env.values()))
         raise ConfigError(
             f"cannot open {url}: {short_detail(err)}. Check the storage options "
             f"({', '.join(sorted(options)) or 'none given'}) and the standard environment "
-            f"variables ({ENV_PREFIXES[url.scheme]}*); a plain-HTTP endpoint needs "
-            f"allow_http=True or {ENV_PREFIXES[url.scheme]}ALLOW_HTTP=true"
+            f"variables ({env_prefix}*)"
+            + (f"; a plain-HTTP endpoint needs allow_http=True or {env_prefix}ALLOW_HTTP=true"
+               if plain_http else "")
         ) from err
 
 

@@ -3,6 +3,8 @@
 Enable them in a ``conftest.py`` with ``pytest_plugins = ["tessera.testing.fixtures"]``.
 
 * ``s3_server`` (session): an :class:`~tessera.testing.S3TestServer` in its own process.
+* ``azurite_server`` (session): an :class:`~tessera.testing.azurite.AzuriteServer` (Azure
+  Blob emulator), or a skip naming why when Azurite is not installed.
 * ``store_url`` (parametrised ``memory``, ``file``, ``s3``): ``(url, storage_options)`` of a
   fresh, empty location, unique per test.
 * ``store``: :func:`tessera.open_store` on ``store_url``.
@@ -20,6 +22,7 @@ from typing import Any
 import pytest
 
 import tessera
+from tessera.testing.azurite import AzuriteServer, azurite_command
 from tessera.testing.link import EmulatedLink
 from tessera.testing.s3server import S3TestServer
 
@@ -31,6 +34,17 @@ StoreLocation = tuple[str, dict[str, Any]]
 def s3_server() -> Iterator[S3TestServer]:
     """One S3 test server for the whole session."""
     with S3TestServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def azurite_server() -> Iterator[AzuriteServer]:
+    """One Azurite (Azure Blob emulator) for the whole session; tests that use it are skipped
+    when Azurite is not installed (``make test`` installs it where npm exists)."""
+    if azurite_command() is None:
+        pytest.skip("Azurite is not installed (make test installs it with npm; or set "
+                    "TESSERA_AZURITE to its azurite-blob)")
+    with AzuriteServer() as server:
         yield server
 
 

@@ -17,7 +17,6 @@ from tessera.array import (
     from_numpy,
     open_array,
 )
-from tessera.array.maintenance import HistoryVacuumedError
 from tessera.array.sparse_read import SparseResult
 from tessera.config import PlannerConfig, ReadConfig, RetryPolicy, StoreConfig, WriteConfig
 from tessera.errors import (
@@ -27,9 +26,13 @@ from tessera.errors import (
     ConfigError,
     CorruptDataError,
     ForkSafetyError,
+    HistoryVacuumedError,
+    InvalidArgumentError,
     InvalidKeyError,
     InvalidRangeError,
+    InvalidTypeError,
     InvalidURLError,
+    NameNotFoundError,
     ObjectExistsError,
     ObjectNotFoundError,
     PermanentStorageError,
@@ -81,9 +84,12 @@ __all__ = [
     "HistoryVacuumedError",
     "Hyperslabs",
     "IOStats",
+    "InvalidArgumentError",
     "InvalidKeyError",
     "InvalidRangeError",
+    "InvalidTypeError",
     "InvalidURLError",
+    "NameNotFoundError",
     "ObjectExistsError",
     "ObjectInfo",
     "ObjectNotFoundError",

@@ -119,6 +119,21 @@ class StorageConfigError(StorageError, ConfigError):
             "variables")
 
 
+class InvalidArgumentError(TesseraError, ValueError):
+    """An argument of a Tessera call is invalid (a mode, a fragment name, values that do not
+    fit a write, ...); the message names the argument and what would fit."""
+
+
+class InvalidTypeError(TesseraError, TypeError):
+    """An argument has a type Tessera cannot use (values that do not cast safely to an
+    attribute's dtype, a pushdown server that is neither a URL nor a client, ...)."""
+
+
+class NameNotFoundError(TesseraError, KeyError):
+    """A name does not exist where it was looked up (a group, dataset or attribute of the
+    h5py-shaped facade, an image of a detector's index)."""
+
+
 class SchemaError(TesseraError, ValueError):
     """An array schema is invalid; the message names the field and why."""
 
@@ -145,6 +160,28 @@ class CorruptDataError(TesseraError):
     The message names the array, fragment, attribute and tile; the fragment should be
     restored from a copy or removed (its commit marker first) so readers skip it.
     """
+
+
+class HistoryVacuumedError(TesseraError, LookupError):
+    """Time travel asked for a moment whose fragments were vacuumed after a consolidation."""
+
+
+class ProtocolError(TesseraError, ValueError):
+    """A pushdown request or response is malformed (HTTP 400 on the server side)."""
+
+    status = 400
+
+
+class ForbiddenKeyError(ProtocolError):
+    """A pushdown request names an object outside the served root (HTTP 403)."""
+
+    status = 403
+
+
+class LimitError(ProtocolError):
+    """A pushdown request asks for more than the server's limits allow (HTTP 413)."""
+
+    status = 413
 
 
 class PushdownError(TesseraError):

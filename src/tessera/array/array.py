@@ -62,6 +62,8 @@ from tessera.errors import (
     ArrayExistsError,
     ArrayNotFoundError,
     CorruptDataError,
+    InvalidArgumentError,
+    InvalidTypeError,
     ObjectExistsError,
     ObjectNotFoundError,
     PushdownFallbackWarning,
@@ -115,7 +117,7 @@ class Array:
     def __init__(self, store: Store, schema: ArraySchema, *, mode: str = "r",
                  timestamp: TimestampLike = None, pushdown: Any = None) -> None:
         if mode not in ("r", "w"):
-            raise ValueError(f"mode must be 'r' or 'w', got {mode!r}")
+            raise InvalidArgumentError(f"mode must be 'r' or 'w', got {mode!r}")
         self._store = store
         self.schema = schema
         self.mode = mode
@@ -585,8 +587,9 @@ class Array:
                 shaped[name] = np.broadcast_to(arr, _value_shape(selection, attr)).reshape(
                     shape + attr.cell_shape)
             except ValueError:
-                raise ValueError(f"values for attribute {name!r} have shape {arr.shape}; the "
-                                 f"selection needs {_value_shape(selection, attr)}") from None
+                raise InvalidArgumentError(
+                    f"values for attribute {name!r} have shape {arr.shape}; the selection "
+                    f"needs {_value_shape(selection, attr)}") from None
         self.write(shaped, origin=origin)
 
     def write(self, values: Any, origin: tuple[int, ...] | None = None) -> FragmentInfo:
@@ -606,23 +609,23 @@ class Array:
             raise SchemaError(f"no attribute {sorted(unknown)[0]!r} in {self.uri}")
         missing = [a.name for a in self.schema.attrs if a.name not in vals]
         if missing:
-            raise ValueError(f"a dense write needs every attribute; missing {missing}")
+            raise InvalidArgumentError(f"a dense write needs every attribute; missing {missing}")
         arrays = {a.name: _checked(vals[a.name], a) for a in self.schema.attrs}
         shapes = {n: v.shape[:self.ndim] for n, v in arrays.items()}
         shape = next(iter(shapes.values()))
         if len(set(shapes.values())) != 1:
-            raise ValueError(f"all attributes must have the same shape, got {shapes}")
+            raise InvalidArgumentError(f"all attributes must have the same shape, got {shapes}")
         for name, arr in arrays.items():
             if arr.ndim != self.ndim + len(self.schema.attr(name).cell_shape):
-                raise ValueError(f"values for {name!r} have {arr.ndim} dimensions; the array "
-                                 f"has {self.ndim} (plus cell shape "
-                                 f"{self.schema.attr(name).cell_shape})")
+                raise InvalidArgumentError(
+                    f"values for {name!r} have {arr.ndim} dimensions; the array has "
+                    f"{self.ndim} (plus cell shape {self.schema.attr(name).cell_shape})")
         start = self.schema.lower if origin is None else tuple(int(o) for o in origin)
         if len(start) != self.ndim:
             raise SelectionError(f"origin needs {self.ndim} coordinates, got {len(start)}")
         for d, o, n in zip(self.schema.dims, start, shape, strict=True):
             if n == 0:
-                raise ValueError(f"nothing to write: dimension {d.name!r} has length 0")
+                raise InvalidArgumentError(f"nothing to write: dimension {d.name!r} has length 0")
             if o < d.domain[0] or o + n - 1 > d.domain[1]:
                 raise SelectionError(
                     f"write box [{o}, {o + n - 1}] leaves dimension {d.name!r}'s domain "
@@ -644,21 +647,21 @@ class Array:
         self._check_writable()
         cells = check_coords(self.schema, coords)
         if not len(cells):
-            raise ValueError("write_cells got no cells")
+            raise InvalidArgumentError("write_cells got no cells")
         vals = values if isinstance(values, dict) else {self.schema.attrs[0].name: values}
         missing = [a.name for a in self.schema.attrs if a.name not in vals]
         unknown = sorted(set(vals) - {a.name for a in self.schema.attrs})
         if unknown:
             raise SchemaError(f"no attribute {unknown[0]!r} in {self.uri}")
         if missing:
-            raise ValueError(f"write_cells needs every attribute; missing {missing}")
+            raise InvalidArgumentError(f"write_cells needs every attribute; missing {missing}")
         arrays = {}
         for attr in self.schema.attrs:
             arr = _checked(vals[attr.name], attr)
             want = (len(cells), *attr.cell_shape)
             if arr.shape != want:
-                raise ValueError(f"values for {attr.name!r} have shape {arr.shape}; "
-                                 f"{len(cells)} cells need {want}")
+                raise InvalidArgumentError(f"values for {attr.name!r} have shape {arr.shape}; "
+                                           f"{len(cells)} cells need {want}")
             arrays[attr.name] = arr
         meta = run_sync(write_sparse_fragment(self._store.aio, self.schema, cells, arrays))
         self._committed(meta)
@@ -670,7 +673,7 @@ class Array:
         self._check_writable()
         cells = check_coords(self.schema, coords)
         if not len(cells):
-            raise ValueError("delete_cells got no cells")
+            raise InvalidArgumentError("delete_cells got no cells")
         meta = run_sync(write_sparse_fragment(self._store.aio, self.schema, cells, {},
                                               kind="delete"))
         self._committed(meta)
@@ -699,8 +702,8 @@ class Array:
             by_name = {m.name: m for m in metas}
             unknown = [n for n in fragments if n not in by_name]
             if unknown:
-                raise ValueError(f"cannot consolidate {unknown[0]!r}: not a visible fragment "
-                                 f"of {self.uri}")
+                raise InvalidArgumentError(f"cannot consolidate {unknown[0]!r}: not a visible "
+                                           f"fragment of {self.uri}")
             chosen = [by_name[n] for n in dict.fromkeys(fragments)]
         if not chosen:
             return None  # nothing to do, as TileDB: no fragment is written
@@ -832,7 +835,8 @@ def _pushdown_client(server: Any) -> PushdownClient | None:
         return server
     if isinstance(server, str):
         return PushdownClient(server)
-    raise TypeError(f"pushdown must be a server URL, a PushdownClient or None, got {server!r}")
+    raise InvalidTypeError(f"pushdown must be a server URL, a PushdownClient or None, got "
+                           f"{server!r}")
 
 
 def _value_shape(selection: Any, attr: Attr) -> tuple[int, ...]:
@@ -843,11 +847,11 @@ def _checked(values: Any, attr: Attr) -> np.ndarray:
     arr = np.asarray(values)
     target = attr.np_dtype
     if arr.dtype.kind not in "biufc":
-        raise TypeError(f"values for attribute {attr.name!r} have dtype {arr.dtype}; "
-                        f"expected numbers castable to {target}")
+        raise InvalidTypeError(f"values for attribute {attr.name!r} have dtype {arr.dtype}; "
+                               f"expected numbers castable to {target}")
     if not np.can_cast(arr.dtype, target, casting="same_kind"):
-        raise TypeError(f"values for attribute {attr.name!r} have dtype {arr.dtype}, which does "
-                        f"not cast safely to {target}; convert them first")
+        raise InvalidTypeError(f"values for attribute {attr.name!r} have dtype {arr.dtype}, "
+                               f"which does not cast safely to {target}; convert them first")
     return arr.astype(target, copy=False)
 
 
@@ -856,11 +860,11 @@ def _to_ns(ts: TimestampLike) -> int | None:
         return None
     if isinstance(ts, dt.datetime):
         if ts.tzinfo is None:
-            raise ValueError("timestamp datetimes must be timezone-aware")
+            raise InvalidArgumentError("timestamp datetimes must be timezone-aware")
         return int(ts.timestamp() * 1e9)
     if isinstance(ts, (int, np.integer)) and not isinstance(ts, bool):
         return int(ts)
-    raise TypeError(f"timestamp must be int nanoseconds or an aware datetime, got {ts!r}")
+    raise InvalidTypeError(f"timestamp must be int nanoseconds or an aware datetime, got {ts!r}")
 
 
 def create_array(uri: str, schema: ArraySchema, *,
@@ -919,7 +923,7 @@ def from_numpy(uri: str, ndarray: Any, tile: Any = None, codec: str | None = Non
     """
     data = np.asarray(ndarray)
     if data.ndim == 0:
-        raise ValueError("from_numpy needs at least one dimension")
+        raise InvalidArgumentError("from_numpy needs at least one dimension")
     extents = _default_tile(data.shape, data.dtype.itemsize) if tile is None else tuple(tile)
     if len(extents) != data.ndim:
         raise SchemaError(f"tile has {len(extents)} extents for {data.ndim} dimensions")

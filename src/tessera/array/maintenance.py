@@ -29,12 +29,8 @@ from tessera.array.fragment import (
     name_id,
     name_timestamp,
 )
-from tessera.errors import TesseraError
+from tessera.errors import HistoryVacuumedError
 from tessera.storage.store import AsyncStore
-
-
-class HistoryVacuumedError(TesseraError, LookupError):
-    """Time travel asked for a moment whose fragments were vacuumed after a consolidation."""
 
 
 def apply_replacements(metas: list[FragmentMeta]) -> list[FragmentMeta]:

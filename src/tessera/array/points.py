@@ -16,6 +16,7 @@ import numpy as np
 
 from tessera.array.reader import CellTileRead, TileFetcher, TileRead, fetch_cells
 from tessera.array.schema import ArraySchema
+from tessera.errors import SelectionError
 from tessera.query.decompose import merge_ranges
 from tessera.query.plan import tile_label
 from tessera.query.refine import TileNeed
@@ -99,7 +100,7 @@ def _match(points: np.ndarray, coords: np.ndarray) -> tuple[np.ndarray, np.ndarr
     base = both.min(axis=0)
     extent = both.max(axis=0) - base + 1
     if math.prod(int(e) for e in extent) >= 2**62:
-        raise ValueError("point coordinates span too large a box to match")
+        raise SelectionError("point coordinates span too large a box to match")
     key_c = np.ravel_multi_index(tuple((coords - base).T.astype(np.int64)), tuple(extent))
     key_p = np.ravel_multi_index(tuple((points - base).T.astype(np.int64)), tuple(extent))
     order = np.argsort(key_c, kind="stable")

@@ -29,6 +29,7 @@ from dask.delayed import delayed
 
 from tessera.array.array import Array, create_array, open_array
 from tessera.array.schema import ArraySchema, Attr, Dim
+from tessera.errors import InvalidArgumentError, InvalidTypeError
 from tessera.integrations.handle import ArrayRef
 
 
@@ -42,8 +43,8 @@ class TileSource:
         self.ref, self.attr, self.method, self.phi = ref, attr, method, phi
         a = schema.attr(attr)
         if a.cell_shape:
-            raise TypeError(f"attribute {attr!r} of {ref.uri} has cells of shape "
-                            f"{a.cell_shape}; dask arrays take scalar cells")
+            raise InvalidTypeError(f"attribute {attr!r} of {ref.uri} has cells of shape "
+                                   f"{a.cell_shape}; dask arrays take scalar cells")
         self.shape = schema.shape
         self.dtype = np.dtype(a.dtype)
         self.ndim = len(self.shape)
@@ -87,7 +88,7 @@ def from_array(array: str | Array | ArrayRef, *, attr: str | None = None,
     ref = ArrayRef.resolve(array, storage_options)
     schema = ref.array.schema
     if schema.sparse:
-        raise TypeError(f"{ref.uri} is a sparse array; tessera.dask reads dense arrays")
+        raise InvalidTypeError(f"{ref.uri} is a sparse array; tessera.dask reads dense arrays")
     name = schema.attrs[0].name if attr is None else schema.attr(attr).name
     source = TileSource(ref, name, method, phi)
     token = tokenize(ref.uri, ref.timestamp, name, method, phi)
@@ -110,10 +111,10 @@ def to_array(x: da.Array, uri: str, *, tile: tuple[int, ...] | None = None,
     writes the blocks and yields their fragment names.
     """
     if any(math.isnan(c) for dim in x.chunks for c in dim):
-        raise ValueError("to_array needs known chunk sizes; call x.compute_chunk_sizes()")
+        raise InvalidArgumentError("to_array needs known chunk sizes; call x.compute_chunk_sizes()")
     if x.ndim == 0 or 0 in x.shape:
-        raise ValueError(f"to_array needs a non-empty array with dimensions, got shape "
-                         f"{x.shape}")
+        raise InvalidArgumentError(f"to_array needs a non-empty array with dimensions, got shape "
+                                   f"{x.shape}")
     extents = tile or tuple(int(c[0]) for c in x.chunks)
     dtype = np.dtype(x.dtype).newbyteorder("<")
     schema = ArraySchema([Dim(f"d{i}", (0, n - 1), min(int(t), n)) for i, (n, t) in

@@ -36,7 +36,13 @@ import numpy as np
 from tessera.array.array import Array, _default_tile, create_array, open_array
 from tessera.array.fragment import SCHEMA_KEY
 from tessera.array.schema import ArraySchema, Attr, Dim
-from tessera.errors import ObjectNotFoundError, ReadOnlyError
+from tessera.errors import (
+    InvalidArgumentError,
+    InvalidTypeError,
+    NameNotFoundError,
+    ObjectNotFoundError,
+    ReadOnlyError,
+)
 from tessera.query.selection import normalize_selection
 from tessera.storage.keys import validate_key
 from tessera.storage.store import Store, open_store
@@ -78,7 +84,7 @@ class AttributeManager(MutableMapping[str, Any]):
     def __getitem__(self, name: str) -> Any:
         doc = self._load()
         if name not in doc:
-            raise KeyError(f"Can't open attribute (attribute {name!r} doesn't exist)")
+            raise NameNotFoundError(f"Can't open attribute (attribute {name!r} doesn't exist)")
         return _decode_attr(doc[name])
 
     def __setitem__(self, name: str, value: Any) -> None:
@@ -89,7 +95,7 @@ class AttributeManager(MutableMapping[str, Any]):
     def __delitem__(self, name: str) -> None:
         doc = self._load()
         if name not in doc:
-            raise KeyError(f"Can't delete attribute (attribute {name!r} doesn't exist)")
+            raise NameNotFoundError(f"Can't delete attribute (attribute {name!r} doesn't exist)")
         del doc[name]
         self._save(doc)
 
@@ -162,15 +168,15 @@ class Group(_Node):
     # -- names -----------------------------------------------------------------------------
     def _resolve(self, name: str) -> str:
         if not isinstance(name, str) or not name:
-            raise TypeError(f"names are non-empty str, got {name!r}")
+            raise InvalidTypeError(f"names are non-empty str, got {name!r}")
         path = name.strip("/") if name.startswith("/") else _join(self._path, name.strip("/"))
         if not path:
             return ""
         validate_key(path)
         for seg in path.split("/"):
             if seg.startswith("__"):
-                raise ValueError(f"name {name!r}: segments starting with '__' are reserved "
-                                 "for Tessera's own objects")
+                raise InvalidArgumentError(f"name {name!r}: segments starting with '__' are "
+                                           "reserved for Tessera's own objects")
         return path
 
     def _kind(self, path: str) -> str | None:
@@ -189,8 +195,8 @@ class Group(_Node):
             return Group(self._file, path)
         if kind == "dataset":
             return Dataset(self._file, path)
-        raise KeyError(f"Unable to open object (object {name!r} doesn't exist in "
-                       f"{self.name})")
+        raise NameNotFoundError(f"Unable to open object (object {name!r} doesn't exist in "
+                                f"{self.name})")
 
     def get(self, name: str, default: Any = None) -> Any:
         """The member ``name``, or ``default``."""
@@ -249,7 +255,7 @@ class Group(_Node):
         """A new group (and any missing groups on its way)."""
         path = self._resolve(name)
         if self._kind(path) is not None:
-            raise ValueError(f"Unable to create group (name {name!r} already exists)")
+            raise InvalidArgumentError(f"Unable to create group (name {name!r} already exists)")
         self._make_groups(path)
         return Group(self._file, path)
 
@@ -258,7 +264,7 @@ class Group(_Node):
         path = self._resolve(name)
         kind = self._kind(path)
         if kind == "dataset":
-            raise TypeError(f"{name!r} is a dataset, not a group")
+            raise InvalidTypeError(f"{name!r} is a dataset, not a group")
         if kind is None:
             self._make_groups(path)
         return Group(self._file, path)
@@ -270,7 +276,7 @@ class Group(_Node):
             sub = "/".join(parts[:i])
             kind = self._kind(sub)
             if kind == "dataset":
-                raise ValueError(f"cannot create {path!r}: {sub!r} is a dataset")
+                raise InvalidArgumentError(f"cannot create {path!r}: {sub!r} is a dataset")
             if kind is None:
                 self._file._store.put(_join(sub, GROUP_KEY), b'{"tessera_h5": 1}')
 
@@ -288,7 +294,7 @@ class Group(_Node):
                 raise _unsupported(f"create_dataset({key}=...)")
         path = self._resolve(name)
         if self._kind(path) is not None:
-            raise ValueError(f"Unable to create dataset (name {name!r} already exists)")
+            raise InvalidArgumentError(f"Unable to create dataset (name {name!r} already exists)")
         values = None
         if data is not None:
             values = np.asarray(data, dtype=dtype)
@@ -296,7 +302,7 @@ class Group(_Node):
             if values.shape != tuple(shape):
                 values = values.reshape(shape)
         if shape is None:
-            raise TypeError("create_dataset needs a shape or data")
+            raise InvalidTypeError("create_dataset needs a shape or data")
         shape = (int(shape),) if isinstance(shape, (int, np.integer)) else \
             tuple(int(n) for n in shape)
         dt = np.dtype(values.dtype if values is not None else (dtype or "f4"))
@@ -311,7 +317,7 @@ class Group(_Node):
         tile = (_default_tile(shape, dt.itemsize) if chunks in (None, True)
                 else tuple(int(c) for c in chunks))
         if len(tile) != len(shape):
-            raise ValueError(f"chunks {tile} do not match shape {shape}")
+            raise InvalidArgumentError(f"chunks {tile} do not match shape {shape}")
         if "/" in path:
             self._make_groups(path.rpartition("/")[0])
         fill = None if fillvalue is None else np.asarray(fillvalue, dt).item()
@@ -334,12 +340,12 @@ class Group(_Node):
             return self.create_dataset(name, shape, dtype, **kwargs)
         dset = self[name]
         if not isinstance(dset, Dataset):
-            raise TypeError(f"{name!r} is a group, not a dataset")
+            raise InvalidTypeError(f"{name!r} is a group, not a dataset")
         want = np.dtype(dtype)
         if tuple(dset.shape) != tuple(shape):
-            raise TypeError(f"shapes do not match (existing {dset.shape} vs new {shape})")
+            raise InvalidTypeError(f"shapes do not match (existing {dset.shape} vs new {shape})")
         if (exact and dset.dtype != want) or not np.can_cast(dset.dtype, want):
-            raise TypeError(f"datatypes do not match (existing {dset.dtype} vs new {want})")
+            raise InvalidTypeError(f"datatypes do not match (existing {dset.dtype} vs new {want})")
         return dset
 
     def __setitem__(self, name: str, value: Any) -> None:
@@ -349,7 +355,7 @@ class Group(_Node):
         self._file._check_writable()
         path = self._resolve(name)
         if not path or self._kind(path) is None:
-            raise KeyError(f"Couldn't delete link (object {name!r} doesn't exist)")
+            raise NameNotFoundError(f"Couldn't delete link (object {name!r} doesn't exist)")
         store = self._file._store
         for info in store.list(path):
             store.delete(info.key)
@@ -366,7 +372,7 @@ def _codec(compression: Any, opts: Any) -> str | None:
     if compression == "gzip":
         level = 4 if opts is None else int(opts)
         if not 0 <= level <= 9:
-            raise ValueError(f"gzip level must be 0-9, got {level}")
+            raise InvalidArgumentError(f"gzip level must be 0-9, got {level}")
         return f"gzip:{level}"
     if compression in ("zstd", "lz4", "blosc"):
         return compression if opts is None else f"{compression}:{int(opts)}"
@@ -541,7 +547,7 @@ class File(Group):
             if value is not None:
                 raise _unsupported(f"File({key}=...)")
         if mode not in MODES:
-            raise ValueError(f"invalid mode {mode!r}; use one of {', '.join(MODES)}")
+            raise InvalidArgumentError(f"invalid mode {mode!r}; use one of {', '.join(MODES)}")
         self.storage_options = dict(storage_options or {})
         self._store = open_store(uri, **self.storage_options)
         self.filename = str(self._store.url)
@@ -573,7 +579,7 @@ class File(Group):
 
     def _check_open(self) -> None:
         if not self._open:
-            raise ValueError(f"{self.filename} is closed")
+            raise InvalidArgumentError(f"{self.filename} is closed")
 
     def _check_writable(self) -> None:
         self._check_open()

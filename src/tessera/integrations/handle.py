@@ -23,6 +23,7 @@ import os
 from typing import Any
 
 from tessera.array.array import Array, open_array
+from tessera.errors import InvalidTypeError
 
 
 @dataclasses.dataclass
@@ -84,8 +85,8 @@ class ArrayRef:
         if isinstance(array, (str, os.PathLike)):
             opened = cls(str(array), storage_options, pushdown=pushdown).array
             return cls.of(opened, storage_options=storage_options, pin=True)
-        raise TypeError(f"expected an array URI, a tessera.Array or an ArrayRef, got "
-                        f"{type(array).__name__}")
+        raise InvalidTypeError(f"expected an array URI, a tessera.Array or an ArrayRef, got "
+                               f"{type(array).__name__}")
 
     @property
     def array(self) -> Array:

@@ -33,6 +33,7 @@ import numpy as np
 import tessera
 from tessera.array.array import Array, _default_tile
 from tessera.array.schema import ArraySchema, Attr, Dim
+from tessera.errors import InvalidArgumentError
 from tessera.integrations import h5 as th5
 
 #: Bytes copied per slab (rounded to whole tile rows).
@@ -113,11 +114,12 @@ def import_npy(path: str | Path, uri: str, *, tile: tuple[int, ...] | None = Non
     try:
         values = np.load(path, mmap_mode="r", allow_pickle=False)
     except ValueError as err:
-        raise ValueError(f"cannot import {path}: {err} Tessera imports numeric arrays and "
-                         "never unpickles (object arrays are pickles)") from None
+        raise InvalidArgumentError(f"cannot import {path}: {err} Tessera imports numeric "
+                                   "arrays and never unpickles (object arrays are pickles)"
+                                   ) from None
     reason = _skip_reason(values.shape, values.dtype)
     if reason:
-        raise ValueError(f"cannot import {path}: {reason}")
+        raise InvalidArgumentError(f"cannot import {path}: {reason}")
     extents = tile or _default_tile(values.shape, values.dtype.itemsize)
     schema = ArraySchema([Dim(f"d{i}", (0, n - 1), min(int(t), n)) for i, (n, t) in
                           enumerate(zip(values.shape, extents, strict=True))],

@@ -31,7 +31,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from tessera.array.array import Array
-from tessera.errors import SelectionError
+from tessera.errors import InvalidArgumentError, InvalidTypeError, NameNotFoundError, SelectionError
 from tessera.integrations.handle import ArrayRef
 from tessera.query.selection import Hyperslabs, normalize_selection
 from tessera.storage.stats import IOStats
@@ -53,11 +53,11 @@ class _ArraySamples(Dataset[Any]):
         self.ref = ArrayRef.resolve(array, storage_options, pushdown)
         schema = self.ref.array.schema
         if not -schema.ndim <= sample_dim < schema.ndim:
-            raise ValueError(f"sample_dim {sample_dim} is out of range for the "
-                             f"{schema.ndim}-dimensional array {self.ref.uri}")
+            raise InvalidArgumentError(f"sample_dim {sample_dim} is out of range for the "
+                                       f"{schema.ndim}-dimensional array {self.ref.uri}")
         if schema.sparse:
-            raise TypeError(f"{self.ref.uri} is a sparse array; tessera.torch datasets read "
-                            "dense arrays")
+            raise InvalidTypeError(f"{self.ref.uri} is a sparse array; tessera.torch datasets read "
+                                   "dense arrays")
         self.sample_dim = sample_dim % schema.ndim
         self.attr = schema.attrs[0].name if attr is None else schema.attr(attr).name
         self.transform = transform
@@ -190,8 +190,8 @@ class RegionDataset(_ArraySamples):
                          storage_options=storage_options, pushdown=pushdown, method=method,
                          phi=phi)
         if labels is not None and len(labels) != len(regions):
-            raise ValueError(f"got {len(labels)} labels for {len(regions)} regions; give one "
-                             "label per region")
+            raise InvalidArgumentError(f"got {len(labels)} labels for {len(regions)} regions; "
+                                       "give one label per region")
         schema = self.array.schema
         self.labels = None if labels is None else list(labels)
         self.selections = [self._check_region(n, r, schema) for n, r in enumerate(regions)]
@@ -200,8 +200,8 @@ class RegionDataset(_ArraySamples):
         try:
             index, box = region
         except (TypeError, ValueError):
-            raise ValueError(f"region {n} is {region!r}; regions are (sample index, box) "
-                             "pairs") from None
+            raise InvalidArgumentError(f"region {n} is {region!r}; regions are (sample index, box) "
+                                       "pairs") from None
         items = box if isinstance(box, tuple) else (box,)
         if len(items) > schema.ndim - 1:
             raise SelectionError(f"region {n}: the box has {len(items)} entries but a sample "
@@ -271,10 +271,10 @@ def regions_from_megadetector(detections: Any, sample_shape: tuple[int, ...], *,
     """
     doc = _load_detections(detections)
     if layout not in IMAGE_LAYOUTS:
-        raise ValueError(f"layout must be one of {IMAGE_LAYOUTS}, got {layout!r}")
+        raise InvalidArgumentError(f"layout must be one of {IMAGE_LAYOUTS}, got {layout!r}")
     if len(sample_shape) != len(layout):
-        raise ValueError(f"layout {layout!r} needs samples of {len(layout)} dimensions, got "
-                         f"shape {sample_shape}")
+        raise InvalidArgumentError(f"layout {layout!r} needs samples of {len(layout)} "
+                                   f"dimensions, got shape {sample_shape}")
     height, width = sample_shape[layout.index("H")], sample_shape[layout.index("W")]
     regions: list[tuple[int, Box]] = []
     labels: list[int] = []
@@ -282,7 +282,7 @@ def regions_from_megadetector(detections: Any, sample_shape: tuple[int, ...], *,
         name = image.get("file", str(pos))
         if index_of is not None:
             if name not in index_of:
-                raise KeyError(f"MegaDetector image {name!r} is not in index_of")
+                raise NameNotFoundError(f"MegaDetector image {name!r} is not in index_of")
             index = int(index_of[name])
         else:
             index = pos
@@ -291,8 +291,8 @@ def regions_from_megadetector(detections: Any, sample_shape: tuple[int, ...], *,
                 continue
             bbox = det.get("bbox")
             if not isinstance(bbox, (list, tuple)) or len(bbox) != 4:
-                raise ValueError(f"MegaDetector image {name!r}: bbox {bbox!r} is not "
-                                 "[x_min, y_min, width, height]")
+                raise InvalidArgumentError(f"MegaDetector image {name!r}: bbox {bbox!r} is not "
+                                           "[x_min, y_min, width, height]")
             x, y, w, h = (float(v) for v in bbox)
             ys = _pixels(y, h, height)
             xs = _pixels(x, w, width)
@@ -318,9 +318,9 @@ def _load_detections(detections: Any) -> dict[str, Any]:
     try:
         doc = json.loads(detections)
     except json.JSONDecodeError as err:
-        raise ValueError(f"MegaDetector output is not valid JSON: {err}") from None
+        raise InvalidArgumentError(f"MegaDetector output is not valid JSON: {err}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("images"), list):
-        raise ValueError("MegaDetector output needs an 'images' list")
+        raise InvalidArgumentError("MegaDetector output needs an 'images' list")
     return doc
 
 

@@ -45,6 +45,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from tessera.config import ServerConfig
+from tessera.errors import ProtocolError
 from tessera.server.cache import TileCache
 from tessera.server.health import Readiness
 from tessera.server.metrics import ServerMetrics
@@ -53,7 +54,6 @@ from tessera.server.protocol import (
     RESPONSE_TYPE,
     ItemError,
     Limits,
-    ProtocolError,
     encode_response,
     parse_read_request,
 )
@@ -72,8 +72,7 @@ class PushdownApp:
         self.store = store
         self.config = config
         self.token = token.encode() if token is not None else None
-        self.limits = Limits(config.max_body_bytes, config.max_items, config.max_output_bytes,
-                             config.max_tile_bytes)
+        self.limits = Limits.of(config)
         self.cache = TileCache(config.cache_bytes)
         self.metrics = ServerMetrics()
         self.service = ReadService(store.aio, self.cache)

@@ -16,6 +16,8 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
+from tessera.errors import ConfigError
+
 
 class TileCache:
     """Decoded tiles by key, at most ``budget_bytes`` in all (0 disables the cache).
@@ -26,7 +28,7 @@ class TileCache:
 
     def __init__(self, budget_bytes: int) -> None:
         if budget_bytes < 0:
-            raise ValueError(f"cache budget must be >= 0 bytes, got {budget_bytes}")
+            raise ConfigError(f"cache budget must be >= 0 bytes, got {budget_bytes}")
         self.budget = budget_bytes
         self.nbytes = 0
         self.hits = 0

@@ -19,10 +19,9 @@ from typing import Any
 import httpx
 
 from tessera.config import PushdownConfig
-from tessera.errors import PushdownError
+from tessera.errors import ProtocolError, PushdownError
 from tessera.server.protocol import (
     PROTOCOL_VERSION,
-    ProtocolError,
     ReadItem,
     ReadResponse,
     decode_response,

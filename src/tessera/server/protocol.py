@@ -68,7 +68,11 @@ from tessera.array.blocks import TileBlocks, blocks_per_tile
 from tessera.array.checksum import CHECKSUMS
 from tessera.array.codecs import normalize_codec_spec
 from tessera.array.schema import NAME_PATTERN
-from tessera.errors import InvalidKeyError, SchemaError, TesseraError
+from tessera.config import ServerConfig
+from tessera.errors import ForbiddenKeyError as ForbiddenKeyError  # re-exported: the
+from tessera.errors import InvalidKeyError, SchemaError  # protocol's errors live in errors.py
+from tessera.errors import LimitError as LimitError
+from tessera.errors import ProtocolError as ProtocolError
 from tessera.storage.keys import validate_key
 
 PROTOCOL_VERSION = 1
@@ -80,22 +84,7 @@ _UNSAFE_KEY = re.compile(r"[%:?#]")
 MAX_NDIM = 32
 
 
-class ProtocolError(TesseraError, ValueError):
-    """A pushdown request or response is malformed (HTTP 400 on the server side)."""
-
-    status = 400
-
-
-class ForbiddenKeyError(ProtocolError):
-    """A request names an object outside the served root (HTTP 403)."""
-
-    status = 403
-
-
-class LimitError(ProtocolError):
-    """A request asks for more than the server's limits allow (HTTP 413)."""
-
-    status = 413
+_SERVER_DEFAULTS = ServerConfig()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,10 +98,21 @@ class Limits:
         max_tile_bytes: stored or decoded size of one tile.
     """
 
-    max_body_bytes: int = 4 << 20
-    max_items: int = 256
-    max_output_bytes: int = 256 << 20
-    max_tile_bytes: int = 256 << 20
+    max_body_bytes: int = _SERVER_DEFAULTS.max_body_bytes
+    max_items: int = _SERVER_DEFAULTS.max_items
+    max_output_bytes: int = _SERVER_DEFAULTS.max_output_bytes
+    max_tile_bytes: int = _SERVER_DEFAULTS.max_tile_bytes
+
+    @classmethod
+    def of(cls, config: ServerConfig) -> Limits:
+        """The limits a server with ``config`` enforces (the defaults are
+        :class:`~tessera.config.ServerConfig`'s, written there only).
+
+        >>> Limits.of(ServerConfig(max_items=8)).max_items, Limits().max_items
+        (8, 256)
+        """
+        return cls(config.max_body_bytes, config.max_items, config.max_output_bytes,
+                   config.max_tile_bytes)
 
 
 @dataclasses.dataclass(frozen=True)

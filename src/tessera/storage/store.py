@@ -36,6 +36,7 @@ from obstore.store import ObjectStore
 from tessera._sync import run_sync
 from tessera.config import StoreConfig
 from tessera.errors import (
+    InvalidArgumentError,
     InvalidRangeError,
     ObjectExistsError,
     ObjectNotFoundError,
@@ -286,7 +287,7 @@ class AsyncStore:
         """
         path = self._local_range("read_file_chunks", key, offset, length)
         if length and not len(buffer):
-            raise ValueError("read_file_chunks needs a buffer of at least one byte")
+            raise InvalidArgumentError("read_file_chunks needs a buffer of at least one byte")
         note_io()
         started = time.monotonic()
         done = 0
@@ -427,9 +428,9 @@ class AsyncStore:
                 f"{size} bytes exceed the {SINGLE_PUT_LIMIT}-byte single-request limit",
                 url=str(self.url), key=key, op="put")
         if mode not in ("overwrite", "create"):
-            raise ValueError(f"put mode must be 'overwrite' or 'create', got {mode!r}")
+            raise InvalidArgumentError(f"put mode must be 'overwrite' or 'create', got {mode!r}")
         if if_match is not None and mode == "create":
-            raise ValueError("put: if_match and mode='create' exclude each other")
+            raise InvalidArgumentError("put: if_match and mode='create' exclude each other")
         put_mode: Any = {"e_tag": if_match} if if_match is not None else mode
         tries = 0
 

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from tessera.errors import InvalidArgumentError
+
 #: Species and how they look: mean RGB colour, width/height ratio, relative size.
 SPECIES: dict[str, tuple[tuple[int, int, int], float, float]] = {
     "deer": ((150, 105, 60), 1.3, 1.0),
@@ -69,8 +71,8 @@ def make_camera_trap_set(n: int, *, height: int = 192, width: int = 256,
                          seed: int = 0) -> CameraTrapSet:
     """``n`` seeded synthetic camera-trap images with their boxes and species."""
     if n < 1 or height < 16 or width < 16:
-        raise ValueError(f"need n >= 1 and images of at least 16x16, got n={n}, "
-                         f"{height}x{width}")
+        raise InvalidArgumentError(f"need n >= 1 and images of at least 16x16, got n={n}, "
+                                   f"{height}x{width}")
     rng = np.random.default_rng(seed)
     names = tuple(SPECIES)
     labels = rng.integers(0, len(names), n)

@@ -1,0 +1,100 @@
+"""The public API walked with bad arguments: every error a user can see is a TesseraError that
+also derives from the builtin a Python user would catch (``ValueError``, ``TypeError``,
+``KeyError``, ``IndexError``, ``LookupError``), and says what was wrong."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tessera
+import tessera.h5
+from tessera.config import PlannerConfig, ServerConfig, StoreConfig
+from tessera.server.cache import TileCache
+from tessera.server.protocol import Limits, parse_read_request
+from tessera.testing.camera_trap import make_camera_trap_set
+
+
+@pytest.fixture
+def arr() -> tessera.Array:
+    return tessera.from_numpy(f"memory://errors-{uuid.uuid4().hex[:8]}",
+                              np.arange(64, dtype=np.int32).reshape(8, 8), tile=(4, 4))
+
+
+def calls(arr: tessera.Array) -> list[tuple[str, Callable[[], Any], type[BaseException], str]]:
+    store = arr.store
+    uri = arr.uri
+    naive = dt.datetime(2026, 1, 1)  # no tzinfo: the point of the call
+    h5_url = f"memory://errors-h5-{uuid.uuid4().hex[:8]}"
+    return [
+        ("unsupported URL", lambda: tessera.open_store("ftp://host/x"), ValueError, "ftp"),
+        ("key escaping the root", lambda: store.get("../x"), ValueError, ".."),
+        ("put mode", lambda: store.put("k", b"x", mode="append"),  # type: ignore[arg-type]
+         ValueError, "put mode"),
+        ("put create + if_match", lambda: store.put("k", b"x", mode="create", if_match="e"),
+         ValueError, "exclude"),
+        ("store config", lambda: StoreConfig(max_concurrency=0), ValueError,
+         "max_concurrency"),
+        ("planner method", lambda: PlannerConfig(method="teleport"), ValueError, "teleport"),
+        ("server config", lambda: ServerConfig(max_items=0), ValueError, "max_items"),
+        ("cache budget", lambda: TileCache(-1), ValueError, "cache budget"),
+        ("array mode", lambda: tessera.open_array(uri, mode="a"), ValueError, "mode"),
+        ("naive timestamp", lambda: tessera.open_array(uri, timestamp=naive), ValueError,
+         "timezone"),
+        ("timestamp type", lambda: tessera.open_array(uri, timestamp="yesterday"),  # type: ignore[arg-type]
+         TypeError, "timestamp"),
+        ("pushdown type", lambda: tessera.open_array(uri, pushdown=5), TypeError, "pushdown"),
+        ("no array", lambda: tessera.open_array(uri + "-missing"), FileNotFoundError, ""),
+        ("0-d from_numpy", lambda: tessera.from_numpy(uri + "-0d", np.float64(1)), ValueError,
+         "dimension"),
+        ("selection out of range", lambda: arr[100], IndexError, "100"),
+        ("write shape", lambda: arr.__setitem__((slice(0, 2), slice(0, 2)),
+                                                np.zeros((3, 3), np.int32)),
+         ValueError, "shape"),
+        ("write dimensions", lambda: arr.write(np.zeros(4, np.int32)), ValueError,
+         "dimensions"),
+        ("write strings", lambda: arr.write(np.array([["a"]])), TypeError, "dtype"),
+        ("write float64 into int32", lambda: arr.write(np.zeros((2, 2))), TypeError,
+         "cast"),
+        ("write_cells without cells", lambda: arr.write_cells(
+            (np.array([], np.int64), np.array([], np.int64)), np.array([], np.int32)),
+         ValueError, "no cells"),
+        ("consolidate unknown", lambda: arr.consolidate(["f-nope"]), ValueError, "f-nope"),
+        ("h5 mode", lambda: tessera.h5.File(h5_url, "z"), ValueError, "mode"),
+        ("h5 missing name", lambda: tessera.h5.File(h5_url, "a")["nope"], KeyError, "nope"),
+        ("h5 missing attribute", lambda: tessera.h5.File(h5_url, "a").attrs["nope"],
+         KeyError, "nope"),
+        ("pushdown request", lambda: parse_read_request(b"{", Limits()), ValueError, ""),
+        ("camera-trap set", lambda: make_camera_trap_set(0), ValueError, "n >= 1"),
+    ]
+
+
+def test_every_error_of_the_public_api_is_a_tessera_error(arr: tessera.Array) -> None:
+    seen = []
+    for label, call, builtin, words in calls(arr):
+        with pytest.raises(BaseException) as caught:  # its class is checked below
+            call()
+        err = caught.value
+        assert isinstance(err, tessera.TesseraError), f"{label}: {type(err).__name__}: {err}"
+        assert isinstance(err, builtin), f"{label}: {type(err).__mro__} lacks {builtin}"
+        assert words in str(err), f"{label}: {err}"
+        seen.append(type(err).__name__)
+    assert {"InvalidArgumentError", "InvalidTypeError", "NameNotFoundError", "ConfigError",
+            "SelectionError", "ProtocolError"} <= set(seen)
+
+
+def test_the_errors_of_the_protocol_and_of_time_travel_live_in_errors_py() -> None:
+    from tessera import errors
+    from tessera.array import maintenance
+    from tessera.server import protocol
+
+    for name in ("ProtocolError", "ForbiddenKeyError", "LimitError"):
+        assert getattr(protocol, name) is getattr(errors, name)  # still importable there
+    assert maintenance.HistoryVacuumedError is errors.HistoryVacuumedError
+    assert tessera.HistoryVacuumedError is errors.HistoryVacuumedError
+    assert Limits() == Limits.of(ServerConfig())  # the limits' defaults are written once

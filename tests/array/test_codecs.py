@@ -14,12 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tessera.array.blocks import decode_blocked
-from tessera.array.codecs import CODEC_NAMES, ZstdCodec, get_codec
+from tessera.array.codecs import ZstdCodec, codec_names, get_codec
 from tessera.errors import CorruptDataError
 
 
 @settings(max_examples=40, deadline=None)
-@given(data=st.binary(min_size=1, max_size=5000), name=st.sampled_from(CODEC_NAMES))
+@given(data=st.binary(min_size=1, max_size=5000), name=st.sampled_from(codec_names()))
 def test_every_codec_round_trips(data: bytes, name: str) -> None:
     # (not empty: numcodecs' lz4 cannot decode the empty frame it writes; no tile is empty)
     codec = get_codec(name)
@@ -92,3 +92,59 @@ def test_zstd_decodes_from_many_threads_at_once() -> None:
 
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         assert all(pool.map(work, range(16)))
+
+
+@pytest.fixture
+def bz2_registered():
+    """A fifth codec registered for one test, and unregistered after it."""
+    from tessera.array import codecs
+
+    before = dict(codecs._REGISTRY)
+    codecs.register_codec(codecs.CodecInfo(
+        "bz2", (1, 9), 9, lambda level: numcodecs.BZ2(level=level), "bzip2"))
+    yield
+    codecs._REGISTRY.clear()
+    codecs._REGISTRY.update(before)
+    get_codec.cache_clear()
+
+
+def test_a_registered_codec_is_usable_everywhere_codecs_are_named(bz2_registered,
+                                                                  tmp_path) -> None:
+    import tessera
+    import tessera.h5
+    from tessera.array.codecs import normalize_codec_spec
+    from tessera.errors import SchemaError
+
+    assert codec_names()[-1] == "bz2"
+    assert normalize_codec_spec("BZ2:3") == "bz2:3"
+    with pytest.raises(SchemaError, match=r"out of range \(1, 9\)"):
+        normalize_codec_spec("bz2:10")
+    data = np.arange(4096, dtype=np.int32).reshape(64, 64) % 7
+    arr = tessera.from_numpy((tmp_path / "a").as_uri(), data, tile=(32, 32), codec="bz2:5")
+    assert arr.schema.attrs[0].codec == "bz2:5"
+    assert np.array_equal(arr[3:40, 5:9], data[3:40, 5:9])
+    with tessera.h5.File((tmp_path / "f").as_uri(), "w") as f:
+        dset = f.create_dataset("x", data=data, chunks=(32, 32), compression="bz2",
+                                compression_opts=2)
+        assert dset.array.schema.attrs[0].codec == "bz2:2"
+
+
+def test_the_registry_refuses_a_taken_name_or_a_default_out_of_range() -> None:
+    from tessera.array.codecs import CodecInfo, register_codec
+    from tessera.errors import SchemaError
+
+    with pytest.raises(SchemaError, match="taken"):
+        register_codec(CodecInfo("zstd", (1, 2), 1, ZstdCodec))
+    with pytest.raises(SchemaError, match="default level"):
+        register_codec(CodecInfo("newcodec", (1, 2), 3, ZstdCodec))
+    assert "newcodec" not in codec_names()
+
+
+def test_the_cli_help_lists_every_registered_codec() -> None:
+    from typer.testing import CliRunner
+
+    from tessera.cli.main import app
+
+    result = CliRunner().invoke(app, ["import-npy", "--help"], terminal_width=200)
+    for name in codec_names():
+        assert name in result.output

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 import tessera
+from tessera.array.codecs import codec_names
 from tessera.errors import InvalidURLError, TesseraError
 from tessera.query.parse import parse_selection
 from tessera.query.profiler import endpoint_id
@@ -352,7 +353,7 @@ def import_npy(
     tile: Annotated[str | None, typer.Option(
         help="Tile extents, comma-separated (default: about 1 MiB tiles).")] = None,
     codec: Annotated[str | None, typer.Option(
-        help="zstd, lz4, gzip or blosc (optionally :LEVEL); default none.")] = None,
+        help=f"{', '.join(codec_names())} (optionally :LEVEL); default none.")] = None,
     endpoint: EndpointOpt = None,
     region: RegionOpt = None,
     allow_http: AllowHttpOpt = False,

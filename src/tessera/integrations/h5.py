@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from tessera.array.array import Array, _default_tile, create_array, open_array
+from tessera.array.codecs import codec_names, normalize_codec_spec
 from tessera.array.fragment import SCHEMA_KEY
 from tessera.array.schema import ArraySchema, Attr, Dim
 from tessera.errors import (
@@ -286,8 +287,9 @@ class Group(_Node):
                        maxshape: Any = None, **kwargs: Any) -> Dataset:
         """A new dataset, as h5py's: give ``shape`` and ``dtype`` (default ``float32``), or
         ``data``. ``chunks`` becomes the tile shape; ``compression``: ``gzip`` (level from
-        ``compression_opts``, default 4; an int 0-9 means gzip at that level), or one of
-        Tessera's codecs (``zstd``, ``lz4``, ``blosc``)."""
+        ``compression_opts``, default 4; an int 0-9 means gzip at that level), or another of
+        Tessera's codecs (:func:`tessera.array.codecs.codec_names`: ``zstd``, ``lz4``,
+        ``blosc``), with ``compression_opts`` as its level."""
         self._file._check_writable()
         for key, value in kwargs.items():
             if value not in (None, False):
@@ -374,9 +376,11 @@ def _codec(compression: Any, opts: Any) -> str | None:
         if not 0 <= level <= 9:
             raise InvalidArgumentError(f"gzip level must be 0-9, got {level}")
         return f"gzip:{level}"
-    if compression in ("zstd", "lz4", "blosc"):
-        return compression if opts is None else f"{compression}:{int(opts)}"
-    raise _unsupported(f"compression={compression!r} (use 'gzip', 'zstd', 'lz4' or 'blosc')")
+    if isinstance(compression, str) and compression in codec_names():
+        return normalize_codec_spec(compression if opts is None
+                                    else f"{compression}:{int(opts)}")
+    raise _unsupported(f"compression={compression!r} (use one of "
+                       f"{', '.join(repr(n) for n in codec_names())})")
 
 
 class Dataset(_Node):

@@ -32,6 +32,7 @@ import numpy as np
 
 import tessera
 from tessera.array.array import Array, _default_tile
+from tessera.array.codecs import codec_names
 from tessera.array.schema import ArraySchema, Attr, Dim
 from tessera.errors import InvalidArgumentError
 from tessera.integrations import h5 as th5
@@ -212,7 +213,7 @@ def _zarr_codec(arr: Any, name: str, report: ImportReport) -> tuple[str | None, 
     codec = codecs[0]
     kind = type(codec).__name__.lower()
     ours = _ZARR_CODECS.get(kind) or _ZARR_CODECS.get(str(getattr(codec, "codec_id", "")))
-    if ours is None or len(codecs) > 1:
+    if ours is None or ours not in codec_names() or len(codecs) > 1:
         report.notes.append((name, f"compressor {type(codec).__name__} has no Tessera codec; "
                                    "stored uncompressed"))
         return None, None

@@ -336,3 +336,71 @@ def test_fuzz_the_endpoint_never_answers_500(served: Any, body: bytes,
     r = call(app, "POST", "/v1/read", content=body, headers=headers)
     assert r.status_code in (200, 400, 401, 403, 413), (r.status_code, r.text)
     assert server_reads(app) == 0
+
+
+@pytest.fixture
+def echo_handler(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second handler, registered as a plug-in would register it: one module and one
+    registration line (removed after the test)."""
+    import sys
+    import types
+
+    from starlette.responses import Response
+
+    from tessera.errors import ProtocolError
+    from tessera.server import handlers
+
+    def build(ctx: Any) -> Any:
+        async def echo(body: bytes, request_id: str) -> Response:
+            if body == b"bad":
+                raise ProtocolError("echo wants anything but 'bad'")
+            if body == b"slow":
+                await asyncio.sleep(5)
+            return Response(body[::-1] + f" {ctx.config.max_items}".encode())
+
+        return echo
+
+    module = types.ModuleType("tessera_test_echo")
+    module.HANDLER = handlers.Handler(  # type: ignore[attr-defined]
+        "echo", "/v1/echo", build, timeout_advice="echo less")
+    monkeypatch.setitem(sys.modules, "tessera_test_echo", module)
+    monkeypatch.setattr(handlers, "KNOWN_HANDLERS", dict(handlers.KNOWN_HANDLERS))
+    handlers.register_handler("echo", "tessera_test_echo:HANDLER")
+
+
+def test_a_second_handler_gets_auth_admission_limits_and_metrics_for_free(
+        echo_handler: None, served: Any) -> None:
+    _, _, tmp_path = served
+    store = tessera.open_store((tmp_path / "root").as_uri())
+    app = create_app(store, token=TOKEN, config=ServerConfig(request_timeout_s=0.2,
+                                                             max_body_bytes=64))
+    assert call(app, "GET", "/v1/info", headers=AUTH).json()["handlers"] == ["read", "echo"]
+    r = call(app, "POST", "/v1/echo", content=b"olleh", headers=AUTH)
+    assert (r.status_code, r.content) == (200, b"hello 256")
+    assert call(app, "POST", "/v1/echo", content=b"olleh").status_code == 401
+    r = call(app, "POST", "/v1/echo", content=b"bad", headers=AUTH)
+    assert r.status_code == 400 and "anything but" in r.json()["error"]
+    r = call(app, "POST", "/v1/echo", content=b"x" * 65, headers=AUTH)
+    assert r.status_code == 413
+    r = call(app, "POST", "/v1/echo", content=b"slow", headers=AUTH)
+    assert r.status_code == 504 and "echo less" in r.json()["error"]
+    text = call(app, "GET", "/metrics", headers=AUTH).text
+    assert 'tessera_requests_total{path="/v1/echo",status="200"} 1' in text
+    assert "tessera_echo_seconds_count 5" in text  # every echo request, refused ones too
+    assert "tessera_read_seconds_count 0" in text
+    assert 'tessera_rejections_total{reason="timeout"} 1' in text
+
+
+def test_the_handler_registry_refuses_what_it_cannot_serve(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from tessera.errors import ConfigError
+    from tessera.server import handlers
+
+    monkeypatch.setattr(handlers, "KNOWN_HANDLERS", dict(handlers.KNOWN_HANDLERS))
+    with pytest.raises(ConfigError, match="registered already"):
+        handlers.register_handler("read", "x:y")
+    with pytest.raises(ConfigError, match="no server handler 'nope'"):
+        handlers.handler("nope")
+    handlers.register_handler("odd", "tessera.server.read_handler:HANDLER")
+    with pytest.raises(ConfigError, match="not a Handler named 'odd'"):
+        handlers.handler("odd")

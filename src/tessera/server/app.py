@@ -11,7 +11,8 @@ Routes:
   token needed.
 - ``GET /v1/info``: version, protocol, served root, limits and handlers.
 - ``GET /metrics``: Prometheus text.
-- ``POST /v1/read``: a batch of tile and cell reads (:mod:`tessera.server.protocol`).
+- ``POST /v1/read``: a batch of tile and cell reads (:mod:`tessera.server.protocol`); it is
+  the one handler of :mod:`tessera.server.handlers` today, admitted like any other.
 
 Every route but health needs ``Authorization: Bearer <token>`` unless the app was built
 without a token (``--insecure-no-auth``, loopback only). Status codes: 400 malformed, 401
@@ -47,22 +48,15 @@ from starlette.routing import Route
 from tessera.config import ServerConfig
 from tessera.errors import ProtocolError
 from tessera.server.cache import TileCache
+from tessera.server.handlers import Handler, HandlerFn, handler, handler_names
 from tessera.server.health import Readiness
 from tessera.server.metrics import ServerMetrics
-from tessera.server.protocol import (
-    PROTOCOL_VERSION,
-    RESPONSE_TYPE,
-    ItemError,
-    Limits,
-    encode_response,
-    parse_read_request,
-)
+from tessera.server.protocol import PROTOCOL_VERSION, Limits
 from tessera.server.service import ReadService
 from tessera.storage.store import Store
 
 log = logging.getLogger("tessera.server")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-HANDLERS = ("read",)
 
 
 class PushdownApp:
@@ -76,6 +70,10 @@ class PushdownApp:
         self.cache = TileCache(config.cache_bytes)
         self.metrics = ServerMetrics()
         self.service = ReadService(store.aio, self.cache)
+        #: The handlers this server serves (:mod:`tessera.server.handlers`), by name.
+        self.handlers = {name: handler(name) for name in handler_names()}
+        self.metrics.histograms = tuple(self.handlers)
+        self._by_path = {h.path: name for name, h in self.handlers.items()}
         self.readiness = Readiness(store.aio)
         self._slots = asyncio.Semaphore(config.max_concurrency)
         self.in_flight = 0  # read requests admitted: being served or queued
@@ -104,7 +102,7 @@ class PushdownApp:
         seconds = time.perf_counter() - t0
         out = int(response.headers.get("content-length", 0))
         self.metrics.observe(route, response.status_code, seconds, bytes_in=bytes_in,
-                             bytes_out=out)
+                             bytes_out=out, histogram=self._by_path.get(route))
         log.info(json.dumps({"event": "request", "request_id": rid, "method": request.method,
                              "path": route, "status": response.status_code,
                              "seconds": round(seconds, 6), "bytes_in": bytes_in,
@@ -139,7 +137,7 @@ class PushdownApp:
 
         return JSONResponse({
             "name": "tessera-pushdown", "version": __version__, "protocol": PROTOCOL_VERSION,
-            "root": str(self.store.url), "handlers": list(HANDLERS),
+            "root": str(self.store.url), "handlers": list(self.handlers),
             "limits": {"max_body_bytes": self.limits.max_body_bytes,
                        "max_items": self.limits.max_items,
                        "max_output_bytes": self.limits.max_output_bytes,
@@ -157,7 +155,11 @@ class PushdownApp:
                                 self.active_peak, self.readiness.ready),
             media_type="text/plain; version=0.0.4")
 
-    async def read(self, request: Request, rid: str) -> Response:
+    async def admit(self, request: Request, rid: str, handler: Handler, run: HandlerFn,
+                    ) -> Response:
+        """Serve one request of a handler: the queue (503 beyond it), the body limit, a slot
+        (shared by all handlers), the timeout (504), and the statuses of malformed requests;
+        written once for every handler."""
         cfg = self.config
         if self.in_flight >= cfg.max_concurrency + cfg.queue:
             self.metrics.reject("busy")
@@ -169,32 +171,22 @@ class PushdownApp:
             if isinstance(body, Response):
                 return body
             try:
-                items = parse_read_request(body, self.limits)
-            except ProtocolError as err:
-                self.metrics.reject({400: "bad_request", 403: "forbidden",
-                                     413: "too_large"}.get(err.status, "bad_request"))
-                return _error(err.status, str(err))
-            try:
                 async with asyncio.timeout(cfg.request_timeout_s):
                     async with self._slots:
                         self.active += 1
                         self.active_peak = max(self.active_peak, self.active)
                         try:
-                            results, server_s = await self.service.read(items)
+                            return await run(body, rid)
                         finally:
                             self.active -= 1
+            except ProtocolError as err:
+                self.metrics.reject({400: "bad_request", 403: "forbidden",
+                                     413: "too_large"}.get(err.status, "bad_request"))
+                return _error(err.status, str(err))
             except TimeoutError:
                 self.metrics.reject("timeout")
                 return _error(504, f"the request took longer than {cfg.request_timeout_s} s; "
-                                   "send fewer tiles per request")
-            failed = [r for r in results if isinstance(r, ItemError)]
-            self.metrics.served(len(items), [r.status for r in failed])
-            if failed:  # the client fetches these tiles itself: an operator must see it
-                log.warning(json.dumps({"event": "item_errors", "request_id": rid,
-                                        "count": len(failed), "items": len(items),
-                                        "errors": [r.error for r in failed][:5]}))
-            chunks = encode_response(results, server_s)
-            return Response(b"".join(chunks), media_type=RESPONSE_TYPE)
+                                   f"{handler.timeout_advice}")
         finally:
             self.in_flight -= 1
 
@@ -253,12 +245,20 @@ def create_app(store: Store, *, token: str | None, config: ServerConfig | None =
         log.info(json.dumps({"event": "stop", "served": sum(state.metrics.requests.values()),
                              "pid": os.getpid()}))
 
+    def handler_route(h: Handler) -> Route:
+        run = h.build(state)
+
+        async def work(request: Request, rid: str) -> Response:
+            return await state.admit(request, rid, h, run)
+
+        return route(h.path, work, "POST")
+
     app = Starlette(lifespan=lifespan, routes=[route("/v1/health", state.health, "GET", auth=False),
                             route("/v1/health/live", state.live, "GET", auth=False),
                             route("/v1/health/ready", state.ready, "GET", auth=False),
                             route("/v1/info", state.info, "GET"),
                             route("/metrics", state.metrics_text, "GET"),
-                            route("/v1/read", state.read, "POST")],
+                            *(handler_route(h) for h in state.handlers.values())],
                     exception_handlers={404: not_found, 405: not_found})
     app.state.pushdown = state
     return app

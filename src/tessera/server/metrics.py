@@ -1,9 +1,13 @@
 """Server metrics in the Prometheus text format (version 0.0.4): counters and one latency
-histogram, kept in memory by the one process that serves.
+histogram per server handler (``tessera_<handler>_seconds``), kept in memory by the one
+process that serves.
 
 >>> m = ServerMetrics()
->>> m.observe("/v1/read", 200, 0.012, bytes_out=100)
->>> 'tessera_requests_total{path="/v1/read",status="200"} 1' in m.render(0, 0, 0, 0)
+>>> m.observe("/v1/read", 200, 0.012, bytes_out=100, histogram="read")
+>>> text = m.render(0, 0, 0, 0)
+>>> 'tessera_requests_total{path="/v1/read",status="200"} 1' in text
+True
+>>> "tessera_read_seconds_count 1" in text
 True
 """
 
@@ -11,17 +15,27 @@ from __future__ import annotations
 
 import bisect
 import collections
+import dataclasses
 import threading
 
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                      10.0, 30.0)
 
 
-class ServerMetrics:
-    """Requests by path and status, bytes in and out, a latency histogram of reads,
-    rejections by reason and tiles served."""
+@dataclasses.dataclass
+class _Histogram:
+    buckets: list[int] = dataclasses.field(
+        default_factory=lambda: [0] * (len(LATENCY_BUCKETS_S) + 1))
+    total_s: float = 0.0
+    count: int = 0
 
-    def __init__(self) -> None:
+
+class ServerMetrics:
+    """Requests by path and status, bytes in and out, a latency histogram per handler
+    (``histograms``: their names, rendered even before their first request), rejections by
+    reason and tiles served."""
+
+    def __init__(self, histograms: tuple[str, ...] = ("read",)) -> None:
         self._lock = threading.Lock()
         self.requests: collections.Counter[tuple[str, int]] = collections.Counter()
         self.rejections: collections.Counter[str] = collections.Counter()
@@ -29,21 +43,22 @@ class ServerMetrics:
         self.bytes_out = 0
         self.items = 0
         self.item_errors: collections.Counter[int] = collections.Counter()  # by status
-        self._buckets = [0] * (len(LATENCY_BUCKETS_S) + 1)
-        self._latency_sum = 0.0
-        self._latency_count = 0
+        self.histograms = histograms
+        self._latency: dict[str, _Histogram] = {}
 
     def observe(self, path: str, status: int, seconds: float, *, bytes_in: int = 0,
-                bytes_out: int = 0) -> None:
-        """Count one finished request (its latency enters the histogram for reads)."""
+                bytes_out: int = 0, histogram: str | None = None) -> None:
+        """Count one finished request; a handler's request also enters its latency
+        histogram (``histogram``: the handler's name)."""
         with self._lock:
             self.requests[(path, status)] += 1
             self.bytes_in += bytes_in
             self.bytes_out += bytes_out
-            if path == "/v1/read":
-                self._buckets[bisect.bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
-                self._latency_sum += seconds
-                self._latency_count += 1
+            if histogram is not None:
+                h = self._latency.setdefault(histogram, _Histogram())
+                h.buckets[bisect.bisect_left(LATENCY_BUCKETS_S, seconds)] += 1
+                h.total_s += seconds
+                h.count += 1
 
     def reject(self, reason: str) -> None:
         """Count one request refused (``auth``, ``forbidden``, ``too_large``, ``busy``,
@@ -113,14 +128,17 @@ class ServerMetrics:
                 "# HELP tessera_active_peak Most read requests served at once so far.",
                 "# TYPE tessera_active_peak gauge",
                 f"tessera_active_peak {active_peak}",
-                "# HELP tessera_read_seconds Latency of POST /v1/read.",
-                "# TYPE tessera_read_seconds histogram",
             ]
-            cum = 0
-            for bound, n in zip(LATENCY_BUCKETS_S, self._buckets, strict=False):
-                cum += n
-                lines.append(f'tessera_read_seconds_bucket{{le="{bound}"}} {cum}')
-            lines.append(f'tessera_read_seconds_bucket{{le="+Inf"}} {self._latency_count}')
-            lines.append(f"tessera_read_seconds_sum {self._latency_sum}")
-            lines.append(f"tessera_read_seconds_count {self._latency_count}")
+            for name in dict.fromkeys((*self.histograms, *self._latency)):
+                h = self._latency.get(name, _Histogram())
+                metric = f"tessera_{name}_seconds"
+                lines += [f"# HELP {metric} Latency of the {name} handler's requests.",
+                          f"# TYPE {metric} histogram"]
+                cum = 0
+                for bound, n in zip(LATENCY_BUCKETS_S, h.buckets, strict=False):
+                    cum += n
+                    lines.append(f'{metric}_bucket{{le="{bound}"}} {cum}')
+                lines.append(f'{metric}_bucket{{le="+Inf"}} {h.count}')
+                lines.append(f"{metric}_sum {h.total_s}")
+                lines.append(f"{metric}_count {h.count}")
         return "\n".join(lines) + "\n"

@@ -1,0 +1,42 @@
+"""``POST /v1/read``: a batch of tile and cell reads (:mod:`tessera.server.protocol`), read,
+verified, decoded and sliced beside the store by
+:class:`~tessera.server.service.ReadService`. Admission, limits and timeouts are the app's
+(:mod:`tessera.server.handlers`); this module is only the read itself."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from starlette.responses import Response
+
+from tessera.server.handlers import Handler, HandlerFn, ServerContext
+from tessera.server.protocol import (
+    RESPONSE_TYPE,
+    ItemError,
+    encode_response,
+    parse_read_request,
+)
+
+log = logging.getLogger("tessera.server")
+
+
+def build(ctx: ServerContext) -> HandlerFn:
+    """The read coroutine of one server."""
+
+    async def read(body: bytes, request_id: str) -> Response:
+        items = parse_read_request(body, ctx.limits)  # ProtocolError: 400, 403 or 413
+        results, server_s = await ctx.service.read(items)
+        failed = [r for r in results if isinstance(r, ItemError)]
+        ctx.metrics.served(len(items), [r.status for r in failed])
+        if failed:  # the client fetches these tiles itself: an operator must see it
+            log.warning(json.dumps({"event": "item_errors", "request_id": request_id,
+                                    "count": len(failed), "items": len(items),
+                                    "errors": [r.error for r in failed][:5]}))
+        return Response(b"".join(encode_response(results, server_s)),
+                        media_type=RESPONSE_TYPE)
+
+    return read
+
+
+HANDLER = Handler("read", "/v1/read", build, timeout_advice="send fewer tiles per request")

@@ -48,6 +48,7 @@ test-all: $(VENV)/.installed-all
 lint: $(VENV)/.installed-all
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: $(VENV)/.installed-all
 	$(BIN)/python benchmarks/link_check.py

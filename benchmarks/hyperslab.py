@@ -164,12 +164,9 @@ class BareGetRun(MethodRun):
 
 
 def aws_environ(s3: S3TestServer) -> dict[str, str]:
-    """This process's environment with the S3 test server set in the ``AWS_*`` variables
-    (and no other cloud settings)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(AWS_ENDPOINT_URL=s3.endpoint, AWS_ALLOW_HTTP="true", AWS_REGION=s3.region,
-               AWS_ACCESS_KEY_ID=s3.access_key_id, AWS_SECRET_ACCESS_KEY=s3.secret_access_key)
-    return env
+    """This process's environment with the S3 test server in the ``AWS_*`` variables only."""
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+            **s3.environ()}
 
 
 def main() -> None:

@@ -101,7 +101,7 @@ def bz2_registered():
 
     before = dict(codecs._REGISTRY)
     codecs.register_codec(codecs.CodecInfo(
-        "bz2", (1, 9), 9, lambda level: numcodecs.BZ2(level=level), "bzip2"))
+        "bz2", (1, 9), 9, lambda level: numcodecs.BZ2(level=level)))
     yield
     codecs._REGISTRY.clear()
     codecs._REGISTRY.update(before)

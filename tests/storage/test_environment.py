@@ -47,12 +47,7 @@ def clean_environ() -> dict[str, str]:
 
 def aws_environ(s3: S3TestServer, *, allow_http: bool = True, **extra: str) -> dict[str, str]:
     """The environment of a user who points every AWS tool at the S3 test server."""
-    env = clean_environ()
-    env.update(AWS_ENDPOINT_URL=s3.endpoint, AWS_ACCESS_KEY_ID=s3.access_key_id,
-               AWS_SECRET_ACCESS_KEY=s3.secret_access_key, AWS_REGION=s3.region, **extra)
-    if allow_http:
-        env["AWS_ALLOW_HTTP"] = "true"
-    return env
+    return {**clean_environ(), **s3.environ(allow_http=allow_http), **extra}
 
 
 def run_python(code: str, env: dict[str, str], *args: str) -> dict[str, Any]:

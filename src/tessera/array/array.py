@@ -800,9 +800,9 @@ class Array:
             if reason in self._fallback_reasons_seen:
                 continue
             self._fallback_reasons_seen.add(reason)
-            detail = report.pushdown_fallback_details.get(reason, report.pushdown_error)
             message = (f"pushdown reads of {self.uri} fall back to fetching tiles directly "
-                       f"({reason}; {tiles} tiles of this read): {detail}. The data is "
+                       f"({reason}; {tiles} tiles of this read): "
+                       f"{report.pushdown_fallback_details[reason]}. The data is "
                        "right, but the read moves more bytes; "
                        "arr.last_read.pushdown_fallback_reasons counts the tiles")
             _log.warning("%s", message)

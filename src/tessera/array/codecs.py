@@ -52,14 +52,12 @@ class CodecInfo:
         levels: the inclusive range of levels its spec may name.
         default_level: the level of a spec without one.
         make: builds the codec for a level (imports its library only then).
-        summary: one line for help texts.
     """
 
     name: str
     levels: tuple[int, int]
     default_level: int
     make: Callable[[int], CodecImpl]
-    summary: str = ""
 
 
 _REGISTRY: dict[str, CodecInfo] = {}
@@ -131,14 +129,12 @@ def normalize_codec_spec(spec: str | None) -> str | None:
     if not isinstance(spec, str):
         raise SchemaError(f"codec must be a string like 'zstd' or 'zstd:5', got {spec!r}")
     name, _, level = spec.strip().lower().partition(":")
-    if name not in _REGISTRY:
-        raise SchemaError(f"unknown codec {spec!r}; choose None or one of "
-                          f"{', '.join(_REGISTRY)} (optionally with a level, e.g. 'zstd:5')")
+    info = codec_info(name)
     if level:
         if not level.lstrip("-").isdigit():
             raise SchemaError(f"codec level in {spec!r} must be an integer")
         lv = int(level)
-        bounds = _REGISTRY[name].levels
+        bounds = info.levels
         if not bounds[0] <= lv <= bounds[1]:
             raise SchemaError(f"codec level {lv} out of range {bounds} for {name}")
         return f"{name}:{lv}"
@@ -217,7 +213,7 @@ def _blosc(level: int) -> CodecImpl:
                            shuffle=numcodecs.Blosc.SHUFFLE)
 
 
-register_codec(CodecInfo("zstd", (-7, 22), 3, ZstdCodec, "Zstandard frames (zstandard)"))
-register_codec(CodecInfo("lz4", (1, 65537), 1, _lz4, "LZ4; the level is its acceleration"))
-register_codec(CodecInfo("gzip", (0, 9), 5, _gzip, "gzip (zlib deflate)"))
-register_codec(CodecInfo("blosc", (0, 9), 5, _blosc, "Blosc with zstd and byte shuffle"))
+register_codec(CodecInfo("zstd", (-7, 22), 3, ZstdCodec))  # Zstandard through zstandard
+register_codec(CodecInfo("lz4", (1, 65537), 1, _lz4))  # the level is lz4's acceleration
+register_codec(CodecInfo("gzip", (0, 9), 5, _gzip))
+register_codec(CodecInfo("blosc", (0, 9), 5, _blosc))  # Blosc with zstd and byte shuffle

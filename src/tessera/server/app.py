@@ -68,11 +68,10 @@ class PushdownApp:
         self.token = token.encode() if token is not None else None
         self.limits = Limits.of(config)
         self.cache = TileCache(config.cache_bytes)
-        self.metrics = ServerMetrics()
         self.service = ReadService(store.aio, self.cache)
         #: The handlers this server serves (:mod:`tessera.server.handlers`), by name.
         self.handlers = {name: handler(name) for name in handler_names()}
-        self.metrics.histograms = tuple(self.handlers)
+        self.metrics = ServerMetrics(histograms=tuple(self.handlers))
         self._by_path = {h.path: name for name, h in self.handlers.items()}
         self.readiness = Readiness(store.aio)
         self._slots = asyncio.Semaphore(config.max_concurrency)

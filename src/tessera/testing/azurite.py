@@ -28,6 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -78,7 +79,7 @@ class AzuriteServer:
         self.start_timeout_s = start_timeout_s
         self.port = 0
         self._proc: subprocess.Popen[bytes] | None = None
-        self._log = Path(os.environ.get("TMPDIR", "/tmp"), f"azurite-{uuid.uuid4().hex}.log")
+        self._log = Path(tempfile.gettempdir(), f"tessera-azurite-{uuid.uuid4().hex}.log")
 
     def start(self) -> AzuriteServer:
         """Start Azurite and wait until the container exists."""

@@ -136,6 +136,21 @@ class S3TestServer:
             "allow_http": True,
         }
 
+    def environ(self, *, allow_http: bool = True) -> dict[str, str]:
+        """The ``AWS_*`` variables that point obstore (and so Tessera) at this server, as
+        MinIO or LocalStack users configure every tool (``allow_http=False`` leaves out
+        ``AWS_ALLOW_HTTP``, a common mistake).
+
+        >>> S3TestServer().environ()["AWS_ALLOW_HTTP"]
+        'true'
+        """
+        env = {"AWS_ENDPOINT_URL": self.endpoint, "AWS_REGION": self.region,
+               "AWS_ACCESS_KEY_ID": self.access_key_id,
+               "AWS_SECRET_ACCESS_KEY": self.secret_access_key}
+        if allow_http:
+            env["AWS_ALLOW_HTTP"] = "true"
+        return env
+
     def create_bucket(self, name: str) -> None:
         """Create another bucket."""
         import urllib.request

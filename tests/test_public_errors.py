@@ -15,8 +15,9 @@ import pytest
 import tessera
 import tessera.h5
 from tessera.config import PlannerConfig, ServerConfig, StoreConfig
+from tessera.pushdown.framing import Limits
+from tessera.pushdown.read_items import parse_read_request
 from tessera.server.cache import TileCache
-from tessera.server.protocol import Limits, parse_read_request
 from tessera.testing.camera_trap import make_camera_trap_set
 
 
@@ -91,7 +92,7 @@ def test_every_error_of_the_public_api_is_a_tessera_error(arr: tessera.Array) ->
 def test_the_errors_of_the_protocol_and_of_time_travel_live_in_errors_py() -> None:
     from tessera import errors
     from tessera.array import maintenance
-    from tessera.server import protocol
+    from tessera.pushdown import framing as protocol
 
     for name in ("ProtocolError", "ForbiddenKeyError", "LimitError"):
         assert getattr(protocol, name) is getattr(errors, name)  # still importable there

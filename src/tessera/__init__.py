@@ -48,11 +48,11 @@ from tessera.errors import (
     TesseraWarning,
     TransientStorageError,
 )
+from tessera.format.selection import Hyperslabs, Points
+from tessera.pushdown.client import PushdownClient
 from tessera.query.cost import StoreProfile
 from tessera.query.plan import Plan
 from tessera.query.profiler import load_profile, profile_store
-from tessera.query.selection import Hyperslabs, Points
-from tessera.server.client import PushdownClient
 from tessera.storage import (
     PRICING,
     AsyncStore,

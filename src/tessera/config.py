@@ -193,7 +193,7 @@ class WriteConfig:
 
     Attributes:
         block_bytes: decoded bytes per block of compressed dense tiles
-            (:mod:`tessera.array.blocks`): a read that needs part of a tile fetches and
+            (:mod:`tessera.format.blocks`): a read that needs part of a tile fetches and
             decodes only the blocks holding it. 0 compresses each tile whole (smallest at
             rest for very redundant data under lz4 or blosc; such tiles are fetched whole
             or pushed down).

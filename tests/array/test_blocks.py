@@ -14,21 +14,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tessera
-from tessera.array.blocks import TileBlocks, decode_blocked, encode_blocked
-from tessera.array.codecs import get_codec
 from tessera.array.fragment import FRAGMENT_VERSION
 from tessera.array.reader import plan_tile_reads
-from tessera.query.selection import normalize_selection
+from tessera.format.blocks import TileBlocks, decode_blocked, encode_blocked
+from tessera.format.codecs import get_codec
+from tessera.format.selection import normalize_selection
+from tessera.pushdown.framing import Limits, ProtocolError
+from tessera.pushdown.read_items import Slice, TileItem, encode_read_request, parse_read_request
 from tessera.server.app import create_app
 from tessera.server.cache import TileCache
-from tessera.server.protocol import (
-    Limits,
-    ProtocolError,
-    Slice,
-    TileItem,
-    encode_read_request,
-    parse_read_request,
-)
 from tessera.server.service import ReadService
 
 
@@ -59,7 +53,7 @@ def test_plain_and_vectorised_block_lookups_agree(sizes, block_bytes, raw_picks,
     """Block lookups of a few ranges run in plain Python, of many with numpy: both give
     the same blocks, spans and covered blocks, for ranges empty, touching, overlapping and
     in any order."""
-    from tessera.query import decompose as module
+    from tessera.format import decompose as module
 
     raw_nbytes = (len(sizes) - 1) * block_bytes + 1
     table = _table(sizes, block_bytes, raw_nbytes)

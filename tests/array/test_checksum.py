@@ -13,17 +13,11 @@ import numpy as np
 import pytest
 
 import tessera
-from tessera.array.checksum import CHECKSUMS, DEFAULT_CHECKSUM, check_algorithm, checksum
 from tessera.array.fragment import FRAGMENT_VERSION
+from tessera.format.checksum import CHECKSUMS, DEFAULT_CHECKSUM, check_algorithm, checksum
+from tessera.pushdown.framing import PROTOCOL_VERSION, Limits, ProtocolError
+from tessera.pushdown.read_items import Slice, TileItem, parse_read_request
 from tessera.server.app import create_app
-from tessera.server.protocol import (
-    PROTOCOL_VERSION,
-    Limits,
-    ProtocolError,
-    Slice,
-    TileItem,
-    parse_read_request,
-)
 
 METHODS = ["auto", "get", "merge", "fetch", "pushdown"]
 

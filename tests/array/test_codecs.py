@@ -13,9 +13,9 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tessera.array.blocks import decode_blocked
-from tessera.array.codecs import ZstdCodec, codec_names, get_codec
 from tessera.errors import CorruptDataError
+from tessera.format.blocks import decode_blocked
+from tessera.format.codecs import ZstdCodec, codec_names, get_codec
 
 
 @settings(max_examples=40, deadline=None)
@@ -64,7 +64,7 @@ def test_damaged_zstd_bytes_raise_and_a_blocked_tile_names_the_block() -> None:
     codec = get_codec("zstd")
     with pytest.raises(zstandard.ZstdError):
         codec.decode(b"not a zstd frame at all")
-    from tessera.array.blocks import encode_blocked
+    from tessera.format.blocks import encode_blocked
 
     raw = np.arange(4096, dtype=np.int32).tobytes()
     encoded, blocks = encode_blocked(codec, raw, 4096, "crc32c")
@@ -97,14 +97,14 @@ def test_zstd_decodes_from_many_threads_at_once() -> None:
 @pytest.fixture
 def bz2_registered():
     """A fifth codec registered for one test, and unregistered after it."""
-    from tessera.array import codecs
+    from tessera.format.codecs import registry
 
-    before = dict(codecs._REGISTRY)
-    codecs.register_codec(codecs.CodecInfo(
+    before = dict(registry._REGISTRY)
+    registry.register_codec(registry.CodecInfo(
         "bz2", (1, 9), 9, lambda level: numcodecs.BZ2(level=level)))
     yield
-    codecs._REGISTRY.clear()
-    codecs._REGISTRY.update(before)
+    registry._REGISTRY.clear()
+    registry._REGISTRY.update(before)
     get_codec.cache_clear()
 
 
@@ -112,8 +112,8 @@ def test_a_registered_codec_is_usable_everywhere_codecs_are_named(bz2_registered
                                                                   tmp_path) -> None:
     import tessera
     import tessera.h5
-    from tessera.array.codecs import normalize_codec_spec
     from tessera.errors import SchemaError
+    from tessera.format.codecs import normalize_codec_spec
 
     assert codec_names()[-1] == "bz2"
     assert normalize_codec_spec("BZ2:3") == "bz2:3"
@@ -130,8 +130,8 @@ def test_a_registered_codec_is_usable_everywhere_codecs_are_named(bz2_registered
 
 
 def test_the_registry_refuses_a_taken_name_or_a_default_out_of_range() -> None:
-    from tessera.array.codecs import CodecInfo, register_codec
     from tessera.errors import SchemaError
+    from tessera.format.codecs import CodecInfo, register_codec
 
     with pytest.raises(SchemaError, match="taken"):
         register_codec(CodecInfo("zstd", (1, 2), 1, ZstdCodec))

@@ -177,7 +177,7 @@ def test_an_attribute_parses_its_dtype_once(monkeypatch) -> None:
     """Readers ask for cell shapes on worker threads; numpy parses "(3,)u1" with Python's ast
     module, which CPython 3.11 cannot run on two threads at once (a SystemError seen in this
     suite), so the parsing happens once, when the attribute is made."""
-    from tessera.array import schema as schema_mod
+    from tessera.format import schema as schema_mod
 
     attr = tessera.Attr("rgb", "(3,)u1")
 

@@ -1,4 +1,4 @@
-"""Tile arithmetic of :mod:`tessera.array.layout` against numpy's index functions."""
+"""Tile arithmetic of :mod:`tessera.format.layout` against numpy's index functions."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tessera import ArraySchema, Attr, Dim
-from tessera.array.layout import tile_position, tiles_in_order
+from tessera.format.layout import tile_position, tiles_in_order
 
 
 @settings(max_examples=200, deadline=None)

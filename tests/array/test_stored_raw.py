@@ -13,8 +13,8 @@ from box_reads import BOXES, read_box_checked
 from hypothesis import HealthCheck, given, settings
 
 import tessera
-from tessera.array.blocks import raw_block_table
-from tessera.array.checksum import checksum
+from tessera.format.blocks import raw_block_table
+from tessera.format.checksum import checksum
 from tessera.server.app import create_app
 
 TILE = (32, 16)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tessera.query.decompose import merge_ranges, tile_byte_ranges, unique_indices
+from tessera.format.decompose import merge_ranges, tile_byte_ranges, unique_indices
 
 
 def _bytes_of(ranges: np.ndarray) -> set[int]:
@@ -92,9 +92,9 @@ def test_whole_tile_needs_match_decomposition(items) -> None:
     those decomposition gives, ``contiguous`` says exactly when coordinates run without
     gaps or repeats, and ``ascending_run`` when they also come in ascending order."""
     from tessera import ArraySchema, Attr, Dim
-    from tessera.array.reader import TileRead
+    from tessera.format.selection import normalize_selection
+    from tessera.format.tile import TileRead
     from tessera.query.plan import tile_needs
-    from tessera.query.selection import normalize_selection
 
     schema = ArraySchema([Dim("y", (0, 9), 4), Dim("x", (0, 9), 5)], [Attr("v", "<i2")])
     sel = normalize_selection(tuple(slice(*i) if isinstance(i, tuple) else i
@@ -131,7 +131,7 @@ def test_box_ranges_match_decomposition(dims, cell, order, numpy_path) -> None:
     """A box's ranges by arithmetic are exactly the ranges decomposing its index sets gives,
     for boxes that are empty, whole, or take part of any dimension, by both the plain Python
     path of small boxes and the numpy path of large ones."""
-    from tessera.query import decompose
+    from tessera.format import decompose
 
     shape, runs = [], []
     for n, a, b, whole in dims:
@@ -150,7 +150,7 @@ def test_box_ranges_match_decomposition(dims, cell, order, numpy_path) -> None:
 
 
 def test_box_ranges_refuse_runs_outside_the_tile() -> None:
-    from tessera.query.decompose import box_byte_ranges
+    from tessera.format.decompose import box_byte_ranges
 
     with pytest.raises(ValueError, match="dimension 1"):
         box_byte_ranges((4, 4), 1, "row-major", [(0, 2), (3, 5)])

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tessera import ConfigError
+from tessera.format.decompose import tile_byte_ranges
 from tessera.query.cost import DEFAULT_PROFILES, CostModel, StoreProfile
-from tessera.query.decompose import tile_byte_ranges
 from tessera.query.refine import TileNeed, plan_requests, plan_tiles, refine_ranges
 
 CLOUD = DEFAULT_PROFILES["cloud"]

@@ -18,14 +18,9 @@ from hypothesis import strategies as st
 
 import tessera
 from tessera.config import ServerConfig
+from tessera.pushdown.framing import decode_response
+from tessera.pushdown.read_items import Index, Slice, TileItem, encode_read_request
 from tessera.server.app import create_app
-from tessera.server.protocol import (
-    Index,
-    Slice,
-    TileItem,
-    decode_response,
-    encode_read_request,
-)
 
 TOKEN = "test-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

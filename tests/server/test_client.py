@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import tessera
+from tessera.pushdown.client import PushdownClient, relative_path
 from tessera.server.app import create_app
-from tessera.server.client import PushdownClient, relative_path
 from tessera.storage.url import parse_store_url
 
 TOKEN = "client-test-token-123456"
@@ -146,7 +146,7 @@ def test_open_array_takes_the_server_and_token_from_the_environment(
 def test_fallbacks_are_counted_by_reason_and_warned_about_once_per_handle(
         served: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
         ) -> None:
-    from tessera.server.protocol import ItemError
+    from tessera.pushdown.framing import ItemError
 
     arr, data, transport = served
     service = transport.inner.app.state.pushdown.service  # type: ignore[attr-defined]

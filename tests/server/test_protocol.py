@@ -13,23 +13,25 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tessera.server.protocol import (
-    CellAttr,
-    CellBox,
-    CellsItem,
+from tessera.format.tile import Piece
+from tessera.pushdown.framing import (
     ForbiddenKeyError,
-    Index,
     ItemError,
     LimitError,
     Limits,
-    PieceRef,
     ProtocolError,
+    decode_response,
+    encode_response,
+)
+from tessera.pushdown.read_items import (
+    CellAttr,
+    CellBox,
+    CellsItem,
+    Index,
     Slice,
     TileItem,
-    decode_response,
     dim_select,
     encode_read_request,
-    encode_response,
     parse_read_request,
 )
 
@@ -48,8 +50,8 @@ def body(*items: dict[str, Any], protocol: int = 1) -> bytes:
 def test_round_trip_of_tile_and_cells_items() -> None:
     t = TileItem("a/b", "k", 16, 64, "zstd", 7, "<f8", (3,), (2, 4), "col-major",
                  (Slice(0, 2, 1), Index((3, 0))))
-    c = CellsItem("s", PieceRef("c", 0, 16, None, 1), "<i8", 2,
-                  (("v", CellAttr(PieceRef("v", 0, 8, "lz4", 2), "<f4", ())),),
+    c = CellsItem("s", Piece("c", 0, 16, None, 1), "<i8", 2,
+                  (("v", CellAttr(Piece("v", 0, 8, "lz4", 2), "<f4", ())),),
                   CellBox((0, 0.5), (10, 20), (True, False), (None, (1, 2, 3))))
     assert parse_read_request(encode_read_request([t, c]), Limits()) == [t, c]
 

@@ -2,8 +2,9 @@
 
 from tessera.array.array import Array, create_array, from_numpy, open_array
 from tessera.array.fragment import FragmentInfo
-from tessera.array.reader import ReadReport, TileRead
-from tessera.array.schema import ArraySchema, Attr, Dim
+from tessera.array.reader import ReadReport
+from tessera.format.schema import ArraySchema, Attr, Dim
+from tessera.format.tile import TileRead
 
 __all__ = ["Array", "ArraySchema", "Attr", "Dim", "FragmentInfo", "ReadReport", "TileRead",
            "create_array", "from_numpy", "open_array"]

@@ -46,7 +46,6 @@ from tessera.array.reader import (
     execute_tile_reads,
     plan_tile_reads,
 )
-from tessera.array.schema import ArraySchema, Attr, Dim
 from tessera.array.sparse import check_coords, write_sparse_fragment
 from tessera.array.sparse_read import (
     TOMBSTONE_ATTR,
@@ -71,6 +70,9 @@ from tessera.errors import (
     SchemaError,
     SelectionError,
 )
+from tessera.format.schema import ArraySchema, Attr, Dim
+from tessera.format.selection import Hyperslabs, Points, normalize_selection
+from tessera.pushdown.client import PushdownClient
 from tessera.query.cost import StoreProfile
 from tessera.query.plan import (
     Plan,
@@ -80,8 +82,6 @@ from tessera.query.plan import (
     union_needs,
 )
 from tessera.query.profiler import load_profile
-from tessera.query.selection import Hyperslabs, Points, normalize_selection
-from tessera.server.client import PushdownClient
 from tessera.storage.store import Store, open_store
 
 TimestampLike = int | dt.datetime | None
@@ -141,7 +141,7 @@ class Array:
     @property
     def pushdown(self) -> PushdownClient | None:
         """The pushdown server reads may use (``None``: none). Set it to a URL, a
-        :class:`~tessera.server.client.PushdownClient` or ``None``; the token comes from
+        :class:`~tessera.pushdown.client.PushdownClient` or ``None``; the token comes from
         ``TESSERA_PUSHDOWN_TOKEN`` unless a client carries its own."""
         return self._pushdown
 
@@ -894,7 +894,7 @@ def open_array(uri: str, mode: str = "r", timestamp: TimestampLike = None, *,
     at every read); see :class:`~tessera.config.ReadConfig`.
 
     ``pushdown``: a pushdown server (``http://host:port``, see ``tessera serve``) whose
-    root holds this array, or a :class:`~tessera.server.client.PushdownClient`; default
+    root holds this array, or a :class:`~tessera.pushdown.client.PushdownClient`; default
     ``TESSERA_PUSHDOWN_URL``. Its token: ``pushdown_token`` or ``TESSERA_PUSHDOWN_TOKEN``.
     The planner then weighs pushing tiles down against fetching them; ``method="pushdown"``
     forces it.

@@ -35,16 +35,17 @@ from typing import Any
 
 import numpy as np
 
-from tessera.array.blocks import (
+from tessera.errors import CorruptDataError, ObjectNotFoundError
+from tessera.format.blocks import (
     BLOCK_BYTES,
     TileBlocks,
     blocks_per_tile,
     encode_blocked,
     raw_block_table,
 )
-from tessera.array.checksum import DEFAULT_CHECKSUM, check_algorithm, checksum
-from tessera.array.codecs import get_codec
-from tessera.array.layout import (
+from tessera.format.checksum import DEFAULT_CHECKSUM, check_algorithm, checksum
+from tessera.format.codecs import get_codec
+from tessera.format.layout import (
     Box,
     tile_box,
     tile_from_bytes,
@@ -53,13 +54,12 @@ from tessera.array.layout import (
     tile_to_bytes,
     tiles_in_order,
 )
-from tessera.array.schema import ArraySchema, Attr
-from tessera.errors import CorruptDataError, ObjectNotFoundError
+from tessera.format.schema import ArraySchema, Attr
 from tessera.storage.store import AsyncStore, PutResult
 
 FRAGMENT_VERSION = 5  # 2: small sparse fragments may keep their tiles inline;
-#                      3: compressed dense tiles are blocked (tessera.array.blocks);
-#                      4: CRC-32C checksums, named per attribute (tessera.array.checksum);
+#                      3: compressed dense tiles are blocked (tessera.format.blocks);
+#                      4: CRC-32C checksums, named per attribute (tessera.format.checksum);
 #                      5: a dense tile its codec does not shrink is stored raw
 #                         (AttrTiles.stored_raw)
 #: Sparse fragments whose encoded tiles (all attributes and coordinates) fit in this many
@@ -132,7 +132,7 @@ class AttrTiles:
     """Where one attribute's tiles of a fragment lie in its data object.
 
     ``crc32`` holds each encoded tile's CRC-32 of the variant named by ``checksum``
-    (:mod:`tessera.array.checksum`: ``crc32c`` since format 4, zlib's ``crc32`` before).
+    (:mod:`tessera.format.checksum`: ``crc32c`` since format 4, zlib's ``crc32`` before).
 
     ``stored_raw`` marks the dense tiles of a compressed attribute that are stored as their
     raw bytes because the codec did not make them smaller (random or already-compressed
@@ -149,7 +149,7 @@ class AttrTiles:
     inline: bytes | None = None  # small sparse fragments keep their tiles here, not in key
     #: Compressed dense tiles: decoded bytes per block (0: tiles are not blocked) and per
     #: tile, and the encoded size and crc32 of each block, one row per tile (see
-    #: tessera.array.blocks).
+    #: tessera.format.blocks).
     block_bytes: int = 0
     tile_raw_bytes: int = 0
     block_sizes: np.ndarray | None = None
@@ -388,7 +388,7 @@ async def _encode_dense_attr(schema: ArraySchema, attr: Attr, data: np.ndarray, 
 
     Raw tiles are written straight into one preallocated buffer (one copy of the data in
     all); compressed tiles are encoded one by one, each in blocks of ``block_bytes`` decoded
-    bytes (:mod:`tessera.array.blocks`; 0: whole, as format 2 stored them). Either way the
+    bytes (:mod:`tessera.format.blocks`; 0: whole, as format 2 stored them). Either way the
     work is split over worker threads (numpy copies, checksums and the codecs release the GIL)
     when the write is large.
     """

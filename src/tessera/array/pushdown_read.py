@@ -1,5 +1,5 @@
 """Reads through a pushdown server: the tile reads a plan assigned to ``pushdown`` become
-batches of :class:`~tessera.server.protocol.TileItem` (sparse data tiles: ``CellsItem``),
+batches of :class:`~tessera.pushdown.read_items.TileItem` (sparse data tiles: ``CellsItem``),
 the server returns only the selected cells, and whatever it cannot answer (the whole batch
 on a connection error, timeout or refusal; single items on a damaged or missing tile) is
 fetched directly instead, as the ArrayMorph paper's executor falls back from a lambda to Get.
@@ -15,16 +15,17 @@ from typing import Any
 
 import numpy as np
 
-from tessera.array.schema import ArraySchema
 from tessera.errors import PushdownError
-from tessera.query.selection import Selection
-from tessera.server.client import PushdownClient
-from tessera.server.protocol import (
+from tessera.format.schema import ArraySchema
+from tessera.format.selection import Selection
+from tessera.format.tile import Piece, TileRead, positions, tile_cells
+from tessera.pushdown.client import PushdownClient
+from tessera.pushdown.framing import ItemError
+from tessera.pushdown.read_items import (
     CellAttr,
     CellBox,
     CellsItem,
-    ItemError,
-    PieceRef,
+    Index,
     ReadItem,
     TileItem,
     dim_select,
@@ -159,21 +160,21 @@ def _mismatch(item: ReadItem, res: dict[str, np.ndarray]) -> str | None:
     return None
 
 
-def tile_item(schema: ArraySchema, read: Any, sel: Selection, array_path: str | None,
+def tile_item(schema: ArraySchema, read: TileRead, sel: Selection, array_path: str | None,
               ) -> TileItem:
     """The pushdown item for a dense tile read: the tile and the cells ``sel`` takes from it,
     in the order the output wants them."""
     attr = schema.attr(read.attr)
-    select = tuple(dim_select(d.within(lo, hi)[0] - origin) for d, lo, hi, origin in
-                   zip(sel.dims, read.region[0], read.region[1], read.tile_origin,
-                       strict=True))
+    found = tile_cells(read, sel)
+    select = (tuple(dim_select(positions(i)) for i in found[0]) if found is not None
+              else tuple(Index(()) for _ in sel.dims))
     return TileItem(array_path or "", read.key, read.offset, read.length, read.codec, read.crc32,
                     attr.np_dtype.str, attr.cell_shape, schema.tile_shape,
                     schema.cell_order, select, read.blocks, read.checksum)
 
 
-def _piece(p: Any) -> PieceRef:
-    return PieceRef(p.key, p.offset, p.length, p.codec, p.crc32, checksum=p.checksum)
+def _piece(p: Any) -> Piece:
+    return Piece(p.key, p.offset, p.length, p.codec, p.crc32, checksum=p.checksum)
 
 
 def cells_item(schema: ArraySchema, read: Any, box: Any, array_path: str | None,

@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tessera.array.blocks import TileBlocks, decode_blocked
-from tessera.array.checksum import byte_checksum, checksum
-from tessera.array.codecs import get_codec
 from tessera.array.fragment import FragmentMeta
-from tessera.array.layout import (
+from tessera.errors import CorruptDataError, InvalidRangeError, ObjectNotFoundError
+from tessera.format.blocks import decode_blocked
+from tessera.format.checksum import byte_checksum
+from tessera.format.codecs import get_codec
+from tessera.format.layout import (
     Box,
     covered,
     intersect,
@@ -34,9 +35,18 @@ from tessera.array.layout import (
     tile_position,
     tile_view,
 )
-from tessera.array.schema import ArraySchema, Attr
-from tessera.errors import CorruptDataError, InvalidRangeError, ObjectNotFoundError
-from tessera.query.selection import Selection
+from tessera.format.schema import ArraySchema, Attr
+from tessera.format.selection import Selection
+from tessera.format.tile import (
+    Piece,
+    TileRead,
+    check_length,
+    damaged,
+    positions,
+    tile_cells,
+    truncated,
+    verify_piece,
+)
 from tessera.storage.store import AsyncStore
 
 if TYPE_CHECKING:  # update_index builds on this module
@@ -45,75 +55,6 @@ if TYPE_CHECKING:  # update_index builds on this module
 #: Cells found for a read: their source (a data tile, or merged updates; each has ``rank``
 #: and ``kind``), coordinates ``(n, ndim)`` and values per attribute.
 FoundCells = tuple["CellTileRead | MergedUpdates", np.ndarray, dict[str, np.ndarray]]
-
-
-@dataclasses.dataclass(frozen=True)
-class TileRead:
-    """One tile of one attribute of one fragment that a read needs.
-
-    Attributes:
-        fragment: fragment name; ``rank`` orders fragments (higher = newer, wins).
-        attr: attribute name.
-        key: the data object holding the tile.
-        offset, length: the tile's bytes in that object.
-        codec: codec spec (``None``: raw, range-readable).
-        crc32: CRC of the stored bytes, of the variant ``checksum`` names
-            (:mod:`tessera.array.checksum`).
-        tile_index: the space tile's index; ``tile_origin`` its first coordinate.
-        region: inclusive box of cells this read contributes (tile x fragment x selection).
-        blocks: for a blocked compressed tile, its block table (a reader may fetch and
-            decode only some blocks); ``None`` otherwise.
-        checksum: the checksum algorithm of ``crc32`` (and of the blocks').
-    """
-
-    fragment: str
-    rank: int
-    attr: str
-    key: str
-    offset: int
-    length: int
-    codec: str | None
-    crc32: int
-    tile_index: tuple[int, ...]
-    tile_origin: tuple[int, ...]
-    region: Box
-    blocks: TileBlocks | None = dataclasses.field(default=None, compare=False)
-    checksum: str = "crc32"
-
-    @property
-    def piece(self) -> Piece:
-        """The stored bytes this read fetches."""
-        return Piece(self.key, self.offset, self.length, self.codec, self.crc32,
-                     blocks=self.blocks, checksum=self.checksum)
-
-    @property
-    def range_readable(self) -> bool:
-        """True if part of the tile can be fetched and decoded: raw or blocked tiles."""
-        return self.codec is None or self.blocks is not None
-
-    def stored_ranges(self, raw_ranges: np.ndarray) -> np.ndarray:
-        """The stored byte ranges (relative to the tile) holding the decoded byte ranges
-        ``raw_ranges`` of its cells: the same ranges of a raw tile, the blocks holding them
-        of a blocked one, none of a tile that can only be fetched whole."""
-        if not self.range_readable:
-            return np.empty((0, 2), dtype=np.int64)
-        return raw_ranges if self.blocks is None else self.blocks.encoded_ranges(raw_ranges)
-
-
-@dataclasses.dataclass(frozen=True)
-class Piece:
-    """A byte range of an object holding one encoded tile, and its CRC (``crc32``) of the
-    variant ``checksum`` names (:mod:`tessera.array.checksum`)."""
-
-    key: str
-    offset: int
-    length: int
-    codec: str | None
-    crc32: int
-    inline: bytes | None = None  # the bytes themselves, for tiles kept in the bookkeeping
-    #: A blocked compressed tile's block table (decoded block by block).
-    blocks: TileBlocks | None = dataclasses.field(default=None, compare=False)
-    checksum: str = "crc32"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -591,7 +532,7 @@ class TileFetcher:
         piece = Piece(key, start, stop - start, None, 0)
         async with self.limit:
             data = await fetch_bytes(self.store, piece, where)
-        _check_length(data, piece, where)
+        check_length(data, piece, where)
         return data
 
 
@@ -690,7 +631,7 @@ def _stream_raw_tile(store: AsyncStore, schema: ArraySchema, read: TileRead, sel
     if (read.codec is not None or read.blocks is not None
             or read.length != tile_nbytes(schema, attr)):
         return False
-    found = _tile_indices(read, sel)
+    found = tile_cells(read, sel)
     if found is None:
         return False
     src = [i for i in found[0] if isinstance(i, slice)]
@@ -722,9 +663,9 @@ def _stream_raw_tile(store: AsyncStore, schema: ArraySchema, read: TileRead, sel
     except (ObjectNotFoundError, InvalidRangeError) as err:
         _unread(err, read.key, where)
     if done != read.length:
-        raise _truncated(read.piece, done, where)
+        raise truncated(read.piece, done, where)
     if value != read.crc32:
-        raise _damaged(read.piece, where)
+        raise damaged(read.piece, where)
     return True
 
 
@@ -807,31 +748,6 @@ def _unread(err: Exception, key: str, where: str) -> bytes:
     if isinstance(err, ObjectNotFoundError):
         raise CorruptDataError(f"{where}: data object {key} is missing") from None
     return b""
-
-
-def _check_length(data: Any, piece: Piece, where: str) -> None:
-    if len(data) != piece.length:
-        raise _truncated(piece, len(data), where)
-
-
-def _truncated(piece: Piece, got: int, where: str) -> CorruptDataError:
-    return CorruptDataError(f"{where}: data object {piece.key} is truncated (wanted "
-                            f"{piece.length} bytes at {piece.offset}, got {got})")
-
-
-def _damaged(piece: Piece, where: str) -> CorruptDataError:
-    return CorruptDataError(f"{where}: checksum mismatch in {piece.key}; the stored bytes "
-                            "are damaged")
-
-
-def verify_piece(data: Any, piece: Piece, where: str) -> Any:
-    """Check a piece's length and checksum, then decode it with its codec."""
-    _check_length(data, piece, where)
-    if checksum(data, piece.checksum) != piece.crc32:
-        raise _damaged(piece, where)
-    if piece.blocks is not None and piece.codec:
-        return decode_blocked(get_codec(piece.codec), data, piece.blocks, where=where).data
-    return get_codec(piece.codec).decode(memoryview(data)) if piece.codec else data
 
 
 async def fetch_piece(store: AsyncStore, piece: Piece, where: str) -> Any:
@@ -946,7 +862,7 @@ def _scatter(out: np.ndarray, rank_arr: np.ndarray | None, tile: np.ndarray | No
              read: TileRead, sel: Selection, block: np.ndarray | None = None) -> None:
     """Write the cells ``sel`` takes from a tile into the output: from the decoded ``tile``,
     or from ``block``, those cells already cut out (a pushdown answer)."""
-    found = _tile_indices(read, sel)
+    found = tile_cells(read, sel)
     if found is None:
         return
     src, dst = found
@@ -954,8 +870,8 @@ def _scatter(out: np.ndarray, rank_arr: np.ndarray | None, tile: np.ndarray | No
         s_idx: Any = tuple(src)
         d_idx: Any = tuple(dst)
     else:
-        s_idx = np.ix_(*[_as_array(i) for i in src])
-        d_idx = np.ix_(*[_as_array(i) for i in dst])
+        s_idx = np.ix_(*[positions(i) for i in src])
+        d_idx = np.ix_(*[positions(i) for i in dst])
     if block is not None:
         values = block
     else:
@@ -982,33 +898,3 @@ def _region_bytes(schema: ArraySchema, read: TileRead) -> int:
     return cells * schema.attr(read.attr).cell_nbytes
 
 
-def _tile_indices(read: TileRead, sel: Selection,
-                  ) -> tuple[list[slice | np.ndarray], list[slice | np.ndarray]] | None:
-    """Per dimension, where the cells ``sel`` takes from a tile lie in the tile and in the
-    output (slices where they are runs); ``None`` when the tile gives none."""
-    src: list[slice | np.ndarray] = []
-    dst: list[slice | np.ndarray] = []
-    for d, lo, hi, origin in zip(sel.dims, read.region[0], read.region[1], read.tile_origin,
-                                 strict=True):
-        if d.ascending_run:  # a plain slice: the region's cells, found without a search
-            src.append(slice(lo - origin, hi - origin + 1))
-            dst.append(slice(lo - d.lo, hi - d.lo + 1))
-            continue
-        coords, pos = d.within(lo, hi)
-        if len(coords) == 0:
-            return None
-        src.append(_index(coords - origin))
-        dst.append(_index(pos))
-    return src, dst
-
-
-def _index(arr: np.ndarray) -> slice | np.ndarray:
-    """A slice when ``arr`` is a run of consecutive integers (basic indexing, no copy)."""
-    if len(arr) == 1 or (len(arr) > 1 and arr[-1] - arr[0] == len(arr) - 1
-                         and bool(np.all(np.diff(arr) == 1))):
-        return slice(int(arr[0]), int(arr[-1]) + 1)
-    return arr
-
-
-def _as_array(i: slice | np.ndarray) -> np.ndarray:
-    return np.arange(i.start, i.stop) if isinstance(i, slice) else i

@@ -23,8 +23,8 @@ from tessera.array.fragment import (
     encode_tiles,
     new_fragment_id,
 )
-from tessera.array.schema import ArraySchema
 from tessera.errors import SelectionError
+from tessera.format.schema import ArraySchema
 from tessera.storage.store import AsyncStore
 
 

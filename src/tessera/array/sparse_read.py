@@ -16,9 +16,9 @@ import numpy as np
 
 from tessera.array.fragment import FragmentMeta
 from tessera.array.reader import CellTileRead, fetch_cells, tile_piece
-from tessera.array.schema import ArraySchema
 from tessera.array.sparse import global_order
 from tessera.errors import SelectionError
+from tessera.format.schema import ArraySchema
 from tessera.storage.store import AsyncStore
 
 TOMBSTONE_ATTR = "__tombstone"

@@ -32,7 +32,7 @@ from tessera.array.reader import (
     inline_cells,
     newest_per_coordinate,
 )
-from tessera.array.schema import ArraySchema
+from tessera.format.schema import ArraySchema
 
 #: A run needs at least this many fragments before an index is built for it.
 MIN_FRAGMENTS = 8

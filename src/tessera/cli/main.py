@@ -16,9 +16,9 @@ from rich.console import Console
 from rich.table import Table
 
 import tessera
-from tessera.array.codecs import codec_names
 from tessera.errors import InvalidURLError, TesseraError
-from tessera.query.parse import parse_selection
+from tessera.format.codecs import codec_names
+from tessera.format.parse import parse_selection
 from tessera.query.profiler import endpoint_id
 from tessera.storage.store import ObjectInfo, Store
 from tessera.storage.url import StoreURL, parse_store_url

@@ -28,8 +28,8 @@ from dask.base import tokenize
 from dask.delayed import delayed
 
 from tessera.array.array import Array, create_array, open_array
-from tessera.array.schema import ArraySchema, Attr, Dim
 from tessera.errors import InvalidArgumentError, InvalidTypeError
+from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.integrations.handle import ArrayRef
 
 

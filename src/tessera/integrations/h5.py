@@ -34,9 +34,7 @@ from typing import Any
 import numpy as np
 
 from tessera.array.array import Array, _default_tile, create_array, open_array
-from tessera.array.codecs import codec_names, normalize_codec_spec
 from tessera.array.fragment import SCHEMA_KEY
-from tessera.array.schema import ArraySchema, Attr, Dim
 from tessera.errors import (
     InvalidArgumentError,
     InvalidTypeError,
@@ -44,7 +42,9 @@ from tessera.errors import (
     ObjectNotFoundError,
     ReadOnlyError,
 )
-from tessera.query.selection import normalize_selection
+from tessera.format.codecs import codec_names, normalize_codec_spec
+from tessera.format.schema import ArraySchema, Attr, Dim
+from tessera.format.selection import normalize_selection
 from tessera.storage.keys import validate_key
 from tessera.storage.store import Store, open_store
 
@@ -288,7 +288,7 @@ class Group(_Node):
         """A new dataset, as h5py's: give ``shape`` and ``dtype`` (default ``float32``), or
         ``data``. ``chunks`` becomes the tile shape; ``compression``: ``gzip`` (level from
         ``compression_opts``, default 4; an int 0-9 means gzip at that level), or another of
-        Tessera's codecs (:func:`tessera.array.codecs.codec_names`: ``zstd``, ``lz4``,
+        Tessera's codecs (:func:`tessera.format.codecs.codec_names`: ``zstd``, ``lz4``,
         ``blosc``), with ``compression_opts`` as its level."""
         self._file._check_writable()
         for key, value in kwargs.items():

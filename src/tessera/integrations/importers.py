@@ -32,9 +32,9 @@ import numpy as np
 
 import tessera
 from tessera.array.array import Array, _default_tile
-from tessera.array.codecs import codec_names
-from tessera.array.schema import ArraySchema, Attr, Dim
 from tessera.errors import InvalidArgumentError
+from tessera.format.codecs import codec_names
+from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.integrations import h5 as th5
 
 #: Bytes copied per slab (rounded to whole tile rows).

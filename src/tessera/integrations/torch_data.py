@@ -32,8 +32,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from tessera.array.array import Array
 from tessera.errors import InvalidArgumentError, InvalidTypeError, NameNotFoundError, SelectionError
+from tessera.format.selection import Hyperslabs, normalize_selection
 from tessera.integrations.handle import ArrayRef
-from tessera.query.selection import Hyperslabs, normalize_selection
 from tessera.storage.stats import IOStats
 
 Box = tuple[Any, ...]

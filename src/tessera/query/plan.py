@@ -15,17 +15,18 @@ import dataclasses
 import functools
 import io
 import math
-from typing import Any
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from tessera.array.layout import tile_nbytes
-from tessera.array.schema import ArraySchema
 from tessera.config import PlannerConfig
+from tessera.format.decompose import box_byte_ranges, merge_ranges, tile_byte_ranges, unique_indices
+from tessera.format.layout import tile_nbytes
+from tessera.format.schema import ArraySchema
+from tessera.format.selection import Selection
+from tessera.format.tile import TileRead, positions, tile_cells
 from tessera.query.cost import DEFAULT_PROFILES, CostModel, Estimate, RequestMix, StoreProfile
-from tessera.query.decompose import box_byte_ranges, merge_ranges, tile_byte_ranges, unique_indices
 from tessera.query.refine import (
     PlannedRequest,
     TileChoice,
@@ -33,7 +34,6 @@ from tessera.query.refine import (
     plan_requests,
     plan_tiles,
 )
-from tessera.query.selection import Selection
 from tessera.storage.url import StoreURL
 
 _PRICING_BY_SCHEME = {"s3": "s3", "gs": "gcs", "az": "azure"}
@@ -125,15 +125,15 @@ class Plan:
         return out.getvalue()
 
 
-def tile_label(read: Any) -> str:
+def tile_label(read: TileRead) -> str:
     """How a plan names a tile read: attribute, tile index and the fragment's short id."""
     return f"{read.attr}[{','.join(map(str, read.tile_index))}] @{read.fragment[-8:]}"
 
 
-def tile_needs(schema: ArraySchema, sel: Selection, reads: list[Any]) -> list[TileNeed]:
+def tile_needs(schema: ArraySchema, sel: Selection, reads: list[TileRead]) -> list[TileNeed]:
     """What each dense tile read needs: its stored bytes and, for raw and blocked tiles, the
     byte ranges holding the selected cells (decomposition, then
-    :meth:`~tessera.array.reader.TileRead.stored_ranges`)."""
+    :meth:`~tessera.format.tile.TileRead.stored_ranges`)."""
     needs = []
     plain = all(d.contiguous for d in sel.dims)
     extent = schema.tile_shape
@@ -155,9 +155,9 @@ def tile_needs(schema: ArraySchema, sel: Selection, reads: list[Any]) -> list[Ti
             selected = math.prod(b - a for a, b in runs) * cell
             key: tuple[object, ...] = (cell, runs)
         else:
-            sets = [unique_indices(d.within(lo, hi)[0] - origin) for d, lo, hi, origin in
-                    zip(sel.dims, read.region[0], read.region[1], read.tile_origin,
-                        strict=True)]
+            found = tile_cells(read, sel)
+            sets = ([unique_indices(positions(i)) for i in found[0]] if found is not None
+                    else [_NO_CELLS] * len(sel.dims))
             selected = math.prod(len(s) for s in sets) * cell
             key = (cell, *(s.tobytes() for s in sets))
         if not read.range_readable:
@@ -174,9 +174,11 @@ def tile_needs(schema: ArraySchema, sel: Selection, reads: list[Any]) -> list[Ti
 
 _NO_RANGES = np.empty((0, 2), dtype=np.int64)
 _NO_RANGES.setflags(write=False)
+_NO_CELLS = np.empty(0, dtype=np.int64)
+_NO_CELLS.setflags(write=False)
 
 
-def _need(read: Any, ranges: np.ndarray, selected: int) -> TileNeed:
+def _need(read: TileRead, ranges: np.ndarray, selected: int) -> TileNeed:
     # A pushdown server reads only the needed blocks of a blocked tile.
     pushed = int((ranges[:, 1] - ranges[:, 0]).sum()) if read.blocks is not None else None
     return TileNeed(tile_label(read), read.key, read.offset, read.length, read.range_readable,

@@ -41,8 +41,8 @@ import numpy as np
 import platformdirs
 
 from tessera._sync import run_sync
-from tessera.array.checksum import DEFAULT_CHECKSUM, checksum
 from tessera.errors import ConfigError
+from tessera.format.checksum import DEFAULT_CHECKSUM, checksum
 from tessera.query.cost import StoreProfile
 from tessera.storage.store import AsyncStore, Store, open_store
 
@@ -137,7 +137,7 @@ def profile_store(url: str | Store, pushdown: Any = None, quick: bool = False, *
         url: a store URL (or an open store); a scratch object is written below it under
             ``__tessera_profile-<id>`` and removed afterwards.
         pushdown: a pushdown server (URL or
-            :class:`~tessera.server.client.PushdownClient`; token from
+            :class:`~tessera.pushdown.client.PushdownClient`; token from
             ``TESSERA_PUSHDOWN_TOKEN``) whose root holds ``url``: also measure its ``alpha``
             and ``beta``.
         quick: a few seconds of measuring (4 MiB object, 1-32 requests); the full mode
@@ -152,7 +152,7 @@ def profile_store(url: str | Store, pushdown: Any = None, quick: bool = False, *
     >>> prof.bandwidth[0][0], prof.request_latency_s > 0
     (1, True)
     """
-    from tessera.server.client import PushdownClient
+    from tessera.pushdown.client import PushdownClient
 
     client = PushdownClient(pushdown) if isinstance(pushdown, str) else pushdown
     store = url if isinstance(url, Store) else open_store(url, **storage_options)
@@ -229,7 +229,8 @@ async def _pushdown_once(client: Any, array_path: str, key: str, data: np.ndarra
     """Seconds of one pushdown of ``size`` bytes at ``start`` of the scratch object, as the
     client sees them (one byte selected, so the answer is negligible)."""
     from tessera.errors import PushdownError
-    from tessera.server.protocol import ItemError, Slice, TileItem
+    from tessera.pushdown.framing import ItemError
+    from tessera.pushdown.read_items import Slice, TileItem
 
     crc = checksum(data[start:start + size], DEFAULT_CHECKSUM)
     item = TileItem(array_path, key, start, size, None, crc, "|u1", (), (size,), "row-major",

@@ -40,7 +40,7 @@ import numpy as np
 
 from tessera.config import READ_METHODS
 from tessera.errors import ConfigError
-from tessera.query import decompose
+from tessera.format import decompose
 from tessera.query.cost import CostModel, RequestMix
 
 METHODS = READ_METHODS
@@ -58,9 +58,9 @@ class TileNeed:
         tile: a label for the tile (e.g. fragment, attribute and tile index).
         key: the object holding it; ``offset``, ``length``: the tile's stored bytes there.
         raw: True if parts of the tile can be fetched: raw tiles, and compressed tiles
-            stored in blocks (:mod:`tessera.array.blocks`).
+            stored in blocks (:mod:`tessera.format.blocks`).
         ranges: the ``[start, stop)`` byte ranges *relative to the tile* that hold the
-            selected cells, sorted and merged (see :mod:`tessera.query.decompose`); of a
+            selected cells, sorted and merged (see :mod:`tessera.format.decompose`); of a
             blocked tile, the encoded blocks holding them; empty for other compressed tiles.
         selected_bytes: bytes of the selected cells (what a pushdown returns).
         pushdown_read_bytes: stored bytes a pushdown server reads for it (default: the

@@ -11,7 +11,7 @@ Routes:
   token needed.
 - ``GET /v1/info``: version, protocol, served root, limits and handlers.
 - ``GET /metrics``: Prometheus text.
-- ``POST /v1/read``: a batch of tile and cell reads (:mod:`tessera.server.protocol`); it is
+- ``POST /v1/read``: a batch of tile and cell reads (:mod:`tessera.pushdown.read_items`); it is
   the one handler of :mod:`tessera.server.handlers` today, admitted like any other.
 
 Every route but health needs ``Authorization: Bearer <token>`` unless the app was built
@@ -47,11 +47,11 @@ from starlette.routing import Route
 
 from tessera.config import ServerConfig
 from tessera.errors import ProtocolError
+from tessera.pushdown.framing import PROTOCOL_VERSION, Limits
 from tessera.server.cache import TileCache
 from tessera.server.handlers import Handler, HandlerFn, handler, handler_names
 from tessera.server.health import Readiness
 from tessera.server.metrics import ServerMetrics
-from tessera.server.protocol import PROTOCOL_VERSION, Limits
 from tessera.server.service import ReadService
 from tessera.storage.store import Store
 

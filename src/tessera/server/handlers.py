@@ -32,9 +32,9 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from tessera.config import ServerConfig
+    from tessera.pushdown.framing import Limits
     from tessera.server.cache import TileCache
     from tessera.server.metrics import ServerMetrics
-    from tessera.server.protocol import Limits
     from tessera.server.service import ReadService
     from tessera.storage.store import Store
 

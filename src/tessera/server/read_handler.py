@@ -1,4 +1,4 @@
-"""``POST /v1/read``: a batch of tile and cell reads (:mod:`tessera.server.protocol`), read,
+"""``POST /v1/read``: a batch of tile and cell reads (:mod:`tessera.pushdown.read_items`), read,
 verified, decoded and sliced beside the store by
 :class:`~tessera.server.service.ReadService`. Admission, limits and timeouts are the app's
 (:mod:`tessera.server.handlers`); this module is only the read itself."""
@@ -10,13 +10,9 @@ import logging
 
 from starlette.responses import Response
 
+from tessera.pushdown.framing import RESPONSE_TYPE, ItemError, encode_response
+from tessera.pushdown.read_items import parse_read_request
 from tessera.server.handlers import Handler, HandlerFn, ServerContext
-from tessera.server.protocol import (
-    RESPONSE_TYPE,
-    ItemError,
-    encode_response,
-    parse_read_request,
-)
 
 log = logging.getLogger("tessera.server")
 

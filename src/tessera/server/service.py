@@ -17,23 +17,17 @@ from typing import Any
 
 import numpy as np
 
-from tessera.array.blocks import TileBlocks, decode_blocked
-from tessera.array.codecs import get_codec
-from tessera.array.layout import tile_view
-from tessera.array.reader import THREAD_BYTES, Piece, verify_piece
+from tessera.array.reader import THREAD_BYTES
 from tessera.array.sparse_read import SparseSelection
 from tessera.errors import CorruptDataError, InvalidRangeError, ObjectNotFoundError, StorageError
-from tessera.query.decompose import tile_byte_ranges
+from tessera.format.blocks import TileBlocks, decode_blocked
+from tessera.format.codecs import get_codec
+from tessera.format.decompose import tile_byte_ranges
+from tessera.format.layout import tile_view
+from tessera.format.tile import Piece, verify_piece
+from tessera.pushdown.framing import ItemError, ItemResult
+from tessera.pushdown.read_items import CellsItem, ReadItem, TileItem, select_positions
 from tessera.server.cache import TileCache
-from tessera.server.protocol import (
-    CellsItem,
-    ItemError,
-    ItemResult,
-    PieceRef,
-    ReadItem,
-    TileItem,
-    select_positions,
-)
 from tessera.storage.keys import join_key
 from tessera.storage.store import AsyncStore
 
@@ -63,11 +57,11 @@ class ReadService:
         t0 = time.perf_counter()
         pending: dict[tuple[Any, ...], asyncio.Task[Any]] = {}
 
-        def cache_key(array: str, piece: PieceRef) -> tuple[Any, ...]:
+        def cache_key(array: str, piece: Piece) -> tuple[Any, ...]:
             return (join_key(array, piece.key), piece.offset, piece.length, piece.crc32,
                     piece.codec, piece.checksum)
 
-        def decoded(array: str, piece: PieceRef, threaded: bool) -> asyncio.Task[Any]:
+        def decoded(array: str, piece: Piece, threaded: bool) -> asyncio.Task[Any]:
             key = cache_key(array, piece)
             task = pending.get(key)
             if task is None:

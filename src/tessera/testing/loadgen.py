@@ -16,7 +16,8 @@ from typing import Any
 import httpx
 import numpy as np
 
-from tessera.server.protocol import TileItem, decode_response, dim_select, encode_read_request
+from tessera.pushdown.framing import decode_response
+from tessera.pushdown.read_items import TileItem, dim_select, encode_read_request
 
 #: A request factory: given a random generator, the items to send and, per item, the
 #: cells the answer must hold.

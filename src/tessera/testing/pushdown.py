@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from tessera.errors import TesseraError
-from tessera.server.client import PushdownClient
+from tessera.pushdown.client import PushdownClient
 from tessera.testing._process import stop_process
 
 

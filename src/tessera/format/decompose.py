@@ -65,7 +65,7 @@ def tile_byte_ranges(tile_shape: Sequence[int], cell_nbytes: int, cell_order: st
 #: Up to this many ranges (or blocks), the steps of a read that see only a few of them run
 #: in plain Python: :func:`box_byte_ranges`, Algorithm 1's split search
 #: (:func:`tessera.query.refine.refine_ranges`) and block lookups
-#: (:class:`tessera.array.blocks.TileBlocks`). Each numpy call costs tens of microseconds
+#: (:class:`tessera.format.blocks.TileBlocks`). Each numpy call costs tens of microseconds
 #: when its code is out of the CPU cache, as between the steps of a training loop; past
 #: this size numpy's vectorised work wins.
 PLAIN_PYTHON_MAX = 64

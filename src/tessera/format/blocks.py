@@ -10,7 +10,7 @@ them, fetch just those blocks with range requests, check each against its own ch
 decode only them. A whole tile is still one get, checked against the tile's checksum.
 
 >>> import numpy as np
->>> from tessera.array.codecs import get_codec
+>>> from tessera.format.codecs import get_codec
 >>> raw = np.arange(40_000, dtype=np.int32).tobytes()   # 160,000 bytes: 3 blocks
 >>> encoded, blocks = encode_blocked(get_codec("zstd"), raw, 65536)
 >>> blocks.count, blocks.block_span(np.array([[70_000, 70_004]])).tolist()
@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from tessera.array.checksum import DEFAULT_CHECKSUM, checksum
-from tessera.array.codecs import Codec
 from tessera.errors import CorruptDataError
-from tessera.query import decompose
-from tessera.query.decompose import merge_ranges
+from tessera.format import decompose
+from tessera.format.checksum import DEFAULT_CHECKSUM, checksum
+from tessera.format.codecs import Codec
+from tessera.format.decompose import merge_ranges
 
 #: Default decoded bytes per block of a compressed dense tile (TileDB's default chunk size;
 #: writers take theirs from :class:`~tessera.config.WriteConfig`). A read that needs part of
@@ -54,7 +54,7 @@ class TileBlocks:
         raw_nbytes: decoded bytes of the whole tile.
         sizes: encoded bytes of each block, in order (``int64``).
         crc32: CRC of each block's encoded bytes (``uint32``), of the variant ``checksum``
-            names (:mod:`tessera.array.checksum`).
+            names (:mod:`tessera.format.checksum`).
     """
 
     block_bytes: int

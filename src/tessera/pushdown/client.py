@@ -20,13 +20,8 @@ import httpx
 
 from tessera.config import PushdownConfig
 from tessera.errors import ProtocolError, PushdownError
-from tessera.server.protocol import (
-    PROTOCOL_VERSION,
-    ReadItem,
-    ReadResponse,
-    decode_response,
-    encode_read_request,
-)
+from tessera.pushdown.framing import PROTOCOL_VERSION, ReadResponse, decode_response
+from tessera.pushdown.read_items import ReadItem, encode_read_request
 from tessera.storage.stats import RequestRecord
 from tessera.storage.url import StoreURL, parse_store_url
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from tessera.array.schema import ArraySchema, Attr
+from tessera.format.schema import ArraySchema, Attr
 
 Box = tuple[tuple[int, ...], tuple[int, ...]]  # inclusive (lo, hi) per dimension
 

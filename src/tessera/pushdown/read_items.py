@@ -1,5 +1,6 @@
-"""The pushdown wire format, version 1: what a client sends to ``POST /v1/read`` and what
-comes back. Both sides of the wire use this module; nothing in it unpickles or evaluates.
+"""The read items of the pushdown wire, version 1: what a client sends to ``POST /v1/read``
+(the framing, and the response, are :mod:`tessera.pushdown.framing`'s). Both sides of the wire
+use this module; nothing in it unpickles or evaluates.
 
 **Request** (``Content-Type: application/json``): one JSON object::
 
@@ -21,11 +22,11 @@ A ``tile`` item asks for cells of one dense tile::
 
 where ``DIM`` is ``[start, stop, step]`` (a slice, ``step >= 1``) or ``{"index": [i, ...]}``
 (those positions, in that order, repeats allowed). The answer holds
-``tile[np.ix_(dim_0, dim_1, ...)]`` in C order. ``BLOCKS`` (see :mod:`tessera.array.blocks`)
+``tile[np.ix_(dim_0, dim_1, ...)]`` in C order. ``BLOCKS`` (see :mod:`tessera.format.blocks`)
 is ``{"block_bytes": 65536, "tile_bytes": <decoded tile bytes>, "sizes": [...],
 "crc32": [...]}``: the tile's blocks, each compressed alone; the server then reads and decodes
 only the blocks holding the selected cells, each checked against its own CRC (of the piece's
-``checksum`` variant, :mod:`tessera.array.checksum`).
+``checksum`` variant, :mod:`tessera.format.checksum`).
 
 A ``cells`` item asks for the cells of one sparse data tile that lie in a box::
 
@@ -36,16 +37,6 @@ A ``cells`` item asks for the cells of one sparse data tile that lie in a box::
 
 with ``PIECE = {"key", "offset", "length", "codec", "crc32", "checksum"}``. The answer holds the
 selected coordinates ``(n, ndim)`` and each attribute's values, in stored order.
-
-**Response** (``Content-Type: application/x-tessera-pushdown``)::
-
-    b"TSPD" | uint32 LE protocol version | uint32 LE header length | header JSON | buffers
-
-The header is ``{"protocol": 1, "server_s": <seconds the server worked>, "results": [...]}``
-with one entry per item, in order: ``{"ok": true, "buffers": [BUF, ...]}`` or
-``{"ok": false, "status": 404, "error": "message"}`` (one damaged or missing tile does not
-fail the batch). ``BUF = {"name", "dtype", "shape", "offset", "nbytes"}``: a raw
-little-endian buffer at ``offset`` bytes after the header.
 
 >>> req = TileItem("a", "k", 0, 16, None, 0, "<i4", (), (2, 2), "row-major",
 ...                (Slice(0, 2, 1), Index((1,))))
@@ -58,61 +49,31 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
-import struct
-from typing import Any, TypeGuard
+from typing import Any
 
 import numpy as np
 
-from tessera.array.blocks import TileBlocks, blocks_per_tile
-from tessera.array.checksum import CHECKSUMS
-from tessera.array.codecs import normalize_codec_spec
-from tessera.array.schema import NAME_PATTERN
-from tessera.config import ServerConfig
-from tessera.errors import ForbiddenKeyError as ForbiddenKeyError  # re-exported: the
-from tessera.errors import InvalidKeyError, SchemaError  # protocol's errors live in errors.py
-from tessera.errors import LimitError as LimitError
-from tessera.errors import ProtocolError as ProtocolError
-from tessera.storage.keys import validate_key
-
-PROTOCOL_VERSION = 1
-MAGIC = b"TSPD"
-RESPONSE_TYPE = "application/x-tessera-pushdown"
-_PREFIX = struct.Struct("<4sII")
-_DTYPE = re.compile(r"^[<|][biuf][1248]$|^<c(8|16)$")
-_UNSAFE_KEY = re.compile(r"[%:?#]")
-MAX_NDIM = 32
-
-
-_SERVER_DEFAULTS = ServerConfig()
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """What one request may ask for.
-
-    Attributes:
-        max_body_bytes: size of the request body.
-        max_items: tile and cell items per request.
-        max_output_bytes: bytes of selected cells per request (sum over its tile items).
-        max_tile_bytes: stored or decoded size of one tile.
-    """
-
-    max_body_bytes: int = _SERVER_DEFAULTS.max_body_bytes
-    max_items: int = _SERVER_DEFAULTS.max_items
-    max_output_bytes: int = _SERVER_DEFAULTS.max_output_bytes
-    max_tile_bytes: int = _SERVER_DEFAULTS.max_tile_bytes
-
-    @classmethod
-    def of(cls, config: ServerConfig) -> Limits:
-        """The limits a server with ``config`` enforces (the defaults are
-        :class:`~tessera.config.ServerConfig`'s, written there only).
-
-        >>> Limits.of(ServerConfig(max_items=8)).max_items, Limits().max_items
-        (8, 256)
-        """
-        return cls(config.max_body_bytes, config.max_items, config.max_output_bytes,
-                   config.max_tile_bytes)
+from tessera.errors import SchemaError
+from tessera.format.blocks import TileBlocks, blocks_per_tile
+from tessera.format.checksum import CHECKSUMS
+from tessera.format.codecs import normalize_codec_spec
+from tessera.format.schema import NAME_PATTERN
+from tessera.format.tile import Piece, StoredTileFields
+from tessera.pushdown.framing import (
+    MAX_NDIM,
+    PROTOCOL_VERSION,
+    LimitError,
+    Limits,
+    ProtocolError,
+    array_path,
+    check_dtype,
+    confined,
+    is_int,
+    json_object,
+    load_request,
+    numbers,
+    shape_list,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,33 +132,22 @@ def dim_select(positions: np.ndarray) -> DimSelect:
     return Index(tuple(int(i) for i in p))
 
 
-@dataclasses.dataclass(frozen=True)
-class PieceRef:
-    """A byte range of a stored object holding one encoded tile, and its CRC (``crc32``) of
-    the variant ``checksum`` names."""
-
-    key: str
-    offset: int
-    length: int
-    codec: str | None
-    crc32: int
-    blocks: TileBlocks | None = dataclasses.field(default=None, compare=False)
-    checksum: str = "crc32"
-
-    def to_json(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"key": self.key, "offset": self.offset, "length": self.length,
-                               "codec": self.codec, "crc32": self.crc32,
-                               "checksum": self.checksum}
-        if self.blocks is not None:
-            doc["blocks"] = {"block_bytes": self.blocks.block_bytes,
-                             "tile_bytes": self.blocks.raw_nbytes,
-                             "sizes": self.blocks.sizes.tolist(),
-                             "crc32": self.blocks.crc32.tolist()}
-        return doc
+def piece_json(piece: Piece) -> dict[str, Any]:
+    """A stored tile as the wire's ``PIECE`` (inline bytes never travel: the server reads
+    the store)."""
+    doc: dict[str, Any] = {"key": piece.key, "offset": piece.offset, "length": piece.length,
+                           "codec": piece.codec, "crc32": piece.crc32,
+                           "checksum": piece.checksum}
+    if piece.blocks is not None:
+        doc["blocks"] = {"block_bytes": piece.blocks.block_bytes,
+                         "tile_bytes": piece.blocks.raw_nbytes,
+                         "sizes": piece.blocks.sizes.tolist(),
+                         "crc32": piece.blocks.crc32.tolist()}
+    return doc
 
 
 @dataclasses.dataclass(frozen=True)
-class TileItem:
+class TileItem(StoredTileFields):
     """Cells of one dense tile (see the module docs)."""
 
     array: str
@@ -215,11 +165,6 @@ class TileItem:
     checksum: str = "crc32"
 
     @property
-    def piece(self) -> PieceRef:
-        return PieceRef(self.key, self.offset, self.length, self.codec, self.crc32, self.blocks,
-                        self.checksum)
-
-    @property
     def out_shape(self) -> tuple[int, ...]:
         """Shape of the answer: selected positions per dimension, then the cell shape."""
         return tuple(len(s) for s in self.select) + self.cell_shape
@@ -235,7 +180,7 @@ class TileItem:
                 * np.dtype(self.dtype).itemsize)
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": "tile", "array": self.array, **self.piece.to_json(),
+        return {"kind": "tile", "array": self.array, **piece_json(self.piece),
                 "dtype": self.dtype, "cell_shape": list(self.cell_shape),
                 "tile_shape": list(self.tile_shape), "cell_order": self.cell_order,
                 "select": [s.to_json() for s in self.select]}
@@ -245,7 +190,7 @@ class TileItem:
 class CellAttr:
     """One attribute of a sparse data tile: where its values are and their type."""
 
-    piece: PieceRef
+    piece: Piece
     dtype: str
     cell_shape: tuple[int, ...]
 
@@ -269,16 +214,16 @@ class CellsItem:
     """The cells of one sparse data tile inside a box (see the module docs)."""
 
     array: str
-    coords: PieceRef
+    coords: Piece
     coords_dtype: str
     ndim: int
     attrs: tuple[tuple[str, CellAttr], ...]
     box: CellBox
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": "cells", "array": self.array, "coords": self.coords.to_json(),
+        return {"kind": "cells", "array": self.array, "coords": piece_json(self.coords),
                 "coords_dtype": self.coords_dtype, "ndim": self.ndim,
-                "attrs": {n: {**a.piece.to_json(), "dtype": a.dtype,
+                "attrs": {n: {**piece_json(a.piece), "dtype": a.dtype,
                               "cell_shape": list(a.cell_shape)} for n, a in self.attrs},
                 "box": self.box.to_json()}
 
@@ -295,23 +240,7 @@ def encode_read_request(items: list[ReadItem]) -> bytes:
 def parse_read_request(body: bytes, limits: Limits) -> list[ReadItem]:
     """Decode and check a request body; raises :class:`ProtocolError` (400),
     :class:`ForbiddenKeyError` (403) or :class:`LimitError` (413) naming what is wrong."""
-    if len(body) > limits.max_body_bytes:
-        raise LimitError(f"request body of {len(body)} bytes exceeds the limit of "
-                         f"{limits.max_body_bytes}")
-    try:
-        doc = json.loads(body, parse_constant=_no_constant)
-    except (ValueError, RecursionError) as err:
-        raise ProtocolError(f"request body is not valid JSON: {err}") from None
-    if not isinstance(doc, dict):
-        raise ProtocolError("request body must be a JSON object")
-    if doc.get("protocol") != PROTOCOL_VERSION:
-        raise ProtocolError(f"unsupported protocol {doc.get('protocol')!r}; this server "
-                            f"speaks {PROTOCOL_VERSION}")
-    reads = doc.get("reads")
-    if not isinstance(reads, list) or not reads:
-        raise ProtocolError("'reads' must be a non-empty list")
-    if len(reads) > limits.max_items:
-        raise LimitError(f"{len(reads)} reads in one request; the limit is {limits.max_items}")
+    reads = load_request(body, limits, "reads")
     items: list[ReadItem] = []
     out_bytes = 0
     for i, raw in enumerate(reads):
@@ -333,15 +262,11 @@ def parse_read_request(body: bytes, limits: Limits) -> list[ReadItem]:
     return items
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not allowed")
-
-
 def _parse_tile(raw: dict[str, Any], where: str, limits: Limits) -> TileItem:
     piece = _piece(raw, where, limits)
-    dtype = _dtype(raw.get("dtype"), f"{where}.dtype")
-    cell_shape = _shape(raw.get("cell_shape"), f"{where}.cell_shape", allow_empty=True)
-    tile_shape = _shape(raw.get("tile_shape"), f"{where}.tile_shape", allow_empty=False)
+    dtype = check_dtype(raw.get("dtype"), f"{where}.dtype")
+    cell_shape = shape_list(raw.get("cell_shape"), f"{where}.cell_shape", allow_empty=True)
+    tile_shape = shape_list(raw.get("tile_shape"), f"{where}.tile_shape", allow_empty=False)
     order = raw.get("cell_order")
     if order not in ("row-major", "col-major"):
         raise ProtocolError(f"{where}.cell_order must be 'row-major' or 'col-major'")
@@ -351,7 +276,7 @@ def _parse_tile(raw: dict[str, Any], where: str, limits: Limits) -> TileItem:
                             f"dimension ({len(tile_shape)})")
     dims = tuple(_dim(s, n, f"{where}.select[{d}]") for d, (s, n) in
                  enumerate(zip(select, tile_shape, strict=True)))
-    item = TileItem(_array(raw, where), piece.key, piece.offset, piece.length, piece.codec,
+    item = TileItem(array_path(raw, where), piece.key, piece.offset, piece.length, piece.codec,
                     piece.crc32, dtype, cell_shape, tile_shape, order, dims, piece.blocks,
                     piece.checksum)
     if item.tile_bytes > limits.max_tile_bytes:
@@ -368,27 +293,27 @@ def _parse_tile(raw: dict[str, Any], where: str, limits: Limits) -> TileItem:
 
 
 def _parse_cells(raw: dict[str, Any], where: str, limits: Limits) -> CellsItem:
-    array = _array(raw, where)
-    coords = _piece(_obj(raw.get("coords"), f"{where}.coords"), f"{where}.coords", limits)
+    array = array_path(raw, where)
+    coords = _piece(json_object(raw.get("coords"), f"{where}.coords"), f"{where}.coords", limits)
     cdt = raw.get("coords_dtype")
     if cdt not in ("<i8", "<f8"):
         raise ProtocolError(f"{where}.coords_dtype must be '<i8' or '<f8'")
     ndim = raw.get("ndim")
-    if not _is_int(ndim) or not 1 <= ndim <= MAX_NDIM:
+    if not is_int(ndim) or not 1 <= ndim <= MAX_NDIM:
         raise ProtocolError(f"{where}.ndim must be an integer in [1, {MAX_NDIM}]")
-    attrs_raw = _obj(raw.get("attrs"), f"{where}.attrs")
+    attrs_raw = json_object(raw.get("attrs"), f"{where}.attrs")
     attrs = []
     for name, spec in attrs_raw.items():
         aw = f"{where}.attrs[{name!r}]"
         if not NAME_PATTERN.match(name):
             raise ProtocolError(f"{aw}: not a valid attribute name")
-        spec = _obj(spec, aw)
-        attrs.append((name, CellAttr(_piece(spec, aw, limits), _dtype(spec.get("dtype"),
+        spec = json_object(spec, aw)
+        attrs.append((name, CellAttr(_piece(spec, aw, limits), check_dtype(spec.get("dtype"),
                                                                       f"{aw}.dtype"),
-                                     _shape(spec.get("cell_shape"), f"{aw}.cell_shape",
+                                     shape_list(spec.get("cell_shape"), f"{aw}.cell_shape",
                                             allow_empty=True))))
-    box = _obj(raw.get("box"), f"{where}.box")
-    lo, hi = (_numbers(box.get(k), ndim, f"{where}.box.{k}") for k in ("lo", "hi"))
+    box = json_object(raw.get("box"), f"{where}.box")
+    lo, hi = (numbers(box.get(k), ndim, f"{where}.box.{k}") for k in ("lo", "hi"))
     hi_open = box.get("hi_open")
     if (not isinstance(hi_open, list) or len(hi_open) != ndim
             or not all(isinstance(b, bool) for b in hi_open)):
@@ -396,66 +321,26 @@ def _parse_cells(raw: dict[str, Any], where: str, limits: Limits) -> CellsItem:
     members = box.get("members")
     if not isinstance(members, list) or len(members) != ndim:
         raise ProtocolError(f"{where}.box.members must have {ndim} entries (null or a list)")
-    mem = tuple(None if m is None else _numbers(m, None, f"{where}.box.members[{d}]")
+    mem = tuple(None if m is None else numbers(m, None, f"{where}.box.members[{d}]")
                 for d, m in enumerate(members))
     return CellsItem(array, coords, cdt, ndim, tuple(attrs),
                      CellBox(lo, hi, tuple(hi_open), mem))
 
 
-def _obj(v: Any, where: str) -> dict[str, Any]:
-    if not isinstance(v, dict):
-        raise ProtocolError(f"{where} must be an object")
-    return v
-
-
-def _is_int(v: Any) -> TypeGuard[int]:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _numbers(v: Any, n: int | None, where: str) -> tuple[float, ...]:
-    if (not isinstance(v, list) or (n is not None and len(v) != n)
-            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)):
-        raise ProtocolError(f"{where} must be a list of {n if n is not None else 'some'} "
-                            "numbers")
-    if len(v) > 1 << 20:
-        raise LimitError(f"{where} has {len(v)} entries; the limit is {1 << 20}")
-    return tuple(v)
-
-
-def _array(raw: dict[str, Any], where: str) -> str:
-    array = raw.get("array")
-    if not isinstance(array, str):
-        raise ProtocolError(f"{where}.array must be a string (the array's path below the "
-                            "served root, '' for the root itself)")
-    if array:
-        _confined(array, f"{where}.array")
-    return array
-
-
-def _confined(key: str, where: str) -> str:
-    if _UNSAFE_KEY.search(key):
-        raise ForbiddenKeyError(f"{where}: {key!r} contains '%', ':', '?' or '#'; keys are "
-                                "plain paths below the served root")
-    try:
-        return validate_key(key)
-    except InvalidKeyError as err:
-        raise ForbiddenKeyError(f"{where}: {err}") from None
-
-
-def _piece(raw: dict[str, Any], where: str, limits: Limits) -> PieceRef:
+def _piece(raw: dict[str, Any], where: str, limits: Limits) -> Piece:
     key = raw.get("key")
     if not isinstance(key, str):
         raise ProtocolError(f"{where}.key must be a string")
-    _confined(key, f"{where}.key")
+    confined(key, f"{where}.key")
     offset, length, crc = raw.get("offset"), raw.get("length"), raw.get("crc32")
-    if not _is_int(offset) or offset < 0 or offset >= 1 << 62:
+    if not is_int(offset) or offset < 0 or offset >= 1 << 62:
         raise ProtocolError(f"{where}.offset must be an integer >= 0")
-    if not _is_int(length) or length < 0:
+    if not is_int(length) or length < 0:
         raise ProtocolError(f"{where}.length must be an integer >= 0")
     if length > limits.max_tile_bytes:
         raise LimitError(f"{where}: {length} stored bytes exceed the tile limit of "
                          f"{limits.max_tile_bytes}")
-    if not _is_int(crc) or not 0 <= crc < 1 << 32:
+    if not is_int(crc) or not 0 <= crc < 1 << 32:
         raise ProtocolError(f"{where}.crc32 must be an unsigned 32-bit integer")
     algorithm = raw.get("checksum", "crc32")
     if algorithm not in CHECKSUMS:
@@ -473,16 +358,16 @@ def _piece(raw: dict[str, Any], where: str, limits: Limits) -> PieceRef:
         if codec is None:
             raise ProtocolError(f"{where}.blocks: only compressed tiles are stored in blocks")
         blocks = _blocks(raw["blocks"], length, algorithm, f"{where}.blocks", limits)
-    return PieceRef(key, offset, length, codec, crc, blocks, algorithm)
+    return Piece(key, offset, length, codec, crc, blocks=blocks, checksum=algorithm)
 
 
 def _blocks(raw: Any, length: int, algorithm: str, where: str, limits: Limits) -> TileBlocks:
     if not isinstance(raw, dict):
         raise ProtocolError(f"{where} must be an object")
     block_bytes, tile_bytes = raw.get("block_bytes"), raw.get("tile_bytes")
-    if not _is_int(block_bytes) or block_bytes <= 0:
+    if not is_int(block_bytes) or block_bytes <= 0:
         raise ProtocolError(f"{where}.block_bytes must be an integer > 0")
-    if not _is_int(tile_bytes) or not 0 <= tile_bytes <= limits.max_tile_bytes:
+    if not is_int(tile_bytes) or not 0 <= tile_bytes <= limits.max_tile_bytes:
         raise ProtocolError(f"{where}.tile_bytes must be an integer in [0, "
                             f"{limits.max_tile_bytes}]")
     count = blocks_per_tile(tile_bytes, block_bytes)
@@ -490,7 +375,7 @@ def _blocks(raw: Any, length: int, algorithm: str, where: str, limits: Limits) -
     for name in ("sizes", "crc32"):
         v = raw.get(name)
         if (not isinstance(v, list) or len(v) != count
-                or not all(_is_int(x) and 0 <= x < 1 << 32 for x in v)):
+                or not all(is_int(x) and 0 <= x < 1 << 32 for x in v)):
             raise ProtocolError(f"{where}.{name} must be a list of {count} unsigned 32-bit "
                                 f"integers (one per block of {block_bytes} of {tile_bytes} "
                                 "decoded bytes)")
@@ -503,23 +388,9 @@ def _blocks(raw: Any, length: int, algorithm: str, where: str, limits: Limits) -
                       np.asarray(values["crc32"], dtype=np.uint32), algorithm)
 
 
-def _dtype(v: Any, where: str) -> str:
-    if not isinstance(v, str) or not _DTYPE.match(v):
-        raise ProtocolError(f"{where} must be a little-endian numeric dtype such as '<i4', "
-                            f"'<f8' or '|u1', got {v!r}")
-    return v
-
-
-def _shape(v: Any, where: str, allow_empty: bool) -> tuple[int, ...]:
-    if (not isinstance(v, list) or len(v) > MAX_NDIM or (not v and not allow_empty)
-            or not all(_is_int(x) and 1 <= x <= 1 << 31 for x in v)):
-        raise ProtocolError(f"{where} must be a list of up to {MAX_NDIM} positive integers")
-    return tuple(v)
-
-
 def _dim(v: Any, extent: int, where: str) -> DimSelect:
     if isinstance(v, list):
-        if len(v) != 3 or not all(_is_int(x) for x in v):
+        if len(v) != 3 or not all(is_int(x) for x in v):
             raise ProtocolError(f"{where} must be [start, stop, step] or {{'index': [...]}}")
         start, stop, step = v
         if step < 1 or not 0 <= start < stop <= extent:
@@ -528,7 +399,7 @@ def _dim(v: Any, extent: int, where: str) -> DimSelect:
         return Slice(start, stop, step)
     if isinstance(v, dict) and set(v) == {"index"}:
         idx = v["index"]
-        if not isinstance(idx, list) or not idx or not all(_is_int(x) for x in idx):
+        if not isinstance(idx, list) or not idx or not all(is_int(x) for x in idx):
             raise ProtocolError(f"{where}.index must be a non-empty list of integers")
         if len(idx) > 1 << 20:
             raise LimitError(f"{where}.index has {len(idx)} entries; the limit is {1 << 20}")
@@ -538,87 +409,3 @@ def _dim(v: Any, extent: int, where: str) -> DimSelect:
     raise ProtocolError(f"{where} must be [start, stop, step] or {{'index': [...]}}")
 
 
-# -- responses -------------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class ItemError:
-    """One item the server could not answer (the others in the batch may be fine)."""
-
-    status: int
-    error: str
-
-
-ItemResult = dict[str, np.ndarray] | ItemError
-
-
-def encode_response(results: list[ItemResult], server_s: float) -> list[bytes | memoryview]:
-    """The response body for ``results`` as a list of chunks (header first, then buffers,
-    no copy of the buffers)."""
-    entries: list[dict[str, Any]] = []
-    chunks: list[bytes | memoryview] = []
-    offset = 0
-    for res in results:
-        if isinstance(res, ItemError):
-            entries.append({"ok": False, "status": res.status, "error": res.error})
-            continue
-        bufs = []
-        for name, arr in res.items():
-            a = np.ascontiguousarray(arr)
-            if a.dtype.byteorder == ">":
-                a = a.astype(a.dtype.newbyteorder("<"))
-            view = a.data.cast("B") if a.nbytes else memoryview(b"")
-            bufs.append({"name": name, "dtype": a.dtype.str, "shape": list(a.shape),
-                         "offset": offset, "nbytes": a.nbytes})
-            chunks.append(view)
-            offset += a.nbytes
-        entries.append({"ok": True, "buffers": bufs})
-    header = json.dumps({"protocol": PROTOCOL_VERSION, "server_s": server_s,
-                         "results": entries}, separators=(",", ":")).encode()
-    return [_PREFIX.pack(MAGIC, PROTOCOL_VERSION, len(header)), header, *chunks]
-
-
-@dataclasses.dataclass(frozen=True)
-class ReadResponse:
-    """A decoded response: one result per item and the server's working seconds."""
-
-    results: list[ItemResult]
-    server_s: float
-
-
-def decode_response(body: bytes | memoryview, expected: int) -> ReadResponse:
-    """Decode a response body carrying ``expected`` results; arrays are zero-copy views of
-    ``body``. Raises :class:`ProtocolError` when anything does not add up."""
-    view = memoryview(body)
-    if len(view) < _PREFIX.size:
-        raise ProtocolError("pushdown response is shorter than its prefix")
-    magic, version, hlen = _PREFIX.unpack_from(view)
-    if magic != MAGIC or version != PROTOCOL_VERSION:
-        raise ProtocolError(f"not a pushdown response of protocol {PROTOCOL_VERSION} "
-                            f"(magic {magic!r}, version {version})")
-    start = _PREFIX.size + hlen
-    if start > len(view):
-        raise ProtocolError("pushdown response header is truncated")
-    try:
-        header = json.loads(bytes(view[_PREFIX.size:start]))
-        entries = header["results"]
-        server_s = float(header.get("server_s", 0.0))
-        if not isinstance(entries, list) or len(entries) != expected:
-            raise ValueError(f"{expected} results expected")
-        results: list[ItemResult] = []
-        data = view[start:]
-        for e in entries:
-            if not e["ok"]:
-                results.append(ItemError(int(e["status"]), str(e["error"])))
-                continue
-            out = {}
-            for b in e["buffers"]:
-                dtype = np.dtype(_dtype(b["dtype"], "buffer dtype"))
-                shape = tuple(int(s) for s in b["shape"])
-                off, n = int(b["offset"]), int(b["nbytes"])
-                if off < 0 or off + n > len(data) or n != math.prod(shape) * dtype.itemsize:
-                    raise ValueError(f"buffer {b['name']!r} does not fit the body")
-                out[str(b["name"])] = np.frombuffer(data[off:off + n], dtype).reshape(shape)
-            results.append(out)
-    except (ValueError, KeyError, TypeError) as err:
-        raise ProtocolError(f"malformed pushdown response: {err}") from None
-    return ReadResponse(results, server_s)

@@ -6,7 +6,7 @@ with numpy positions, and negative values count from the end as in numpy; for ot
 they are the coordinates themselves (as in TileDB). Anything outside the domain raises
 :class:`~tessera.errors.SelectionError` (an ``IndexError``).
 
->>> from tessera.array.schema import ArraySchema, Dim, Attr
+>>> from tessera.format.schema import ArraySchema, Dim, Attr
 >>> schema = ArraySchema([Dim("y", (0, 9), 5), Dim("x", (0, 9), 5)], [Attr("v", "i4")])
 >>> sel = normalize_selection((slice(2, 8, 3), [7, 1]), schema)
 >>> [d.coords.tolist() for d in sel.dims], sel.shape
@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from tessera.array.schema import ArraySchema, Dim
 from tessera.errors import SelectionError
+from tessera.format.schema import ArraySchema, Dim
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from tessera.array.codecs import normalize_codec_spec
 from tessera.errors import SchemaError
+from tessera.format.codecs import normalize_codec_spec
 
 SCHEMA_VERSION = 1
 Order = Literal["row-major", "col-major"]

@@ -7,6 +7,7 @@
 b'world'
 """
 
+from tessera._version import __version__ as __version__
 from tessera.array import (
     Array,
     ArraySchema,
@@ -17,7 +18,7 @@ from tessera.array import (
     from_numpy,
     open_array,
 )
-from tessera.array.sparse_read import SparseResult
+from tessera.array.read.sparse import SparseResult
 from tessera.config import PlannerConfig, ReadConfig, RetryPolicy, StoreConfig, WriteConfig
 from tessera.errors import (
     AccessDeniedError,
@@ -64,8 +65,6 @@ from tessera.storage import (
     collect_stats,
     open_store,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "PRICING",

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import tessera
 from tessera.array.fragment import FRAGMENT_VERSION
-from tessera.array.reader import plan_tile_reads
+from tessera.array.read.tiles import plan_tile_reads
 from tessera.format.blocks import TileBlocks, decode_blocked, encode_blocked
 from tessera.format.codecs import get_codec
 from tessera.format.selection import normalize_selection

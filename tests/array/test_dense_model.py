@@ -201,7 +201,7 @@ def test_dense_arrays_match_numpy_file_in_local_batches(monkeypatch, tmp_path_fa
     """The same histories on a folder store with every whole-tile read of a layered read
     made in batches on worker threads (normally from 1 MiB of tiles on), raw tiles in
     slabs of one slowest-axis slice each."""
-    from tessera.array import reader
+    from tessera.array.read import local as reader
 
     monkeypatch.setattr(reader, "LOCAL_BATCH_BYTES", 0)
     monkeypatch.setattr(reader, "STREAM_SLAB_BYTES", 1)
@@ -219,7 +219,7 @@ def test_dense_arrays_match_numpy_s3(s3_server, history) -> None:
 def test_dense_arrays_match_numpy_with_the_update_index(monkeypatch, history) -> None:
     """The same histories with every trailing run of small updates read through the
     per-handle merged index (normally built from 8 fragments on)."""
-    from tessera.array import update_index
+    from tessera.array.read import updates as update_index
 
     monkeypatch.setattr(update_index, "MIN_FRAGMENTS", 1)
     _check("memory://prop-dense-index", {}, history)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tessera
-from tessera.array import reader as reader_mod
+from tessera.array.read import local as reader_mod
 from tessera.errors import InvalidRangeError, ObjectNotFoundError, PermanentStorageError
 
 

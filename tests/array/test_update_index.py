@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tessera
-from tessera.array import update_index
+from tessera.array.read import updates as update_index
 
 
 def _schema() -> tessera.ArraySchema:

@@ -2,7 +2,7 @@
 
 from tessera.array.array import Array, create_array, from_numpy, open_array
 from tessera.array.fragment import FragmentInfo
-from tessera.array.reader import ReadReport
+from tessera.array.read.report import ReadReport
 from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.format.tile import TileRead
 

@@ -38,24 +38,21 @@ from tessera.array.fragment import (
     write_dense_fragment,
 )
 from tessera.array.maintenance import apply_replacements, check_history, vacuum, visible_at
-from tessera.array.points import point_needs, read_points
-from tessera.array.pushdown_read import PushdownReader
-from tessera.array.reader import (
-    ReadReport,
-    TileFetcher,
-    execute_tile_reads,
-    plan_tile_reads,
-)
-from tessera.array.sparse import check_coords, write_sparse_fragment
-from tessera.array.sparse_read import (
+from tessera.array.read.execute import execute_tile_reads
+from tessera.array.read.fetch import TileFetcher
+from tessera.array.read.points import point_needs, read_points
+from tessera.array.read.pushdown import PushdownReader
+from tessera.array.read.report import ReadReport
+from tessera.array.read.sparse import (
     TOMBSTONE_ATTR,
     SparseResult,
-    SparseSelection,
     normalize_sparse_selection,
     plan_cell_reads,
     read_sparse,
 )
-from tessera.array.update_index import MergedUpdates, merged_for
+from tessera.array.read.tiles import plan_tile_reads
+from tessera.array.read.updates import MergedUpdates, merged_for
+from tessera.array.sparse import check_coords, write_sparse_fragment
 from tessera.config import PlannerConfig, PushdownConfig, ReadConfig, WriteConfig
 from tessera.errors import (
     ArrayExistsError,
@@ -71,7 +68,7 @@ from tessera.errors import (
     SelectionError,
 )
 from tessera.format.schema import ArraySchema, Attr, Dim
-from tessera.format.selection import Hyperslabs, Points, normalize_selection
+from tessera.format.selection import Hyperslabs, Points, SparseSelection, normalize_selection
 from tessera.pushdown.client import PushdownClient
 from tessera.query.cost import StoreProfile
 from tessera.query.plan import (
@@ -128,7 +125,7 @@ class Array:
         self._profile: StoreProfile | None = None
         self._last_visible: list[FragmentMeta] | None = None  # what the latest read used
         self._metas: dict[str, FragmentMeta] = {}
-        # The newest run of many small updates, merged once (see tessera.array.update_index).
+        # The newest run of many small updates, merged once (see tessera.array.read.updates).
         self._updates: dict[Any, tuple[int, MergedUpdates | None]] = {}
         self._snapshot: list[FragmentMeta] | None = None  # timestamped handles list once
         # The latest listing of a handle without a timestamp: (time.monotonic(), this

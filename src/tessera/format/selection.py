@@ -224,3 +224,33 @@ class Points:
         n = len(self.coords[0]) if self.coords else 0
         return f"Points({n} points in {len(self.coords)} dimensions)"
 
+
+@dataclasses.dataclass(frozen=True)
+class SparseSelection:
+    """Per dimension: ``lo <= c`` and ``c <= hi`` (or ``c < hi`` when ``hi_open``), and
+    membership in ``members`` when a list was given."""
+
+    lo: tuple[Any, ...]
+    hi: tuple[Any, ...]
+    hi_open: tuple[bool, ...]
+    members: tuple[np.ndarray | None, ...]
+
+    def mask(self, coords: np.ndarray) -> np.ndarray:
+        """Which of ``(n, ndim)`` coordinates are selected."""
+        keep = np.ones(len(coords), dtype=bool)
+        for d in range(coords.shape[1]):
+            c = coords[:, d]
+            keep &= c >= self.lo[d]
+            keep &= (c < self.hi[d]) if self.hi_open[d] else (c <= self.hi[d])
+            members = self.members[d]
+            if members is not None:
+                keep &= np.isin(c, members)
+        return keep
+
+    def touches(self, mbrs: np.ndarray) -> np.ndarray:
+        """Which data tiles (``(tiles, 2, ndim)`` MBRs) may hold selected cells."""
+        lo = np.asarray(self.lo, dtype=np.float64)
+        hi = np.asarray(self.hi, dtype=np.float64)
+        below_hi = np.where(np.asarray(self.hi_open), mbrs[:, 0] < hi, mbrs[:, 0] <= hi)
+        touching: np.ndarray = np.all(below_hi, axis=1) & np.all(mbrs[:, 1] >= lo, axis=1)
+        return touching

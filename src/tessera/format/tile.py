@@ -1,8 +1,8 @@
 """The stored-tile description every floor above shares: :class:`Piece` (a byte range of a
 stored object holding one encoded tile, with its checksum and codec), its verification
 (:func:`verify_piece`), :class:`TileRead` (one tile of one attribute of one fragment that a
-read needs: the seam between the planner and the executor), and :func:`tile_cells`, which
-cells of a tile a selection takes.
+read needs: the seam between the planner and the executor), :class:`CellTileRead` (one data
+tile of a sparse fragment), and :func:`tile_cells`, which cells of a tile a selection takes.
 """
 
 from __future__ import annotations
@@ -35,6 +35,29 @@ class Piece:
     blocks: TileBlocks | None = dataclasses.field(default=None, compare=False)
     checksum: str = "crc32"
 
+
+
+@dataclasses.dataclass(frozen=True)
+class CellTileRead:
+    """One data tile of a sparse (or delete) fragment that may hold selected cells: its
+    coordinates and, unless it holds tombstones, its attribute values."""
+
+    fragment: str
+    rank: int
+    kind: str
+    tile: int
+    mbr: Box
+    coords: Piece
+    attrs: dict[str, Piece]
+    #: The fragment's cache of decoded inline tiles (fragments are immutable, so an open
+    #: handle decodes each small update once).
+    cache: dict[Any, Any] | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    @property
+    def inline(self) -> bool:
+        """True if every piece lives in the fragment's bookkeeping (no request needed)."""
+        return self.coords.inline is not None and all(
+            p.inline is not None for p in self.attrs.values())
 
 
 class StoredTileFields:

@@ -12,7 +12,7 @@ memory stays bounded whatever the source's size; sources are read, never unpickl
 (``allow_pickle=False``). What cannot be imported (strings, compound or object dtypes,
 scalars, empty datasets) is skipped and reported, not silently dropped.
 
->>> import numpy as np, tempfile, pathlib
+>>> import numpy as np, tempfile, pathlib, tessera
 >>> path = pathlib.Path(tempfile.mkdtemp()) / "x.npy"
 >>> np.save(path, np.arange(20).reshape(4, 5))
 >>> report = import_npy(path, "memory://doc-import-npy")
@@ -30,8 +30,7 @@ from typing import Any
 
 import numpy as np
 
-import tessera
-from tessera.array.array import Array, _default_tile
+from tessera.array.array import Array, _default_tile, create_array
 from tessera.errors import InvalidArgumentError
 from tessera.format.codecs import codec_names
 from tessera.format.schema import ArraySchema, Attr, Dim
@@ -125,7 +124,7 @@ def import_npy(path: str | Path, uri: str, *, tile: tuple[int, ...] | None = Non
     schema = ArraySchema([Dim(f"d{i}", (0, n - 1), min(int(t), n)) for i, (n, t) in
                           enumerate(zip(values.shape, extents, strict=True))],
                          [Attr("data", values.dtype.newbyteorder("<").str, None, codec)])
-    arr = tessera.create_array(uri, schema, storage_options=storage_options)
+    arr = create_array(uri, schema, storage_options=storage_options)
     copy_slabs(values, arr, path.name, report, progress)
     report.imported.append("/")
     return report

@@ -197,7 +197,7 @@ class CellAttr:
 
 @dataclasses.dataclass(frozen=True)
 class CellBox:
-    """A box in coordinate space (see :class:`~tessera.array.sparse_read.SparseSelection`)."""
+    """A box in coordinate space (see :class:`~tessera.format.selection.SparseSelection`)."""
 
     lo: tuple[float, ...]
     hi: tuple[float, ...]

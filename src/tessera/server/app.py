@@ -132,7 +132,7 @@ class PushdownApp:
         return JSONResponse({"status": "not ready", "reason": reason}, status_code=503)
 
     async def info(self, request: Request, rid: str) -> Response:
-        from tessera import __version__
+        from tessera._version import __version__
 
         return JSONResponse({
             "name": "tessera-pushdown", "version": __version__, "protocol": PROTOCOL_VERSION,

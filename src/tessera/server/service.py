@@ -17,13 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from tessera.array.reader import THREAD_BYTES
-from tessera.array.sparse_read import SparseSelection
+from tessera.array.read.local import THREAD_BYTES
 from tessera.errors import CorruptDataError, InvalidRangeError, ObjectNotFoundError, StorageError
 from tessera.format.blocks import TileBlocks, decode_blocked
 from tessera.format.codecs import get_codec
 from tessera.format.decompose import tile_byte_ranges
 from tessera.format.layout import tile_view
+from tessera.format.selection import SparseSelection
 from tessera.format.tile import Piece, verify_piece
 from tessera.pushdown.framing import ItemError, ItemResult
 from tessera.pushdown.read_items import CellsItem, ReadItem, TileItem, select_positions

@@ -15,10 +15,14 @@ from typing import Any
 import numpy as np
 
 from tessera.array.fragment import FragmentMeta
-from tessera.array.reader import CellTileRead, fetch_cells, tile_piece
-from tessera.array.sparse import global_order
+from tessera.array.read.fetch import fetch_cells
+from tessera.array.read.pushdown import cells_item
+from tessera.array.read.tiles import tile_piece
+from tessera.array.sparse import coords_dtype, global_order
 from tessera.errors import SelectionError
 from tessera.format.schema import ArraySchema
+from tessera.format.selection import SparseSelection
+from tessera.format.tile import CellTileRead
 from tessera.storage.store import AsyncStore
 
 TOMBSTONE_ATTR = "__tombstone"
@@ -39,37 +43,6 @@ class SparseResult:
 
     def __len__(self) -> int:
         return len(self.coords[0]) if self.coords else 0
-
-
-@dataclasses.dataclass(frozen=True)
-class SparseSelection:
-    """Per dimension: ``lo <= c`` and ``c <= hi`` (or ``c < hi`` when ``hi_open``), and
-    membership in ``members`` when a list was given."""
-
-    lo: tuple[Any, ...]
-    hi: tuple[Any, ...]
-    hi_open: tuple[bool, ...]
-    members: tuple[np.ndarray | None, ...]
-
-    def mask(self, coords: np.ndarray) -> np.ndarray:
-        """Which of ``(n, ndim)`` coordinates are selected."""
-        keep = np.ones(len(coords), dtype=bool)
-        for d in range(coords.shape[1]):
-            c = coords[:, d]
-            keep &= c >= self.lo[d]
-            keep &= (c < self.hi[d]) if self.hi_open[d] else (c <= self.hi[d])
-            members = self.members[d]
-            if members is not None:
-                keep &= np.isin(c, members)
-        return keep
-
-    def touches(self, mbrs: np.ndarray) -> np.ndarray:
-        """Which data tiles (``(tiles, 2, ndim)`` MBRs) may hold selected cells."""
-        lo = np.asarray(self.lo, dtype=np.float64)
-        hi = np.asarray(self.hi, dtype=np.float64)
-        below_hi = np.where(np.asarray(self.hi_open), mbrs[:, 0] < hi, mbrs[:, 0] <= hi)
-        touching: np.ndarray = np.all(below_hi, axis=1) & np.all(mbrs[:, 1] >= lo, axis=1)
-        return touching
 
 
 def normalize_sparse_selection(sel: Any, schema: ArraySchema) -> SparseSelection:
@@ -150,7 +123,7 @@ async def read_sparse(store: AsyncStore, schema: ArraySchema, sel: SparseSelecti
     """Execute cell reads; returns the live cells and, when ``keep_tombstones``, also the
     deleted ones (second value: the coordinates of deleted cells, ``(n, ndim)``).
 
-    With a :class:`~tessera.array.pushdown_read.PushdownReader`, data tiles not kept inline
+    With a :class:`~tessera.array.read.pushdown.PushdownReader`, data tiles not kept inline
     go to the server, which returns only their cells inside the selection's box; tiles it
     fails are fetched directly."""
     limit = asyncio.Semaphore(store.config.max_concurrency)
@@ -172,8 +145,6 @@ async def read_sparse(store: AsyncStore, schema: ArraySchema, sel: SparseSelecti
         return coords[keep], {k: v[keep] for k, v in values.items()}, dead[keep]
 
     async def push(batch: list[CellTileRead]) -> list[Part]:
-        from tessera.array.pushdown_read import cells_item
-
         items = [cells_item(schema, r, sel, pushdown.array_path) for r in batch]
         async with limit:
             results = await pushdown.read(items)
@@ -199,8 +170,6 @@ async def read_sparse(store: AsyncStore, schema: ArraySchema, sel: SparseSelecti
     direct = await asyncio.gather(*(one(r) for r in reads if id(r) not in done))
     it = iter(direct)
     parts = [done[id(r)] if id(r) in done else next(it) for r in reads]
-    from tessera.array.sparse import coords_dtype
-
     ndim = schema.ndim
     cdt = coords_dtype(schema)
     if not parts:

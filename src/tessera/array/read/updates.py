@@ -25,13 +25,9 @@ from typing import Any
 import numpy as np
 
 from tessera.array.fragment import FragmentMeta
-from tessera.array.reader import (
-    _meta_box,
-    _plan_cells,
-    found_values,
-    inline_cells,
-    newest_per_coordinate,
-)
+from tessera.array.read.fetch import inline_cells
+from tessera.array.read.scatter import found_values, newest_per_coordinate
+from tessera.array.read.tiles import meta_box, plan_cells
 from tessera.format.schema import ArraySchema
 
 #: A run needs at least this many fragments before an index is built for it.
@@ -93,9 +89,9 @@ def merge_updates(schema: ArraySchema, run: list[FragmentMeta], first_rank: int,
     """Merge the cells of ``run`` (ranks ``first_rank``...), the newest winning."""
     found = [(read, *inline_cells(schema, read, array_url))
              for i, meta in enumerate(run)
-             for read in _plan_cells(meta, first_rank + i, _meta_box(meta), [], attrs)]
+             for read in plan_cells(meta, first_rank + i, meta_box(meta), [], attrs)]
     names = tuple(m.name for m in run)
-    boxes = np.array([_meta_box(m) for m in run], dtype=np.int64).reshape(
+    boxes = np.array([meta_box(m) for m in run], dtype=np.int64).reshape(
         len(run), 2, schema.ndim)
     last = first_rank + len(run) - 1
     if not found:

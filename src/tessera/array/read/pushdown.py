@@ -10,15 +10,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from tessera.array.sparse import coords_dtype
 from tessera.errors import PushdownError
 from tessera.format.schema import ArraySchema
-from tessera.format.selection import Selection
-from tessera.format.tile import Piece, TileRead, positions, tile_cells
+from tessera.format.selection import Selection, SparseSelection
+from tessera.format.tile import CellTileRead, Piece, TileRead, positions, tile_cells
 from tessera.pushdown.client import PushdownClient
 from tessera.pushdown.framing import ItemError
 from tessera.pushdown.read_items import (
@@ -31,6 +32,7 @@ from tessera.pushdown.read_items import (
     dim_select,
 )
 from tessera.storage.stats import RequestRecord
+from tessera.storage.url import StoreURL
 
 log = logging.getLogger("tessera.pushdown")
 
@@ -59,10 +61,10 @@ class PushdownReader:
     memory_gb: float = 1.0
     fallbacks: int = 0
     last_error: str | None = None
-    array_url: Any = None
+    array_url: StoreURL | None = None
     reasons: dict[str, int] = dataclasses.field(default_factory=dict)
     details: dict[str, str] = dataclasses.field(default_factory=dict)
-    _resolving: Any = dataclasses.field(default=None, repr=False)
+    _resolving: asyncio.Future[str] | None = dataclasses.field(default=None, repr=False)
     _unresolved: PushdownError | None = dataclasses.field(default=None, repr=False)
 
     def fell_back(self, items: int, reason: str, detail: str) -> None:
@@ -78,6 +80,11 @@ class PushdownReader:
         server cannot be asked or does not serve the array (``last_error`` says why)."""
         if self.array_path is not None:
             return self.array_path
+        if self.array_url is None:
+            self._unresolved = PushdownError("pushdown reads need the array's path below the "
+                                             "server's root or its URL; neither was given")
+            self.last_error = str(self._unresolved)
+            return None
         if self._resolving is None:
             self._resolving = asyncio.ensure_future(self.client.array_path(self.array_url))
         try:
@@ -108,7 +115,7 @@ class PushdownReader:
             out.append(cur)
         return out
 
-    async def read(self, items: list[ReadItem]) -> list[dict[str, np.ndarray] | None]:
+    async def read(self, items: Sequence[ReadItem]) -> list[dict[str, np.ndarray] | None]:
         """One result per item; ``None`` where the caller must fetch the tile itself.
         Items built before the array's path was known carry ``""``; they get it here."""
         path = await self.resolve()
@@ -173,16 +180,16 @@ def tile_item(schema: ArraySchema, read: TileRead, sel: Selection, array_path: s
                     schema.cell_order, select, read.blocks, read.checksum)
 
 
-def _piece(p: Any) -> Piece:
+def _piece(p: Piece) -> Piece:
+    """A piece as the wire carries it (its inline bytes stay here)."""
     return Piece(p.key, p.offset, p.length, p.codec, p.crc32, checksum=p.checksum)
 
 
-def cells_item(schema: ArraySchema, read: Any, box: Any, array_path: str | None,
+def cells_item(schema: ArraySchema, read: CellTileRead, box: SparseSelection,
+               array_path: str | None,
                ) -> CellsItem:
     """The pushdown item for a sparse data tile: its cells inside ``box``
-    (a :class:`~tessera.array.sparse_read.SparseSelection`)."""
-    from tessera.array.sparse import coords_dtype
-
+    (a :class:`~tessera.format.selection.SparseSelection`)."""
     attrs = []
     for name, piece in read.attrs.items():
         if name.startswith("__"):

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from tessera.array.reader import CellTileRead, TileFetcher, fetch_cells
+from tessera.array.read.fetch import TileFetcher, fetch_cells
 from tessera.errors import SelectionError
 from tessera.format.decompose import merge_ranges
 from tessera.format.schema import ArraySchema
-from tessera.format.tile import TileRead
+from tessera.format.tile import CellTileRead, TileRead
 from tessera.query.plan import tile_label
 from tessera.query.refine import TileNeed
 

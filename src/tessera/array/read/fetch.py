@@ -1,0 +1,238 @@
+"""Fetching tiles: :class:`TileFetcher` (each tile once, whole or from the plan's ranges,
+verified and decoded), single pieces (:func:`fetch_piece`) and sparse data tiles
+(:func:`fetch_cells`, inline ones decoded once per handle)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import numpy as np
+
+from tessera.array.sparse import coords_dtype
+from tessera.errors import CorruptDataError, InvalidRangeError, ObjectNotFoundError
+from tessera.format.blocks import decode_blocked
+from tessera.format.codecs import get_codec
+from tessera.format.layout import (
+    tile_from_bytes,
+    tile_nbytes,
+)
+from tessera.format.schema import ArraySchema, Attr
+from tessera.format.tile import (
+    CellTileRead,
+    Piece,
+    TileRead,
+    check_length,
+    verify_piece,
+)
+from tessera.query.plan import Plan
+from tessera.storage.store import AsyncStore
+
+
+class TileFetcher:
+    """Fetches and decodes the tiles of a read as its plan says, each once.
+
+    ``reads[i]`` is fetched whole (a get, checked against its crc32) or, when the plan says
+    ``range`` or shares a request with neighbouring tiles, assembled from the planned
+    requests (each issued once). A decoded tile is kept only until its last consumer (see
+    :meth:`expect`) has it, so memory stays bounded by the tiles in flight.
+    """
+
+    def __init__(self, store: AsyncStore, schema: ArraySchema, reads: list[TileRead],
+                 plan: Plan | None, array_url: str, limit: asyncio.Semaphore | None = None) -> None:
+        self.store, self.schema, self.reads, self.plan = store, schema, reads, plan
+        self.array_url = array_url
+        self.limit = limit or asyncio.Semaphore(store.config.max_concurrency)
+        self._tiles: dict[int, asyncio.Task[np.ndarray]] = {}
+        self._uses: dict[int, int] = {}
+        self._requests: dict[tuple[str, int, int], asyncio.Task[Any]] = {}
+
+    def expect(self, position: int, uses: int = 1) -> None:
+        """Announce ``uses`` more consumers of tile ``position`` (default: one each)."""
+        self._uses[position] = self._uses.get(position, 0) + uses
+
+    def decoded_bytes(self, position: int) -> int:
+        """About how many bytes decoding tile ``position`` makes as its plan fetches it:
+        the whole decoded tile for a get, the fetched part of it for planned ranges."""
+        read = self.reads[position]
+        whole = tile_nbytes(self.schema, self.schema.attr(read.attr))
+        plan = self.plan
+        if plan is None or not (plan.choices[position].method == "range"
+                                or position in plan.shared_tiles):
+            return max(whole, read.length)
+        end = read.offset + read.length
+        fetched: int = sum(max(0, min(r.stop, end) - max(r.start, read.offset))
+                           for r in plan.requests_for(position))
+        return fetched if read.length >= whole else fetched * whole // max(1, read.length)
+
+    async def tile(self, position: int, threaded: bool = False) -> np.ndarray:
+        """The decoded tile ``position`` (shape ``tile_shape + cell_shape``)."""
+        task = self._tiles.get(position)
+        if task is None:
+            task = asyncio.ensure_future(self._fetch(position, threaded))
+            self._tiles[position] = task
+        try:
+            return await task
+        finally:
+            left = self._uses.get(position, 1) - 1
+            self._uses[position] = left
+            if left <= 0:
+                self._tiles.pop(position, None)
+
+    async def cancel(self) -> None:
+        """Cancel every fetch still running."""
+        pending = [*self._tiles.values(), *self._requests.values()]
+        for t in pending:
+            t.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _fetch(self, position: int, threaded: bool) -> np.ndarray:
+        read = self.reads[position]
+        where = tile_where(self.array_url, read)
+        attr = self.schema.attr(read.attr)
+        plan = self.plan
+        data: Any
+        if plan is not None and (plan.choices[position].method == "range"
+                                 or position in plan.shared_tiles):
+            requests = plan.requests_for(position)
+            end = read.offset + read.length
+            for req in requests:  # issue them all before waiting for any
+                ident = (req.key, req.start, req.stop)
+                if ident not in self._requests:
+                    self._requests[ident] = asyncio.ensure_future(
+                        self._fetch_request(req.key, req.start, req.stop, where))
+            within = [r for r in requests if r.start <= read.offset and r.stop >= end]
+            if within:
+                # The whole tile came in one request (maybe shared with neighbours): its
+                # bytes are a view of that request's buffer, checked and decoded like a get.
+                req = within[0]
+                got = memoryview(await self._requests[(req.key, req.start, req.stop)])
+                data = got[read.offset - req.start:end - req.start]
+            else:
+                # Pieces of a raw or blocked tile: the selected cells all lie in the fetched
+                # ranges (of a blocked tile: in the blocks they cover, each checked against
+                # its own checksum and decoded alone).
+                buf = np.empty(read.length, dtype=np.uint8)
+                spans = []
+                for req in requests:
+                    ident = (req.key, req.start, req.stop)
+                    got_arr = np.frombuffer(memoryview(await self._requests[ident]), np.uint8)
+                    lo, hi = max(req.start, read.offset), min(req.stop, end)
+                    buf[lo - read.offset:hi - read.offset] = \
+                        got_arr[lo - req.start:hi - req.start]
+                    spans.append((lo - read.offset, hi - read.offset))
+                if read.blocks is None:
+                    return decode_tile(self.schema, attr, buf.data, where)
+                blocks = read.blocks
+
+                def decode_blocks() -> np.ndarray:
+                    raw = decode_blocked(get_codec(read.codec), buf, blocks,
+                                         blocks.covered(spans), check=True, where=where)
+                    return decode_tile(self.schema, attr, raw.data, where)
+
+                return await asyncio.to_thread(decode_blocks) if threaded else decode_blocks()
+        else:
+            async with self.limit:
+                data = await fetch_bytes(self.store, read.piece, where)
+
+        def decode() -> np.ndarray:
+            return verified_tile(self.schema, read, data, where)
+
+        return await asyncio.to_thread(decode) if threaded else decode()
+
+    async def _fetch_request(self, key: str, start: int, stop: int, where: str) -> Any:
+        piece = Piece(key, start, stop - start, None, 0)
+        async with self.limit:
+            data = await fetch_bytes(self.store, piece, where)
+        check_length(data, piece, where)
+        return data
+
+
+async def fetch_bytes(store: AsyncStore, piece: Piece, where: str) -> Any:
+    """One encoded tile's stored bytes (not yet verified); inline pieces need no request."""
+    if piece.inline is not None:
+        return piece.inline
+    try:
+        return (await store.get_range(piece.key, piece.offset, piece.length)
+                if piece.length else b"")
+    except (ObjectNotFoundError, InvalidRangeError) as err:
+        return unread(err, piece.key, where)
+
+
+def unread(err: Exception, key: str, where: str) -> bytes:
+    """What a tile's read that failed with ``err`` yields: a missing data object raises
+    ``CorruptDataError``; an object ending before the tile starts gives no bytes (the length
+    check then names it truncated)."""
+    if isinstance(err, ObjectNotFoundError):
+        raise CorruptDataError(f"{where}: data object {key} is missing") from None
+    return b""
+
+
+async def fetch_piece(store: AsyncStore, piece: Piece, where: str) -> Any:
+    """One encoded tile's bytes, verified against its checksum and decoded."""
+    return verify_piece(await fetch_bytes(store, piece, where), piece, where)
+
+
+def verified_tile(schema: ArraySchema, read: TileRead, data: Any, where: str) -> np.ndarray:
+    """A whole tile's stored bytes, checked against its checksum and decoded."""
+    return decode_tile(schema, schema.attr(read.attr), verify_piece(data, read.piece, where),
+                        where)
+
+
+def decode_tile(schema: ArraySchema, attr: Attr, raw: Any, where: str) -> np.ndarray:
+    try:
+        return tile_from_bytes(raw, schema, attr)
+    except ValueError as err:
+        raise CorruptDataError(f"{where}: decoded tile has the wrong size: {err}") from None
+
+
+async def fetch_cells(store: AsyncStore, schema: ArraySchema, read: CellTileRead,
+                      array_url: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The coordinates ``(n, ndim)`` and attribute values of one sparse data tile."""
+    if read.inline:
+        return inline_cells(schema, read, array_url)
+    where = f"array {array_url}, fragment {read.fragment}, data tile {read.tile}"
+    pieces = [fetch_piece(store, read.coords, f"{where}, coordinates")]
+    pieces += [fetch_piece(store, p, f"{where}, attribute {n!r}") for n, p in read.attrs.items()]
+    return _parse_cells(schema, read, await asyncio.gather(*pieces), where)
+
+
+def inline_cells(schema: ArraySchema, read: CellTileRead, array_url: str,
+                 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """:func:`fetch_cells` for a data tile kept inline: verified and decoded once per handle,
+    then served from the fragment's cache."""
+    key = (read.tile, tuple(read.attrs))
+    if read.cache is not None and key in read.cache:
+        coords, values = read.cache[key]
+        return coords, dict(values)
+    where = f"array {array_url}, fragment {read.fragment}, data tile {read.tile}"
+    raw = [verify_piece(read.coords.inline, read.coords, f"{where}, coordinates")]
+    raw += [verify_piece(p.inline, p, f"{where}, attribute {n!r}")
+            for n, p in read.attrs.items()]
+    coords, values = _parse_cells(schema, read, raw, where)
+    if read.cache is not None:
+        read.cache[key] = (coords, values)
+    return coords, dict(values)
+
+
+def _parse_cells(schema: ArraySchema, read: CellTileRead, raw: list[Any], where: str,
+                 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+
+    try:
+        coords = np.frombuffer(memoryview(raw[0]), coords_dtype(schema)).reshape(-1, schema.ndim)
+        values = {}
+        for (name, _), data in zip(read.attrs.items(), raw[1:], strict=True):
+            if name.startswith("__"):  # internal per-cell flags, e.g. tombstones
+                values[name] = np.frombuffer(memoryview(data), np.uint8)
+                continue
+            attr = schema.attr(name)
+            values[name] = np.frombuffer(memoryview(data), attr.np_dtype).reshape(
+                (len(coords), *attr.cell_shape))
+    except ValueError as err:
+        raise CorruptDataError(f"{where}: decoded tile has the wrong size: {err}") from None
+    return coords, values
+
+
+def tile_where(array_url: str, read: TileRead) -> str:
+    return (f"array {array_url}, fragment {read.fragment}, attribute {read.attr!r}, "
+            f"tile {read.tile_index}")

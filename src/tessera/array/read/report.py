@@ -1,0 +1,87 @@
+"""What a read did: :class:`ReadReport` (its tile reads, the plan it followed with its
+estimates, the measured I/O and any pushdown fallbacks), printable as estimated vs measured."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tessera.format.tile import (
+    CellTileRead,
+    TileRead,
+)
+from tessera.query.plan import Plan
+from tessera.storage.stats import IOStats
+
+
+@dataclasses.dataclass
+class ReadReport:
+    """What the latest read did: the tile reads, fragments consulted and skipped, the plan
+    it followed (:class:`~tessera.query.plan.Plan`, with its estimates) and the measured
+    I/O stats."""
+
+    tile_reads: list[TileRead]
+    fragments_used: int
+    fragments_skipped: int
+    stats: IOStats | None = None
+    cell_reads: list[CellTileRead] = dataclasses.field(default_factory=list)
+    plan: Plan | None = None
+    #: Tiles the pushdown server failed (or could not be asked for) and that were fetched
+    #: directly instead, the last message, and the tiles by reason (a short phrase such as
+    #: ``"tile failed on the server (HTTP 500)"``).
+    pushdown_fallbacks: int = 0
+    pushdown_error: str | None = None
+    pushdown_fallback_reasons: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: The first full message for each reason.
+    pushdown_fallback_details: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def table(self) -> Any:
+        """The plan's estimates beside what the read measured (a rich ``Table``): requests
+        and bytes of the data requests (gets, ranges, pushdowns; on a handle's first read
+        this includes getting the fragments' bookkeeping), seconds and dollars. Measured
+        dollars use the plan's price table; listings are shown apart.
+
+        >>> import numpy as np, tessera
+        >>> arr = tessera.from_numpy("memory://doc-report", np.zeros((8, 8)), tile=(4, 4))
+        >>> _ = arr.read((slice(0, 8), 1), method="get")
+        >>> print(arr.last_read)  # doctest: +ELLIPSIS
+        read: estimated vs measured...
+        """
+        from rich.table import Table
+
+        t = Table(title="read: estimated vs measured", title_justify="left")
+        for col in ("", "estimated", "measured"):
+            t.add_column(col, justify="left" if not col else "right")
+        stats = self.stats
+        data_kinds = ("get", "range", "pushdown")
+        by = stats.by_method if stats is not None else {}
+        measured_req = sum(by[k].requests for k in data_kinds if k in by)
+        measured_bytes = sum(by[k].bytes_received for k in data_kinds if k in by)
+        other = (stats.requests - measured_req) if stats is not None else 0
+        plan = self.plan
+        est = plan.estimate if plan is not None else None
+        t.add_row("data requests", str(len(plan.requests)) if plan is not None else "-",
+                  str(measured_req))
+        t.add_row("data bytes", f"{plan.totals.nbytes:,}" if plan is not None else "-",
+                  f"{measured_bytes:,}")
+        t.add_row("seconds", f"{est.seconds:.4g}" if est is not None else "-",
+                  f"{stats.elapsed_s:.4g}" if stats is not None else "-")
+        pricing = plan.pricing if plan is not None else "s3"
+        t.add_row(f"dollars ({pricing})", f"{est.dollars:.3g}" if est is not None else "-",
+                  f"{stats.cost_usd(pricing):.3g}" if stats is not None else "-")
+        t.add_row("other requests (listings)", "", str(other))
+        if self.pushdown_fallbacks:
+            t.add_row("pushdown fallbacks", "", f"{self.pushdown_fallbacks} tiles: "
+                                                f"{self.pushdown_error}")
+            for reason, tiles in self.pushdown_fallback_reasons.items():
+                t.add_row(f"  {reason}", "", f"{tiles} tiles")
+        return t
+
+    def __str__(self) -> str:
+        import io
+
+        from rich.console import Console
+
+        out = io.StringIO()
+        Console(file=out, width=110, highlight=False).print(self.table())
+        return out.getvalue()

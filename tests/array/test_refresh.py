@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import tessera
-from tessera.array import array as array_mod
+from tessera.array import writes as writes_mod
 from tessera.errors import ConfigError
 
 StoreLocation = tuple[str, dict[str, Any]]
@@ -50,12 +50,12 @@ def _pair(store_url: StoreLocation, refresh_s: float | None,
 def _elsewhere() -> Iterator[None]:
     """Writes made inside look to this process's handles like another process's: the
     register of this process's changes is put back as it was."""
-    before = dict(array_mod._LOCAL_CHANGES)
+    before = dict(writes_mod.LOCAL_CHANGES)
     try:
         yield
     finally:
-        array_mod._LOCAL_CHANGES.clear()
-        array_mod._LOCAL_CHANGES.update(before)
+        writes_mod.LOCAL_CHANGES.clear()
+        writes_mod.LOCAL_CHANGES.update(before)
 
 
 def _values(arr: tessera.Array) -> list[int]:

@@ -18,9 +18,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
-import itertools
 import logging
-import math
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Coroutine
@@ -35,16 +33,14 @@ from tessera.array.fragment import (
     FragmentMeta,
     list_committed,
     load_meta,
-    write_dense_fragment,
 )
-from tessera.array.maintenance import apply_replacements, check_history, vacuum, visible_at
+from tessera.array.maintenance import apply_replacements, check_history, visible_at
 from tessera.array.read.execute import execute_tile_reads
 from tessera.array.read.fetch import TileFetcher
 from tessera.array.read.points import point_needs, read_points
 from tessera.array.read.pushdown import PushdownReader
 from tessera.array.read.report import ReadReport
 from tessera.array.read.sparse import (
-    TOMBSTONE_ATTR,
     SparseResult,
     normalize_sparse_selection,
     plan_cell_reads,
@@ -52,7 +48,8 @@ from tessera.array.read.sparse import (
 )
 from tessera.array.read.tiles import plan_tile_reads
 from tessera.array.read.updates import MergedUpdates, merged_for
-from tessera.array.sparse import check_coords, write_sparse_fragment
+from tessera.array.sparse import check_coords
+from tessera.array.writes import LOCAL_CHANGES, ArrayWrites
 from tessera.config import PlannerConfig, PushdownConfig, ReadConfig, WriteConfig
 from tessera.errors import (
     ArrayExistsError,
@@ -63,10 +60,10 @@ from tessera.errors import (
     ObjectExistsError,
     ObjectNotFoundError,
     PushdownFallbackWarning,
-    ReadOnlyError,
     SchemaError,
     SelectionError,
 )
+from tessera.format.layout import default_tile
 from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.format.selection import Hyperslabs, Points, SparseSelection, normalize_selection
 from tessera.pushdown.client import PushdownClient
@@ -79,21 +76,15 @@ from tessera.query.plan import (
     union_needs,
 )
 from tessera.query.profiler import load_profile
-from tessera.storage.store import Store, open_store
+from tessera.storage.blocking import Store, open_store
 
 TimestampLike = int | dt.datetime | None
 T = TypeVar("T")
 _log = logging.getLogger("tessera.pushdown")
 
-#: Changes made by this process, per array URI: the latest commit or vacuum any handle here
-#: made, as a number from ``_CHANGE_NUMBERS``. A handle reusing its list of fragments (see
-#: :class:`~tessera.config.ReadConfig`) drops the list when its array's number moved since it
-#: listed, so the handles of one process see one another's writes at once.
-_CHANGE_NUMBERS = itertools.count(1)
-_LOCAL_CHANGES: dict[str, int] = {}
 
 
-class Array:
+class Array(ArrayWrites):
     """An open array. Get one with :func:`open_array`, :func:`create_array` or
     :func:`from_numpy`.
 
@@ -524,7 +515,7 @@ class Array:
             cached = self._cached_listing() if cached_ok else None
             if cached is not None:
                 return cached
-            listed_at, change = time.monotonic(), _LOCAL_CHANGES.get(self.uri, 0)
+            listed_at, change = time.monotonic(), LOCAL_CHANGES.get(self.uri, 0)
             metas = apply_replacements(await self._committed_metas())
             self._listed = (listed_at, change, metas)
             return metas
@@ -539,7 +530,7 @@ class Array:
         if self.timestamp is not None or self._listed is None:
             return None
         listed_at, change, metas = self._listed
-        if change != _LOCAL_CHANGES.get(self.uri, 0):
+        if change != LOCAL_CHANGES.get(self.uri, 0):
             return None
         return metas if time.monotonic() - listed_at < self.reads.refresh_s else None
 
@@ -564,221 +555,10 @@ class Array:
         """
         self._listed = None
 
-    # -- writes ----------------------------------------------------------------------------
-    def __setitem__(self, sel: Any, values: Any) -> None:
-        if self.schema.sparse:
-            raise SchemaError("sparse arrays take cells: use arr.write_cells(coords, values)")
-        selection = normalize_selection(sel, self.schema)
-        for d in selection.dims:
-            c = d.coords
-            if len(c) and not np.array_equal(c, np.arange(c[0], c[0] + len(c))):
-                raise SelectionError("writes take a box: ints and slices with step 1")
-        origin = tuple(int(d.coords[0]) if len(d.coords) else 0 for d in selection.dims)
-        shape = selection.full_shape
-        vals = values if isinstance(values, dict) else {self.schema.attrs[0].name: values}
-        shaped = {}
-        for name, v in vals.items():
-            attr = self.schema.attr(name)
-            arr = np.asarray(v)
-            try:
-                shaped[name] = np.broadcast_to(arr, _value_shape(selection, attr)).reshape(
-                    shape + attr.cell_shape)
-            except ValueError:
-                raise InvalidArgumentError(
-                    f"values for attribute {name!r} have shape {arr.shape}; the selection "
-                    f"needs {_value_shape(selection, attr)}") from None
-        self.write(shaped, origin=origin)
-
-    def write(self, values: Any, origin: tuple[int, ...] | None = None) -> FragmentInfo:
-        """Write a dense box as one new fragment; cells outside it keep their older values.
-
-        Args:
-            values: an ndarray (single-attribute arrays) or a dict attribute -> ndarray, all
-                of the same shape (plus each attribute's cell shape).
-            origin: the box's first coordinate per dimension (default: the domain's start).
-        """
-        self._check_writable()
-        if self.schema.sparse:
-            raise SchemaError("dense box writes need a dense array; this one is sparse")
-        vals = values if isinstance(values, dict) else {self.schema.attrs[0].name: values}
-        unknown = set(vals) - {a.name for a in self.schema.attrs}
-        if unknown:
-            raise SchemaError(f"no attribute {sorted(unknown)[0]!r} in {self.uri}")
-        missing = [a.name for a in self.schema.attrs if a.name not in vals]
-        if missing:
-            raise InvalidArgumentError(f"a dense write needs every attribute; missing {missing}")
-        arrays = {a.name: _checked(vals[a.name], a) for a in self.schema.attrs}
-        shapes = {n: v.shape[:self.ndim] for n, v in arrays.items()}
-        shape = next(iter(shapes.values()))
-        if len(set(shapes.values())) != 1:
-            raise InvalidArgumentError(f"all attributes must have the same shape, got {shapes}")
-        for name, arr in arrays.items():
-            if arr.ndim != self.ndim + len(self.schema.attr(name).cell_shape):
-                raise InvalidArgumentError(
-                    f"values for {name!r} have {arr.ndim} dimensions; the array has "
-                    f"{self.ndim} (plus cell shape {self.schema.attr(name).cell_shape})")
-        start = self.schema.lower if origin is None else tuple(int(o) for o in origin)
-        if len(start) != self.ndim:
-            raise SelectionError(f"origin needs {self.ndim} coordinates, got {len(start)}")
-        for d, o, n in zip(self.schema.dims, start, shape, strict=True):
-            if n == 0:
-                raise InvalidArgumentError(f"nothing to write: dimension {d.name!r} has length 0")
-            if o < d.domain[0] or o + n - 1 > d.domain[1]:
-                raise SelectionError(
-                    f"write box [{o}, {o + n - 1}] leaves dimension {d.name!r}'s domain "
-                    f"[{d.domain[0]}, {d.domain[1]}]")
-        meta = run_sync(write_dense_fragment(self._store.aio, self.schema, arrays, start,
-                                             block_bytes=self.writes.block_bytes))
-        self._committed(meta)
-        return meta.info
-
-    def write_cells(self, coords: Any, values: Any) -> FragmentInfo:
-        """Write individual cells as one sparse fragment (on a dense array: a sparse update).
-
-        Args:
-            coords: a tuple of 1-D coordinate arrays, one per dimension (unsorted is fine; of
-                repeated coordinates the last one given wins).
-            values: an ndarray of one value per cell (single-attribute arrays), or a dict
-                attribute -> ndarray covering every attribute.
-        """
-        self._check_writable()
-        cells = check_coords(self.schema, coords)
-        if not len(cells):
-            raise InvalidArgumentError("write_cells got no cells")
-        vals = values if isinstance(values, dict) else {self.schema.attrs[0].name: values}
-        missing = [a.name for a in self.schema.attrs if a.name not in vals]
-        unknown = sorted(set(vals) - {a.name for a in self.schema.attrs})
-        if unknown:
-            raise SchemaError(f"no attribute {unknown[0]!r} in {self.uri}")
-        if missing:
-            raise InvalidArgumentError(f"write_cells needs every attribute; missing {missing}")
-        arrays = {}
-        for attr in self.schema.attrs:
-            arr = _checked(vals[attr.name], attr)
-            want = (len(cells), *attr.cell_shape)
-            if arr.shape != want:
-                raise InvalidArgumentError(f"values for {attr.name!r} have shape {arr.shape}; "
-                                           f"{len(cells)} cells need {want}")
-            arrays[attr.name] = arr
-        meta = run_sync(write_sparse_fragment(self._store.aio, self.schema, cells, arrays))
-        self._committed(meta)
-        return meta.info
-
-    def delete_cells(self, coords: Any) -> FragmentInfo:
-        """Delete cells with tombstones (one fragment): on a dense array they read as the
-        fill value again, on a sparse array they disappear."""
-        self._check_writable()
-        cells = check_coords(self.schema, coords)
-        if not len(cells):
-            raise InvalidArgumentError("delete_cells got no cells")
-        meta = run_sync(write_sparse_fragment(self._store.aio, self.schema, cells, {},
-                                              kind="delete"))
-        self._committed(meta)
-        return meta.info
-
-    def consolidate(self, fragments: list[str] | None = None) -> FragmentInfo | None:
-        """Merge fragments (default: all visible ones) into one; readers and writers go on.
-
-        ``fragments`` takes fragment names (``arr.fragments[i].name``). Returns the new
-        fragment's info; the merged ones stay readable for time travel until :meth:`vacuum`.
-        With nothing to merge (an array without fragments, or ``fragments=[]``) it returns
-        ``None`` and writes nothing, as TileDB's consolidation does; a single dense fragment
-        is already consolidated and its info is returned.
-
-        >>> import numpy as np, tessera
-        >>> schema = tessera.ArraySchema([tessera.Dim("x", (0, 3), 2)], [tessera.Attr("v", "i4")])
-        >>> empty = tessera.create_array("memory://doc-consolidate-empty", schema)
-        >>> print(empty.consolidate())
-        None
-        """
-        self._check_writable()
-        metas = run_sync(self._visible_metas())
-        if fragments is None:
-            chosen = metas
-        else:
-            by_name = {m.name: m for m in metas}
-            unknown = [n for n in fragments if n not in by_name]
-            if unknown:
-                raise InvalidArgumentError(f"cannot consolidate {unknown[0]!r}: not a visible "
-                                           f"fragment of {self.uri}")
-            chosen = [by_name[n] for n in dict.fromkeys(fragments)]
-        if not chosen:
-            return None  # nothing to do, as TileDB: no fragment is written
-        if len(chosen) == 1 and chosen[0].is_dense:
-            return chosen[0].info  # already one dense fragment: nothing to merge
-        t_max = max(m.timestamp for m in chosen)
-        if self.schema.sparse:
-            return self._consolidate_sparse(chosen, t_max)
-        lo = tuple(min(int(np.floor(m.subarray[0][d])) for m in chosen) for d in range(self.ndim))
-        hi = tuple(max(int(np.ceil(m.subarray[1][d])) for m in chosen) for d in range(self.ndim))
-        lo = tuple(max(a, int(d.domain[0])) for a, d in zip(lo, self.schema.dims, strict=True))
-        hi = tuple(min(b, int(d.domain[1])) for b, d in zip(hi, self.schema.dims, strict=True))
-        snapshot = Array(self._store, self.schema, mode="r", timestamp=t_max)
-        snapshot._metas = self._metas
-        box = tuple(slice(a, b + 1) for a, b in zip(lo, hi, strict=True))
-        names = [a.name for a in self.schema.attrs]
-        values = snapshot.read(box, attrs=names)
-        meta = run_sync(write_dense_fragment(
-            self._store.aio, self.schema, values, lo, kind="consolidated",
-            replaces=tuple(m.name for m in chosen), timestamp=t_max,
-            block_bytes=self.writes.block_bytes))
-        self._committed(meta)
-        return meta.info
-
-    def _consolidate_sparse(self, chosen: list[FragmentMeta], t_max: int) -> FragmentInfo:
-        """Sparse consolidation: the live cells at ``t_max`` inside the merged fragments' box,
-        plus tombstones where an older fragment outside the merge still holds a deleted cell
-        (with no such fragment, deletions are purged)."""
-        nd = self.ndim
-        lo = tuple(min(m.subarray[0][d] for m in chosen) for d in range(nd))
-        hi = tuple(max(m.subarray[1][d] for m in chosen) for d in range(nd))
-        box = SparseSelection(lo, hi, (False,) * nd, (None,) * nd)
-        snapshot = Array(self._store, self.schema, mode="r", timestamp=t_max)
-        snapshot._metas = self._metas
-        metas = run_sync(snapshot._visible_metas())
-        names = [a.name for a in self.schema.attrs]
-        result, dead = run_sync(read_sparse(self._store.aio, self.schema, box,
-                                            plan_cell_reads(box, metas, names), names,
-                                            self.uri, keep_tombstones=True))
-        merged = {m.name for m in chosen}
-        others = [m for m in metas if m.name not in merged and m.kind != "delete"
-                  and all(m.subarray[0][d] <= hi[d] and m.subarray[1][d] >= lo[d]
-                          for d in range(nd))]
-        if not others:
-            dead = dead[:0]
-        coords = np.concatenate([np.stack(result.coords, axis=1).reshape(-1, nd), dead])
-        values: dict[str, np.ndarray] = {}
-        for attr in self.schema.attrs:
-            filler = np.full((len(dead), *attr.cell_shape), attr.fill_value, attr.np_dtype)
-            values[attr.name] = np.concatenate([result.values[attr.name], filler])
-        if len(dead):
-            values[TOMBSTONE_ATTR] = np.concatenate([np.zeros(len(result), np.uint8),
-                                                     np.ones(len(dead), np.uint8)])
-        meta = run_sync(write_sparse_fragment(
-            self._store.aio, self.schema, coords, values, kind="consolidated",
-            replaces=tuple(m.name for m in chosen), timestamp=t_max))
-        self._committed(meta)
-        return meta.info
-
-    def vacuum(self, *, orphan_grace_s: float = 3600.0) -> int:
-        """Remove fragments that a consolidation replaced, and objects of writers that died
-        before committing (once older than ``orphan_grace_s``). Returns objects removed:
-        0, quietly, when there is nothing to remove (no fragments, or nothing replaced).
-
-        Time travel into the span a vacuum removed raises
-        :class:`~tessera.array.maintenance.HistoryVacuumedError` from then on.
-        """
-        self._check_writable()
-        metas = run_sync(self._committed_metas())
-        removed = run_sync(vacuum(self._store.aio, metas, orphan_grace_s))
-        self._changed()
-        return removed
-
-    def _committed(self, meta: FragmentMeta) -> None:
-        """Note a fragment this handle committed (see :meth:`_changed`)."""
-        self._metas[meta.name] = meta
-        self._last_visible = None
-        self._changed()
+    def _at(self, timestamp: int) -> Array:
+        """A read-only handle on this array at ``timestamp`` sharing this handle's
+        fragment bookkeeping (consolidation reads through it)."""
+        return Array(self._store, self.schema, mode="r", timestamp=timestamp)
 
     def _report(self, report: ReadReport, pushdown: PushdownReader | None) -> ReadReport:
         """``report`` with the pushdown fallbacks of the read."""
@@ -806,21 +586,6 @@ class Array:
             # _warn_fallbacks <- _run_read <- read <- the caller
             warnings.warn(message, PushdownFallbackWarning, stacklevel=4)
 
-    def _changed(self) -> None:
-        """Note that this handle changed the array: the next read of every handle of this
-        process on it, this one included, lists the commit markers (its reused list no
-        longer matches the array's change number)."""
-        _LOCAL_CHANGES[self.uri] = next(_CHANGE_NUMBERS)
-
-    def _check_writable(self) -> None:
-        if self.mode != "w":
-            raise ReadOnlyError(f"{self.uri} is open read-only; open it with mode='w' to write")
-        if self.timestamp is not None:
-            raise ReadOnlyError(f"{self.uri} is open at a past timestamp; writes need a "
-                                "handle opened without one")
-        self._last_visible = None  # this handle changes the array: next read lists first
-        self._listed = None  # ... and lists, whatever reads.refresh_s allows
-
 
 def _same_fragments(a: list[FragmentMeta], b: list[FragmentMeta]) -> bool:
     """True if two lists of fragments name the same fragments in the same order."""
@@ -834,22 +599,6 @@ def _pushdown_client(server: Any) -> PushdownClient | None:
         return PushdownClient(server)
     raise InvalidTypeError(f"pushdown must be a server URL, a PushdownClient or None, got "
                            f"{server!r}")
-
-
-def _value_shape(selection: Any, attr: Attr) -> tuple[int, ...]:
-    return tuple(selection.shape) + attr.cell_shape
-
-
-def _checked(values: Any, attr: Attr) -> np.ndarray:
-    arr = np.asarray(values)
-    target = attr.np_dtype
-    if arr.dtype.kind not in "biufc":
-        raise InvalidTypeError(f"values for attribute {attr.name!r} have dtype {arr.dtype}; "
-                               f"expected numbers castable to {target}")
-    if not np.can_cast(arr.dtype, target, casting="same_kind"):
-        raise InvalidTypeError(f"values for attribute {attr.name!r} have dtype {arr.dtype}, "
-                               f"which does not cast safely to {target}; convert them first")
-    return arr.astype(target, copy=False)
 
 
 def _to_ns(ts: TimestampLike) -> int | None:
@@ -921,7 +670,7 @@ def from_numpy(uri: str, ndarray: Any, tile: Any = None, codec: str | None = Non
     data = np.asarray(ndarray)
     if data.ndim == 0:
         raise InvalidArgumentError("from_numpy needs at least one dimension")
-    extents = _default_tile(data.shape, data.dtype.itemsize) if tile is None else tuple(tile)
+    extents = default_tile(data.shape, data.dtype.itemsize) if tile is None else tuple(tile)
     if len(extents) != data.ndim:
         raise SchemaError(f"tile has {len(extents)} extents for {data.ndim} dimensions")
     dims = [Dim(f"d{i}", (0, n - 1), min(int(t), n)) for i, (n, t) in
@@ -930,12 +679,3 @@ def from_numpy(uri: str, ndarray: Any, tile: Any = None, codec: str | None = Non
     arr = create_array(uri, schema, storage_options=storage_options)
     arr.write(data)
     return arr
-
-
-def _default_tile(shape: tuple[int, ...], itemsize: int, target: int = 1 << 20,
-                  ) -> tuple[int, ...]:
-    tile = list(shape)
-    while math.prod(tile) * itemsize > target and max(tile) > 1:
-        i = tile.index(max(tile))
-        tile[i] = -(-tile[i] // 2)
-    return tuple(tile)

@@ -20,7 +20,8 @@ from tessera.errors import InvalidURLError, TesseraError
 from tessera.format.codecs import codec_names
 from tessera.format.parse import parse_selection
 from tessera.query.profiler import endpoint_id
-from tessera.storage.store import ObjectInfo, Store
+from tessera.storage.blocking import Store
+from tessera.storage.store import ObjectInfo
 from tessera.storage.url import StoreURL, parse_store_url
 
 app = typer.Typer(

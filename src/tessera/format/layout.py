@@ -132,3 +132,18 @@ def tile_view(data: Any, dtype: Any, tile_shape: tuple[int, ...],
         arr = flat.reshape(tuple(reversed(tile_shape)) + cell_shape)
         return arr.transpose(tuple(reversed(range(n))) + tuple(range(n, arr.ndim)))
     return flat.reshape(tile_shape + cell_shape)
+
+
+def default_tile(shape: tuple[int, ...], itemsize: int, target: int = 1 << 20,
+                 ) -> tuple[int, ...]:
+    """A tile shape for an array of ``shape`` and ``itemsize``: the whole array, its
+    largest extent halved until a tile holds at most ``target`` bytes.
+
+    >>> default_tile((4096, 4096), 4)
+    (512, 512)
+    """
+    tile = list(shape)
+    while math.prod(tile) * itemsize > target and max(tile) > 1:
+        i = tile.index(max(tile))
+        tile[i] = -(-tile[i] // 2)
+    return tuple(tile)

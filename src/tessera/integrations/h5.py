@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from tessera.array.array import Array, _default_tile, create_array, open_array
+from tessera.array.array import Array, create_array, open_array
 from tessera.array.fragment import SCHEMA_KEY
 from tessera.errors import (
     InvalidArgumentError,
@@ -43,10 +43,11 @@ from tessera.errors import (
     ReadOnlyError,
 )
 from tessera.format.codecs import codec_names, normalize_codec_spec
+from tessera.format.layout import default_tile
 from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.format.selection import normalize_selection
+from tessera.storage.blocking import Store, open_store
 from tessera.storage.keys import validate_key
-from tessera.storage.store import Store, open_store
 
 GROUP_KEY = "__group.json"
 ATTRS_KEY = "__attrs.json"
@@ -316,7 +317,7 @@ class Group(_Node):
             raise _unsupported(f"empty datasets (shape {shape})")
         if dt.kind not in "biufc":
             raise _unsupported(f"datasets of dtype {dt} (numeric dtypes only)")
-        tile = (_default_tile(shape, dt.itemsize) if chunks in (None, True)
+        tile = (default_tile(shape, dt.itemsize) if chunks in (None, True)
                 else tuple(int(c) for c in chunks))
         if len(tile) != len(shape):
             raise InvalidArgumentError(f"chunks {tile} do not match shape {shape}")

@@ -30,9 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from tessera.array.array import Array, _default_tile, create_array
+from tessera.array.array import Array, create_array
 from tessera.errors import InvalidArgumentError
 from tessera.format.codecs import codec_names
+from tessera.format.layout import default_tile
 from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.integrations import h5 as th5
 
@@ -120,7 +121,7 @@ def import_npy(path: str | Path, uri: str, *, tile: tuple[int, ...] | None = Non
     reason = _skip_reason(values.shape, values.dtype)
     if reason:
         raise InvalidArgumentError(f"cannot import {path}: {reason}")
-    extents = tile or _default_tile(values.shape, values.dtype.itemsize)
+    extents = tile or default_tile(values.shape, values.dtype.itemsize)
     schema = ArraySchema([Dim(f"d{i}", (0, n - 1), min(int(t), n)) for i, (n, t) in
                           enumerate(zip(values.shape, extents, strict=True))],
                          [Attr("data", values.dtype.newbyteorder("<").str, None, codec)])

@@ -44,7 +44,8 @@ from tessera._sync import run_sync
 from tessera.errors import ConfigError
 from tessera.format.checksum import DEFAULT_CHECKSUM, checksum
 from tessera.query.cost import StoreProfile
-from tessera.storage.store import AsyncStore, Store, open_store
+from tessera.storage.blocking import Store, open_store
+from tessera.storage.store import AsyncStore
 
 PROFILE_VERSION = 1
 SCRATCH_PREFIX = "__tessera_profile"

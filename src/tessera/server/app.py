@@ -53,7 +53,7 @@ from tessera.server.handlers import Handler, HandlerFn, handler, handler_names
 from tessera.server.health import Readiness
 from tessera.server.metrics import ServerMetrics
 from tessera.server.service import ReadService
-from tessera.storage.store import Store
+from tessera.storage.blocking import Store
 
 log = logging.getLogger("tessera.server")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from tessera.server.cache import TileCache
     from tessera.server.metrics import ServerMetrics
     from tessera.server.service import ReadService
-    from tessera.storage.store import Store
+    from tessera.storage.blocking import Store
 
 
 class ServerContext(Protocol):

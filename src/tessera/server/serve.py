@@ -17,7 +17,7 @@ from tessera._sync import run_sync
 from tessera.config import ServerConfig
 from tessera.errors import ConfigError, TesseraError
 from tessera.server.health import probe_root
-from tessera.storage.store import open_store
+from tessera.storage.blocking import open_store
 
 MIN_TOKEN_CHARS = 16
 LOOPBACK_NAMES = ("localhost",)

@@ -57,7 +57,7 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
     ``pushdown`` are sent to the server in batches and only their selected cells come back;
     tiles the server fails are fetched whole instead.
 
-    ``merged`` (a :class:`~tessera.array.update_index.MergedUpdates`) holds the cells of the
+    ``merged`` (a :class:`~tessera.array.read.updates.MergedUpdates`) holds the cells of the
     newest fragments, already merged: its cells inside the selection land last.
 
     Newest wins per cell. In the common *layered* case (the dense tiles all come from one

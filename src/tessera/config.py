@@ -94,8 +94,21 @@ class StoreConfig:
         return dataclasses.replace(self, **changes)
 
 
-READ_METHODS = ("auto", "get", "merge", "fetch", "pushdown")
-"""How a read may fetch its tiles: ``auto`` (cost-based) or one forced method."""
+_READ_MODES: list[str] = ["auto"]
+
+
+def read_modes() -> tuple[str, ...]:
+    """How a read may fetch its tiles: ``auto`` (cost-based) or a forced mode, as the read
+    -method registry (:mod:`tessera.query.methods`) registered them: ``get``, ``merge``,
+    ``fetch``, ``pushdown`` built in."""
+    return tuple(_READ_MODES)
+
+
+def allow_read_mode(name: str) -> None:
+    """Accept ``name`` as a read method in :class:`PlannerConfig` (called by the read-method
+    registry when it registers a mode)."""
+    if name not in _READ_MODES:
+        _READ_MODES.append(name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,9 +132,9 @@ class PlannerConfig:
     max_request_bytes: int = 16 << 20
 
     def __post_init__(self) -> None:
-        if self.method not in READ_METHODS:
+        if self.method not in _READ_MODES:
             raise ConfigError(f"unknown read method {self.method!r}; choose one of "
-                              f"{', '.join(READ_METHODS)}")
+                              f"{', '.join(_READ_MODES)}")
         if not self.phi >= 0:
             raise ConfigError(f"phi must be a number >= 0, got {self.phi!r}")
         if self.max_request_bytes < 1:

@@ -192,16 +192,16 @@ def test_a_marginal_all_pushdown_plan_is_not_taken(monkeypatch) -> None:
 def test_a_tile_is_refined_again_only_when_the_rest_of_the_plan_changed(monkeypatch) -> None:
     """Coordinate descent re-chooses a tile only if its context changed since its last
     choice: a one-tile read runs Algorithm 1 once, not once per sweep."""
-    from tessera.query import refine
+    from tessera.query import algorithm1
 
-    real = refine.refine_ranges
+    real = algorithm1.refine_ranges
     calls = []
 
     def counted(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(refine, "refine_ranges", counted)
+    monkeypatch.setattr(algorithm1, "refine_ranges", counted)
     ranges = tile_byte_ranges((1024, 1024), 4, "row-major",
                               [np.arange(100, 120), np.arange(200, 220)])
     need = TileNeed("t", "obj", 0, 4 * MiB, True, ranges, 20 * 20 * 4)
@@ -213,9 +213,9 @@ def test_tiles_cut_alike_are_chosen_once(monkeypatch) -> None:
     """The 8 tiles of a full-height column need the same ranges at different offsets: in a
     given context Algorithm 1 runs for one of them and the others take its answer, moved
     to their own offsets."""
-    from tessera.query import refine
+    from tessera.query import algorithm1, refine
 
-    real = refine.refine_ranges
+    real = algorithm1.refine_ranges
     calls = []
 
     def counted(*args, **kwargs):
@@ -228,7 +228,7 @@ def test_tiles_cut_alike_are_chosen_once(monkeypatch) -> None:
              for i in range(8)]
     model = CostModel(PUSHY, "s3")
     expected = refine._descend(needs, model, "auto", True, 4, 3, None)  # no memo
-    monkeypatch.setattr(refine, "refine_ranges", counted)
+    monkeypatch.setattr(algorithm1, "refine_ranges", counted)
     chosen = refine._descend(needs, model, "auto", True, 4, 3, None, {})
     assert [(c.method, c.requests.tolist()) for c in chosen] == \
         [(c.method, c.requests.tolist()) for c in expected]
@@ -278,7 +278,7 @@ def test_memoised_choices_match_fresh_ones(tiles, method, profile, phi) -> None:
 def test_plain_and_vectorised_splits_agree(ranges, data) -> None:
     """Algorithm 1 splits a few ranges in plain Python and many with numpy: both pick the
     same range after the widest gap, ties going to the gap nearest the middle."""
-    from tessera.query.refine import _widest_gap, _widest_gap_np
+    from tessera.query.algorithm1 import _widest_gap, _widest_gap_np
 
     if len(ranges) < 2:
         return

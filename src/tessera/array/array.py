@@ -68,6 +68,7 @@ from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.format.selection import Hyperslabs, Points, SparseSelection, normalize_selection
 from tessera.pushdown.client import PushdownClient
 from tessera.query.cost import StoreProfile
+from tessera.query.methods import read_method, read_mode
 from tessera.query.plan import (
     Plan,
     default_profile,
@@ -285,7 +286,7 @@ class Array(ArrayWrites):
         # A server found unreachable moments ago stays out of auto plans for a while; a
         # forced pushdown still plans it (and falls back to fetching).
         push = pushdown_ok and self._pushdown is not None and (
-            self._pushdown.available or method == "pushdown")
+            self._pushdown.available or _forces_server(method))
         return plan_needs(needs, url=self._store.url, method=method, phi=phi,
                           pricing=self.planner.pricing or None,
                           profile=self.profile.with_pushdown_defaults() if push
@@ -315,7 +316,7 @@ class Array(ArrayWrites):
         reads, cell_reads, skipped = plan_tile_reads(self.schema, box, metas, names)
         kept, members, needs = point_needs(self.schema, pts, reads)
         # Points fetch tiles, never push them down (each point is a cell of its own).
-        plan = self._plan_needs(kept, needs, "auto" if method == "pushdown" else method, phi,
+        plan = self._plan_needs(kept, needs, "auto" if _forces_server(method) else method, phi,
                                 pushdown_ok=False)
         return kept, members, cell_reads, plan, skipped
 
@@ -478,7 +479,7 @@ class Array(ArrayWrites):
                                  method: str = "auto") -> tuple[SparseResult, ReadReport]:
         metas = await self._visible_metas()
         # Sparse data tiles go to the pushdown server when a read asks for method="pushdown".
-        pushdown = self._pushdown_reader() if method == "pushdown" else None
+        pushdown = self._pushdown_reader() if _forces_server(method) else None
         while True:
             reads = plan_cell_reads(ssel, metas, names)
             try:
@@ -585,6 +586,12 @@ class Array(ArrayWrites):
             _log.warning("%s", message)
             # _warn_fallbacks <- _run_read <- read <- the caller
             warnings.warn(message, PushdownFallbackWarning, stacklevel=4)
+
+
+def _forces_server(mode: str) -> bool:
+    """True if read mode ``mode`` forces a method that runs on a pushdown server."""
+    forced = read_mode(mode).method
+    return forced is not None and read_method(forced).on_server
 
 
 def _same_fragments(a: list[FragmentMeta], b: list[FragmentMeta]) -> bool:

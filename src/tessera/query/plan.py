@@ -27,6 +27,7 @@ from tessera.format.schema import ArraySchema
 from tessera.format.selection import Selection
 from tessera.format.tile import TileRead, positions, tile_cells
 from tessera.query.cost import DEFAULT_PROFILES, CostModel, Estimate, RequestMix, StoreProfile
+from tessera.query.methods import read_method
 from tessera.query.refine import (
     PlannedRequest,
     TileChoice,
@@ -207,18 +208,8 @@ def plan_needs(needs: list[TileNeed], *, url: StoreURL, method: str = "auto", ph
                          allow_pushdown=allow_pushdown)
     requests = plan_requests(choices, model, merge_neighbours=method == "auto",
                              max_request_bytes=max_request_bytes)
-    counts = {"get": 0, "range": 0}
-    nbytes = {"get": 0, "range": 0}
-    for r in requests:
-        if r.method in counts:
-            counts[r.method] += 1
-            nbytes[r.method] += r.stop - r.start
-    pushed = [c.mix for c in choices if c.mix.pushdowns]
-    totals = RequestMix(
-        get_requests=counts["get"], get_bytes=nbytes["get"],
-        range_requests=counts["range"], range_bytes=nbytes["range"],
-        pushdowns=sum(m.pushdowns for m in pushed),
-        pushdown_bytes=sum(m.pushdown_bytes for m in pushed),
-        pushdown_tile_bytes=sum(m.pushdown_tile_bytes for m in pushed))
+    totals = sum((read_method(r.method).mix([(r.start, r.stop)], choices[r.tiles[0]].need)
+                  for r in requests if read_method(r.method).store_bytes), RequestMix())
+    totals = sum((c.mix for c in choices if not read_method(c.method).store_bytes), totals)
     return Plan(method, phi, prof.name, model.prices.name, choices, requests, totals,
                 model.estimate(totals))

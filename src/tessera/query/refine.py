@@ -33,54 +33,14 @@ so neighbours are neighbouring bytes).
 from __future__ import annotations
 
 import dataclasses
-from collections import deque
-from collections.abc import Callable
 
 import numpy as np
 
-from tessera.config import READ_METHODS
 from tessera.errors import ConfigError
-from tessera.format import decompose
+from tessera.query.algorithm1 import refine_ranges as refine_ranges  # the paper's Algorithm 1
 from tessera.query.cost import CostModel, RequestMix
-
-METHODS = READ_METHODS
-#: Factor on the estimated cost of range plans when they compete with a get (see _choose).
-RANGE_MARGIN = 1.02
-#: Least fraction of the cost a split must save in Algorithm 1 (see refine_ranges).
-SPLIT_GAIN = 0.05
-
-
-@dataclasses.dataclass(frozen=True)
-class TileNeed:
-    """What a read needs from one stored tile.
-
-    Attributes:
-        tile: a label for the tile (e.g. fragment, attribute and tile index).
-        key: the object holding it; ``offset``, ``length``: the tile's stored bytes there.
-        raw: True if parts of the tile can be fetched: raw tiles, and compressed tiles
-            stored in blocks (:mod:`tessera.format.blocks`).
-        ranges: the ``[start, stop)`` byte ranges *relative to the tile* that hold the
-            selected cells, sorted and merged (see :mod:`tessera.format.decompose`); of a
-            blocked tile, the encoded blocks holding them; empty for other compressed tiles.
-        selected_bytes: bytes of the selected cells (what a pushdown returns).
-        pushdown_read_bytes: stored bytes a pushdown server reads for it (default: the
-            whole tile; of a blocked tile, only the blocks holding the cells).
-    """
-
-    tile: str
-    key: str
-    offset: int
-    length: int
-    raw: bool
-    ranges: np.ndarray
-    selected_bytes: int
-    pushdown_read_bytes: int | None = None
-
-    @property
-    def every_byte(self) -> bool:
-        """True if the selected cells lie in every stored byte (ranges would be a get)."""
-        r = self.ranges
-        return len(r) == 1 and int(r[0, 1] - r[0, 0]) == self.length
+from tessera.query.methods import ChoiceContext, ReadMethod, methods, read_method, read_mode
+from tessera.query.need import TileNeed as TileNeed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,96 +57,12 @@ class TileChoice:
     mix: RequestMix
 
 
-def refine_ranges(ranges: np.ndarray, cost: Callable[[list[tuple[int, int]]], float],
-                  min_split_bytes: int = 1, min_gain: float = SPLIT_GAIN,
-                  ) -> list[tuple[int, int]]:
-    """Algorithm 1: group sorted, disjoint ranges into range requests.
-
-    Start with one request covering everything; take a group and split it at its largest gap
-    (ties: the most even split), or a single range in half; keep the split if it lowers the
-    cost, else assign the group as it is. Costs are always of the tile's whole current set
-    of requests (the other groups, assigned or pending, included), so that the model sees
-    how many requests share the link.
-
-    Args:
-        ranges: ``(n, 2)`` sorted, disjoint ``[start, stop)`` ranges.
-        cost: estimated cost of issuing a list of ``(start, stop)`` requests.
-        min_split_bytes: a single range is only halved into pieces of at least this many
-            bytes, at multiples of it (pass the larger of the cell size and the profile's
-            :attr:`~tessera.query.cost.StoreProfile.min_range_bytes`).
-        min_gain: a split is kept only if it lowers the cost by at least this fraction
-            (every extra request has costs the model does not see: connection set-up,
-            client work), so that splits are made for real savings only.
-    """
-    r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
-    if not len(r):
-        return []
-    # A few ranges (a small box's) are split in plain Python (see PLAIN_PYTHON_MAX).
-    small = r.tolist() if len(r) <= decompose.PLAIN_PYTHON_MAX else None
-    assigned: list[tuple[int, int]] = []
-    pending: deque[tuple[int, int, int, int]] = deque([(0, len(r) - 1, int(r[0, 0]),
-                                                        int(r[-1, 1]))])
-    while pending:
-        i, j, start, stop = pending.popleft()
-        if i == j:
-            size = stop - start
-            half = (size // 2 // min_split_bytes) * min_split_bytes
-            if half < min_split_bytes or half <= 0:
-                assigned.append((start, stop))
-                continue
-            sg1 = (i, i, start, start + half)
-            sg2 = (i, i, start + half, stop)
-        else:
-            k = _widest_gap(small, i, j) if small is not None else _widest_gap_np(r, i, j)
-            sg1 = (i, k - 1, start, int(r[k - 1, 1]))
-            sg2 = (k, j, int(r[k, 0]), stop)
-        others = assigned + [(p[2], p[3]) for p in pending]
-        if cost([*others, (sg1[2], sg1[3]), (sg2[2], sg2[3])]) < (1 - min_gain) * cost(
-                [*others, (start, stop)]):
-            pending.extend([sg1, sg2])
-        else:
-            assigned.append((start, stop))
-    return sorted(assigned)
-
-
-def _widest_gap(r: list[list[int]], i: int, j: int) -> int:
-    """Where Algorithm 1 splits ranges ``i..j``: the first range after the widest gap
-    (ties: the gap nearest the middle, the earlier one on an equal distance)."""
-    middle = (i + j + 1) / 2
-    best, best_gap, best_off = i + 1, -1, 0.0
-    for k in range(i + 1, j + 1):
-        gap = r[k][0] - r[k - 1][1]
-        off = abs(k - middle)
-        if gap > best_gap or (gap == best_gap and off < best_off):
-            best, best_gap, best_off = k, gap, off
-    return best
-
-
-def _widest_gap_np(r: np.ndarray, i: int, j: int) -> int:
-    """:func:`_widest_gap` on an ``(n, 2)`` array, vectorised for many ranges."""
-    gaps = r[i + 1:j + 1, 0] - r[i:j, 1]
-    widest = np.flatnonzero(gaps == gaps.max()) + i + 1  # candidates: first of sg2
-    middle = (i + j + 1) / 2
-    return int(widest[np.argmin(np.abs(widest - middle))])
-
-
-def _mix(method: str, requests: list[tuple[int, int]], need: TileNeed) -> RequestMix:
-    nbytes = sum(b - a for a, b in requests)
-    if method == "get":
-        return RequestMix(get_requests=1, get_bytes=need.length)
-    if method == "pushdown":
-        read = need.length if need.pushdown_read_bytes is None else need.pushdown_read_bytes
-        return RequestMix(pushdowns=1, pushdown_bytes=need.selected_bytes,
-                          pushdown_tile_bytes=read)
-    return RequestMix(range_requests=len(requests), range_bytes=nbytes)
-
-
 def _only_get(need: TileNeed, method: str, allow_pushdown: bool) -> bool:
     """True if ``_choose`` can only answer "get" for ``need`` (whatever the rest of the
-    plan): a tile that must be fetched whole, or whose every stored byte is needed, when
-    pushdown may not compete."""
-    return method == "get" or (method == "auto" and not allow_pushdown
-                               and (not need.raw or need.every_byte))
+    plan): under ``auto``, when no method but a get competes for it."""
+    if method != "auto":
+        return method == "get"
+    return sum(m.competes(need, allow_pushdown) for m in methods()) == 1
 
 
 def _same(a: TileChoice, b: TileChoice) -> bool:
@@ -226,58 +102,43 @@ def _choose(need: TileNeed, method: str, model: CostModel, context: RequestMix,
 def _choose_new(need: TileNeed, method: str, model: CostModel, context: RequestMix,
                 allow_pushdown: bool, cell_nbytes: int, keep: TileChoice | None = None,
                 ) -> TileChoice:
-    whole = [(need.offset, need.offset + need.length)]
+    ctx = ChoiceContext(model, context, cell_nbytes)
 
-    def choice(m: str, reqs: list[tuple[int, int]]) -> TileChoice:
-        return TileChoice(need, m, np.array(reqs, dtype=np.int64).reshape(-1, 2),
-                          _mix(m, reqs, need))
+    def choice(m: ReadMethod, reqs: list[tuple[int, int]]) -> TileChoice:
+        return TileChoice(need, m.name, np.array(reqs, dtype=np.int64).reshape(-1, 2),
+                          m.mix(reqs, need))
 
-    if method == "pushdown":
-        if not allow_pushdown:
-            raise ConfigError("method='pushdown' needs a pushdown server and a profile with "
-                              "its alpha and beta (tessera.profile_store(url, pushdown=...))")
-        return choice("pushdown", whole)
-    if method == "get" or not need.raw:
-        candidates = [choice("get", whole)]
-        if method == "auto" and allow_pushdown:
-            candidates.append(choice("pushdown", whole))
-    elif method == "merge":
-        r = need.ranges
-        return choice("range", [(need.offset + int(r[0, 0]), need.offset + int(r[-1, 1]))])
-    elif method == "fetch":
-        return choice("range", [(need.offset + int(a), need.offset + int(b))
-                                for a, b in need.ranges.tolist()])
-    else:
-        def cost(reqs: list[tuple[int, int]]) -> float:
-            return model.estimate(context + _mix("range", reqs, need)).cost
-
-        step = max(cell_nbytes, (model.profile.min_range_bytes // cell_nbytes) * cell_nbytes)
-        # A get first: on a tie it wins, and a whole tile is checked against its checksum.
-        candidates = [choice("get", whole)]
-        if not need.every_byte:
-            # (needing every stored byte, ranges are a get; of a blocked tile, a few cells
-            # in every block may still be cheaper pushed down)
-            candidates.append(choice("range", [(a + need.offset, b + need.offset)
-                                               for a, b in refine_ranges(need.ranges, cost,
-                                                                         step)]))
-        if allow_pushdown:
-            candidates.append(choice("pushdown", whole))
+    mode = read_mode(method)
+    if mode.method is not None:  # a forced mode
+        forced = read_method(mode.method)
+        why = forced.unavailable(allow_pushdown)
+        if why is not None:
+            raise ConfigError(why)
+        if forced.whole_tile or need.raw:
+            return choice(forced, (mode.requests or forced.requests)(need, ctx))
+        # A tile that cannot be read in parts is fetched whole.
+        get = read_method("get")
+        return choice(get, get.requests(need, ctx))
+    # Every competing method's candidate, in registration order (a get first: on a tie it
+    # wins, and a whole tile is checked against its checksum).
+    candidates = [choice(m, m.requests(need, ctx)) for m in methods()
+                  if m.competes(need, allow_pushdown)]
     if keep is not None and not any(_same(c, keep) for c in candidates):
         candidates.append(keep)  # never worse than the choice this tile already has
     if len(candidates) == 1:
         return candidates[0]
-    # Each candidate's marginal cost on top of the rest of the plan; ranges must beat a get
-    # by RANGE_MARGIN: a get is checked against the tile's checksum and needs no reassembly
-    # on the client, costs the model does not count.
+    # Each candidate's marginal cost on top of the rest of the plan; a method with a margin
+    # (ranges) must beat the others by it (see ReadMethod.margin).
     base = model.estimate(context).cost
 
     def marginal(c: TileChoice) -> float:
         extra = model.estimate(context + c.mix).cost - base
-        if c.method != "range":
+        margin = read_method(c.method).margin
+        if margin == 1.0:
             return extra
         # more requests can raise BW(N) enough to make the extra negative: the margin must
         # still count against the range plan
-        return extra * RANGE_MARGIN if extra >= 0 else extra / RANGE_MARGIN
+        return extra * margin if extra >= 0 else extra / margin
 
     costs = [marginal(c) for c in candidates]
     return candidates[costs.index(min(costs))]  # the first of the cheapest, as np.argmin
@@ -306,8 +167,7 @@ def plan_tiles(needs: list[TileNeed], model: CostModel, method: str = "auto", *,
         cell_nbytes: bytes per cell; single ranges are halved at cell boundaries.
         rounds: most sweeps over the tiles (each re-chooses every tile in turn).
     """
-    if method not in METHODS:
-        raise ConfigError(f"unknown read method {method!r}; choose one of {', '.join(METHODS)}")
+    read_mode(method)  # ConfigError naming the choices for an unknown one
     can_push = model.profile.has_pushdown if allow_pushdown is None else allow_pushdown
     if not needs:
         return []
@@ -393,9 +253,9 @@ def plan_requests(choices: list[TileChoice], model: CostModel,
             for i, c in enumerate(choices) for a, b in c.requests]
     if not merge_neighbours:
         return reqs
-    fetched = sorted((r for r in reqs if r.method in ("get", "range")),
+    fetched = sorted((r for r in reqs if read_method(r.method).store_bytes),
                      key=lambda r: (r.key, r.start))
-    others = [r for r in reqs if r.method not in ("get", "range")]
+    others = [r for r in reqs if not read_method(r.method).store_bytes]
     if len(fetched) < 2:
         return others + fetched  # nothing to merge
     total = sum((c.mix for c in choices), RequestMix())
@@ -406,7 +266,7 @@ def plan_requests(choices: list[TileChoice], model: CostModel,
         if (prev is not None and prev.key == r.key and prev.stop <= r.start
                 and r.stop - prev.start <= limit
                 and set(prev.tiles) != set(r.tiles)):
-            trial = _merge_mix(total, prev, r)
+            trial = _merge_mix(total, prev, r, choices)
             if model.smooth_cost(trial) < model.smooth_cost(total):
                 merged[-1] = PlannedRequest("range", r.key, prev.start, r.stop,
                                             tuple(sorted(set(prev.tiles) | set(r.tiles))))
@@ -416,11 +276,11 @@ def plan_requests(choices: list[TileChoice], model: CostModel,
     return others + merged
 
 
-def _merge_mix(total: RequestMix, a: PlannedRequest, b: PlannedRequest) -> RequestMix:
+def _merge_mix(total: RequestMix, a: PlannedRequest, b: PlannedRequest,
+               choices: list[TileChoice]) -> RequestMix:
     """``total`` after requests ``a`` and ``b`` become one range covering both."""
     out = total
     for r in (a, b):
-        size = r.stop - r.start
-        out = out - (RequestMix(get_requests=1, get_bytes=size) if r.method == "get"
-                     else RequestMix(range_requests=1, range_bytes=size))
-    return out + RequestMix(range_requests=1, range_bytes=b.stop - a.start)
+        out = out - read_method(r.method).mix([(r.start, r.stop)], choices[r.tiles[0]].need)
+    merged = read_method("range")
+    return out + merged.mix([(a.start, b.stop)], choices[b.tiles[0]].need)

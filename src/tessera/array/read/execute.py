@@ -30,6 +30,7 @@ from tessera.format.tile import (
     TileRead,
 )
 from tessera.pushdown.read_items import TileItem
+from tessera.query.methods import read_method
 from tessera.query.plan import Plan
 from tessera.storage.store import AsyncStore
 
@@ -112,7 +113,7 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
                            values[name] if read.kind != "delete" else fill, read.rank, sel)
 
     pushed = [] if pushdown is None or plan is None else [
-        i for i in range(len(reads)) if plan.choices[where_in[i]].method == "pushdown"]
+        i for i in range(len(reads)) if read_method(plan.choices[where_in[i]].method).on_server]
 
     async def push(server: PushdownReader, batch: list[int], items: list[TileItem]) -> None:
         async with limit:

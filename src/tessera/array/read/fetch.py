@@ -25,6 +25,7 @@ from tessera.format.tile import (
     check_length,
     verify_piece,
 )
+from tessera.query.methods import read_method
 from tessera.query.plan import Plan
 from tessera.storage.store import AsyncStore
 
@@ -57,7 +58,7 @@ class TileFetcher:
         read = self.reads[position]
         whole = tile_nbytes(self.schema, self.schema.attr(read.attr))
         plan = self.plan
-        if plan is None or not (plan.choices[position].method == "range"
+        if plan is None or not (reads_parts(plan.choices[position].method)
                                 or position in plan.shared_tiles):
             return max(whole, read.length)
         end = read.offset + read.length
@@ -92,7 +93,7 @@ class TileFetcher:
         attr = self.schema.attr(read.attr)
         plan = self.plan
         data: Any
-        if plan is not None and (plan.choices[position].method == "range"
+        if plan is not None and (reads_parts(plan.choices[position].method)
                                  or position in plan.shared_tiles):
             requests = plan.requests_for(position)
             end = read.offset + read.length
@@ -236,3 +237,10 @@ def _parse_cells(schema: ArraySchema, read: CellTileRead, raw: list[Any], where:
 def tile_where(array_url: str, read: TileRead) -> str:
     return (f"array {array_url}, fragment {read.fragment}, attribute {read.attr!r}, "
             f"tile {read.tile_index}")
+
+
+def reads_parts(method: str) -> bool:
+    """True if tiles given ``method`` are assembled from byte requests for parts of the tile
+    (``range``) rather than fetched whole."""
+    m = read_method(method)
+    return m.store_bytes and not m.whole_tile

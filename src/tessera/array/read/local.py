@@ -25,6 +25,7 @@ from tessera.format.tile import (
     tile_cells,
     truncated,
 )
+from tessera.query.methods import read_method
 from tessera.query.plan import Plan
 from tessera.storage.store import AsyncStore
 
@@ -52,7 +53,7 @@ def local_batch(store: AsyncStore, reads: list[TileRead], plan: Plan | None,
         return []
     shared = plan.shared_tiles if plan is not None else set()
     chosen = [i for i in sorted(candidates)
-              if (plan is None or plan.choices[i].method == "get") and i not in shared]
+              if (plan is None or _whole_get(plan.choices[i].method)) and i not in shared]
     return chosen if sum(reads[i].length for i in chosen) >= LOCAL_BATCH_BYTES else []
 
 
@@ -161,3 +162,9 @@ def _stream_raw_tile(store: AsyncStore, schema: ArraySchema, read: TileRead, sel
     if value != read.crc32:
         raise damaged(read.piece, where)
     return True
+
+
+def _whole_get(method: str) -> bool:
+    """True if ``method`` fetches the whole stored tile from the store (a get)."""
+    m = read_method(method)
+    return m.store_bytes and m.whole_tile

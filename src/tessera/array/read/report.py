@@ -10,6 +10,7 @@ from tessera.format.tile import (
     CellTileRead,
     TileRead,
 )
+from tessera.query.methods import methods
 from tessera.query.plan import Plan
 from tessera.storage.stats import IOStats
 
@@ -53,7 +54,7 @@ class ReadReport:
         for col in ("", "estimated", "measured"):
             t.add_column(col, justify="left" if not col else "right")
         stats = self.stats
-        data_kinds = ("get", "range", "pushdown")
+        data_kinds = [m.name for m in methods()]
         by = stats.by_method if stats is not None else {}
         measured_req = sum(by[k].requests for k in data_kinds if k in by)
         measured_bytes = sum(by[k].bytes_received for k in data_kinds if k in by)

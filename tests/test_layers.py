@@ -87,3 +87,20 @@ def test_no_two_modules_import_each_other() -> None:
 
 def test_the_cycle_check_finds_a_circle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_two_sibling_packages_import_each_other() -> None:
+    """Within every package, its children (modules and subpackages, each taken with all it
+    holds) import one another without a circle: ``tessera.array.read`` may use
+    ``tessera.array.fragment``, but then nothing of the fragment module may use the read
+    package."""
+    graph = _module_imports()
+    found = []
+    for package in sorted({m.rsplit(".", 1)[0] for m in graph if "." in m}):
+        child = {m: f"{package}.{m[len(package) + 1:].split('.')[0]}" for m in graph
+                 if m.startswith(package + ".")}
+        siblings: dict[str, set[str]] = {c: set() for c in child.values()}
+        for module, c in child.items():
+            siblings[c] |= {child[d] for d in graph[module] if d in child and child[d] != c}
+        found += _cycles(siblings)
+    assert found == []

@@ -46,7 +46,7 @@ from tessera.array.read.sparse import (
     plan_cell_reads,
     read_sparse,
 )
-from tessera.array.read.tiles import plan_tile_reads
+from tessera.array.read.tiles import TileReads, plan_tile_reads
 from tessera.array.read.updates import MergedUpdates, merged_for
 from tessera.array.sparse import check_coords
 from tessera.array.writes import LOCAL_CHANGES, ArrayWrites
@@ -66,9 +66,11 @@ from tessera.errors import (
 from tessera.format.layout import default_tile
 from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.format.selection import Hyperslabs, Points, SparseSelection, normalize_selection
+from tessera.format.tile import CellTileRead, TileRead
 from tessera.pushdown.client import PushdownClient
 from tessera.query.cost import StoreProfile
 from tessera.query.methods import read_method, read_mode
+from tessera.query.need import TileNeed
 from tessera.query.plan import (
     Plan,
     default_profile,
@@ -252,15 +254,16 @@ class Array(ArrayWrites):
 
     async def _union_plan(self, sels: list[Any], names: list[str], method: str, phi: float,
                           metas: list[FragmentMeta] | None = None,
-                          ) -> tuple[list[Any], list[list[int]], list[Any], Plan | None]:
+                          ) -> tuple[list[TileReads], list[list[int]], list[TileRead],
+                                     Plan | None]:
         """Tile reads of every selection, the distinct tiles among them, which distinct
         tile each read is, and one plan over the distinct tiles."""
         if metas is None:
             metas = await self._visible_metas()
         per = [plan_tile_reads(self.schema, s, metas, names) for s in sels]
         index: dict[tuple[Any, ...], int] = {}
-        distinct: list[Any] = []
-        needs: list[Any] = []
+        distinct: list[TileRead] = []
+        needs: list[TileNeed] = []
         positions: list[list[int]] = []
         for s, (reads, _, _) in zip(sels, per, strict=True):
             pos = []
@@ -276,7 +279,7 @@ class Array(ArrayWrites):
             positions.append(pos)
         return per, positions, distinct, self._plan_needs(distinct, needs, method, phi)
 
-    def _plan_needs(self, reads: list[Any], needs: list[Any], method: str, phi: float,
+    def _plan_needs(self, reads: list[TileRead], needs: list[TileNeed], method: str, phi: float,
                     pushdown_ok: bool = True) -> Plan | None:
         """One plan over tiles whose needs are known (``None`` when there are none).
         Pushdown competes when the handle has a server (and ``pushdown_ok``)."""
@@ -305,7 +308,8 @@ class Array(ArrayWrites):
                               self.profile.pushdown_memory_gb, array_url=self._store.url)
 
     async def _points_plan(self, pts: np.ndarray, names: list[str], method: str,
-                           phi: float) -> tuple[Any, ...]:
+                           phi: float) -> tuple[list[TileRead], list[np.ndarray],
+                                                list[CellTileRead], Plan | None, int]:
         """Tile reads holding the points, the points of each, the sparse tiles that may
         hold some, and one plan over the tiles."""
         metas = await self._visible_metas()

@@ -25,9 +25,13 @@ from tessera.format.tile import (
     TileRead,
 )
 
+#: What :func:`plan_tile_reads` returns: the dense tile reads, the sparse data-tile reads and
+#: the number of fragments skipped.
+TileReads = tuple[list[TileRead], list[CellTileRead], int]
+
 
 def plan_tile_reads(schema: ArraySchema, sel: Selection, metas: list[FragmentMeta],
-                    attrs: list[str]) -> tuple[list[TileRead], list[CellTileRead], int]:
+                    attrs: list[str]) -> TileReads:
     """Tile reads for ``sel`` over ``metas`` (oldest first). Tiles whose contribution is fully
     covered by newer dense fragments are left out. Returns the dense tile reads, the sparse
     data-tile reads and the number of fragments skipped."""

@@ -67,8 +67,10 @@ def test_bad_writes_write_nothing(store_url) -> None:
         arr[0:2, 0:2] = np.ones((3, 2), dtype=np.int32)
     with pytest.raises(IndexError, match="domain"):
         arr.write(np.ones((4, 4), np.int32), origin=(14, 0))
-    with pytest.raises(IndexError, match="box"):
-        arr[[0, 2], 0:2] = np.ones((2, 2), dtype=np.int32)
+    with pytest.raises(IndexError, match="domain"):  # (a list of rows is written as cells)
+        arr[[0, 99], 0:2] = np.ones((2, 2), dtype=np.int32)
+    with pytest.raises(ValueError, match="shape"):
+        arr.vindex[[0, 2], [1, 1]] = np.ones(3, dtype=np.int32)
     with pytest.raises(tessera.SchemaError, match="no attribute"):
         arr.write({"w": np.ones((2, 2), np.int32)})
     _, options = store_url

@@ -35,6 +35,7 @@ from tessera.array.fragment import (
     load_meta,
 )
 from tessera.array.maintenance import apply_replacements, check_history, visible_at
+from tessera.array.numpy_face import NumpyConventions
 from tessera.array.read.execute import execute_tile_reads
 from tessera.array.read.fetch import TileFetcher
 from tessera.array.read.points import point_needs, read_points
@@ -65,7 +66,14 @@ from tessera.errors import (
 )
 from tessera.format.layout import default_tile
 from tessera.format.schema import ArraySchema, Attr, Dim
-from tessera.format.selection import Hyperslabs, Points, SparseSelection, normalize_selection
+from tessera.format.selection import (
+    Hyperslabs,
+    Points,
+    SparseSelection,
+    is_full_mask,
+    normalize_selection,
+    vectorized_points,
+)
 from tessera.format.tile import CellTileRead, TileRead
 from tessera.pushdown.client import PushdownClient
 from tessera.query.cost import StoreProfile
@@ -87,7 +95,7 @@ _log = logging.getLogger("tessera.pushdown")
 
 
 
-class Array(ArrayWrites):
+class Array(NumpyConventions, ArrayWrites):
     """An open array. Get one with :func:`open_array`, :func:`create_array` or
     :func:`from_numpy`.
 
@@ -208,6 +216,8 @@ class Array(ArrayWrites):
             return self._run_read(self._read_sparse_async(ssel, names,
                                                           self._planner_choice(method, phi)[0]))
         method, phi = self._planner_choice(method, phi)
+        if is_full_mask(sel, self.schema):  # numpy's a[mask]: the True cells, in C order
+            sel = vectorized_points(sel, self.schema)[0]
         if isinstance(sel, Points):
             pts = check_coords(self.schema, sel.coords)
             values = self._run_read(self._read_points_async(pts, names, method, phi))
@@ -391,6 +401,8 @@ class Array(ArrayWrites):
                               "tiles whole")
         names = self._attr_names(attrs)
         method, phi = self._planner_choice(method, phi)
+        if is_full_mask(sel, self.schema):  # numpy's a[mask]: the True cells, in C order
+            sel = vectorized_points(sel, self.schema)[0]
         if isinstance(sel, Points):
             pts = check_coords(self.schema, sel.coords)
             plan = run_sync(self._points_plan(pts, names, method, phi))[3]

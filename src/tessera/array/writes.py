@@ -24,7 +24,12 @@ from tessera.errors import (
     SelectionError,
 )
 from tessera.format.schema import ArraySchema, Attr
-from tessera.format.selection import SparseSelection, normalize_selection
+from tessera.format.selection import (
+    SparseSelection,
+    is_full_mask,
+    normalize_selection,
+    vectorized_points,
+)
 from tessera.storage.blocking import Store
 
 #: Changes made by this process, per array URI: the latest commit or vacuum any handle here
@@ -70,14 +75,17 @@ class ArrayWrites:
             """A read-only handle on the same array at ``timestamp``."""
 
     def __setitem__(self, sel: Any, values: Any) -> None:
+        """Write ``values`` (broadcast to the selection's shape) into a selection: a box
+        (ints and slices of step 1) becomes one dense fragment; any other orthogonal
+        selection (steps, integer lists, 1-D boolean masks) and a full-shape boolean mask
+        become one fragment of cells (:meth:`write_cells`). A selection of no cells writes
+        nothing, as numpy."""
         if self.schema.sparse:
             raise SchemaError("sparse arrays take cells: use arr.write_cells(coords, values)")
+        if is_full_mask(sel, self.schema):
+            self.write_points(sel, values)
+            return
         selection = normalize_selection(sel, self.schema)
-        for d in selection.dims:
-            c = d.coords
-            if len(c) and not np.array_equal(c, np.arange(c[0], c[0] + len(c))):
-                raise SelectionError("writes take a box: ints and slices with step 1")
-        origin = tuple(int(d.coords[0]) if len(d.coords) else 0 for d in selection.dims)
         shape = selection.full_shape
         vals = values if isinstance(values, dict) else {self.schema.attrs[0].name: values}
         shaped = {}
@@ -91,7 +99,37 @@ class ArrayWrites:
                 raise InvalidArgumentError(
                     f"values for attribute {name!r} have shape {arr.shape}; the selection "
                     f"needs {_value_shape(selection, attr)}") from None
-        self.write(shaped, origin=origin)
+        if selection.empty:
+            return
+        if all(d.ascending_run for d in selection.dims):  # a box: one dense fragment
+            self.write(shaped, origin=tuple(int(d.coords[0]) for d in selection.dims))
+            return
+        grids = np.meshgrid(*[d.coords for d in selection.dims], indexing="ij")
+        self.write_cells(tuple(g.ravel() for g in grids),
+                         {n: v.reshape((-1, *self.schema.attr(n).cell_shape))
+                          for n, v in shaped.items()})
+
+    def write_points(self, sel: Any, values: Any) -> FragmentInfo | None:
+        """Write ``values`` (broadcast to the selection's shape) at a vectorised selection
+        (``arr.vindex[...] = values``: one integer array per dimension, broadcast together,
+        or a boolean mask of the array's shape) as one fragment of cells; of repeated
+        points the last wins, as numpy. ``None`` when no cell is selected."""
+        points, shape = vectorized_points(sel, self.schema)
+        if not len(points.coords[0]):
+            return None
+        vals = values if isinstance(values, dict) else {self.schema.attrs[0].name: values}
+        cells = {}
+        for name, v in vals.items():
+            attr = self.schema.attr(name)
+            arr = np.asarray(v)
+            try:
+                cells[name] = np.broadcast_to(arr, shape + attr.cell_shape).reshape(
+                    (-1, *attr.cell_shape))
+            except ValueError:
+                raise InvalidArgumentError(
+                    f"values for attribute {name!r} have shape {arr.shape}; the selection "
+                    f"needs {shape + attr.cell_shape}") from None
+        return self.write_cells(points.coords, cells)
 
     def write(self, values: Any, origin: tuple[int, ...] | None = None) -> FragmentInfo:
         """Write a dense box as one new fragment; cells outside it keep their older values.

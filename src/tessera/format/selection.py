@@ -1,5 +1,7 @@
-"""Selections on dense arrays: ints, slices (with steps), ``...`` and per-dimension integer
-lists, as numpy's basic and orthogonal indexing takes them.
+"""Selections on dense arrays: ints, slices (with steps), ``...``, per-dimension integer
+lists and 1-D boolean masks, as numpy's basic and orthogonal indexing (h5py's, zarr's
+``oindex``) takes them; and point selections (:class:`Points`, :func:`vectorized_points`:
+zarr's ``vindex``, numpy's full-shape boolean masks).
 
 Indices are **domain coordinates**. For a dimension whose domain starts at 0 they coincide
 with numpy positions, and negative values count from the end as in numpy; for other domains
@@ -165,21 +167,32 @@ def _one(item: Any, dim: Dim) -> DimSelection:
     if isinstance(item, (list, np.ndarray, range)):
         arr = np.asarray(item)
         if arr.dtype == bool:
-            raise SelectionError(f"boolean masks are not supported (dimension {dim.name!r}); "
-                                 "pass the integer coordinates instead")
+            if arr.shape != (dim.size,):
+                raise SelectionError(f"a boolean mask for dimension {dim.name!r} must be 1-D "
+                                     f"with one entry per cell ({dim.size}), got shape "
+                                     f"{arr.shape}")
+            coords = np.flatnonzero(arr).astype(np.int64) + lo
+            return DimSelection(coords, False, coords, np.arange(len(coords), dtype=np.int64))
         if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
             raise SelectionError(f"an index list for dimension {dim.name!r} must be a 1-D list "
                                  f"of integers, got {item!r:.80}")
-        coords = arr.astype(np.int64)
-        if lo == 0:
-            coords = np.where(coords < 0, coords + dim.size, coords)
-        bad = (coords < lo) | (coords > hi)
-        if bad.any():
-            raise SelectionError(f"index {int(arr[bad][0])} is outside dimension {dim.name!r}'s "
-                                 f"domain [{lo}, {hi}]")
-        return _from_list(coords, False)
+        return _from_list(_indices(arr, dim), False)
     raise SelectionError(f"unsupported index {item!r:.80} for dimension {dim.name!r}: use an "
-                         "int, a slice, '...' or a list of ints")
+                         "int, a slice, '...', a list of ints or a 1-D boolean mask")
+
+
+def _indices(arr: np.ndarray, dim: Dim) -> np.ndarray:
+    """Integer indices as int64 domain coordinates: negative ones count from the end of a
+    domain starting at 0; any outside the domain raises ``SelectionError``."""
+    lo, hi = int(dim.domain[0]), int(dim.domain[1])
+    coords = arr.astype(np.int64)
+    if lo == 0:
+        coords = np.where(coords < 0, coords + dim.size, coords)
+    bad = (coords < lo) | (coords > hi)
+    if bad.any():
+        raise SelectionError(f"index {int(arr[bad].flat[0])} is outside dimension "
+                             f"{dim.name!r}'s domain [{lo}, {hi}]")
+    return coords
 
 
 def _from_list(coords: np.ndarray, drop: bool) -> DimSelection:
@@ -223,6 +236,53 @@ class Points:
     def __repr__(self) -> str:
         n = len(self.coords[0]) if self.coords else 0
         return f"Points({n} points in {len(self.coords)} dimensions)"
+
+
+def is_full_mask(sel: Any, schema: ArraySchema) -> bool:
+    """True if ``sel`` is one boolean array over every dimension of a multi-dimensional
+    array (numpy's ``a[mask]``); a 1-D mask of a 1-D array is an orthogonal selection."""
+    return (isinstance(sel, np.ndarray) and sel.dtype == bool and schema.ndim > 1
+            and sel.ndim > 1)
+
+
+def vectorized_points(sel: Any, schema: ArraySchema) -> tuple[Points, tuple[int, ...]]:
+    """A vectorised selection (zarr's ``vindex``) as points and the result's shape: a
+    boolean mask of the array's shape (the ``True`` cells in C order, a 1-D result), or
+    one integer array per dimension, broadcast together (the result has their broadcast
+    shape). Indices are domain coordinates; negative ones count from the end of a domain
+    starting at 0, as in numpy.
+
+    >>> from tessera.format.schema import ArraySchema, Attr, Dim
+    >>> schema = ArraySchema([Dim("y", (0, 3), 2), Dim("x", (0, 3), 2)], [Attr("v", "i4")])
+    >>> pts, shape = vectorized_points(([0, -1], [[1], [2]]), schema)
+    >>> [c.tolist() for c in pts.coords], shape
+    ([[0, 3, 0, 3], [1, 1, 2, 2]], (2, 2))
+    """
+    if isinstance(sel, np.ndarray) and sel.dtype == bool:
+        if sel.shape != schema.shape:
+            raise SelectionError(f"a boolean mask selection must have the array's shape "
+                                 f"{schema.shape}, got {sel.shape}")
+        hits = np.nonzero(sel)
+        coords = tuple(h.astype(np.int64) + int(d.domain[0])
+                       for h, d in zip(hits, schema.dims, strict=True))
+        return Points(coords), (len(coords[0]),)
+    items = sel if isinstance(sel, tuple) else (sel,)
+    if len(items) != schema.ndim:
+        raise SelectionError(f"a vectorised selection needs one integer array per dimension "
+                             f"({schema.ndim}), got {len(items)}")
+    arrays = []
+    for item, d in zip(items, schema.dims, strict=True):
+        arr = np.asarray(item)
+        if arr.dtype == bool or (arr.size and arr.dtype.kind not in "iu"):
+            raise SelectionError(f"a vectorised selection takes integer arrays; dimension "
+                                 f"{d.name!r} got {item!r:.80}")
+        arrays.append(_indices(arr, d))
+    try:
+        shaped = np.broadcast_arrays(*arrays)
+    except ValueError:
+        raise SelectionError("the index arrays of a vectorised selection do not broadcast "
+                             f"together: shapes {[a.shape for a in arrays]}") from None
+    return Points(tuple(a.ravel() for a in shaped)), shaped[0].shape
 
 
 @dataclasses.dataclass(frozen=True)

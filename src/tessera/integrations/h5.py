@@ -45,7 +45,6 @@ from tessera.errors import (
 from tessera.format.codecs import codec_names, normalize_codec_spec
 from tessera.format.layout import default_tile
 from tessera.format.schema import ArraySchema, Attr, Dim
-from tessera.format.selection import normalize_selection
 from tessera.storage.blocking import Store, open_store
 from tessera.storage.keys import validate_key
 
@@ -470,40 +469,23 @@ class Dataset(_Node):
         return self.shape[0]
 
     def __iter__(self) -> Iterator[Any]:
-        for i in range(self.shape[0]):
-            yield self[i]
+        """The first axis, one index at a time (read one tile-row at a time)."""
+        return iter(self._array)
 
     def _selection(self, sel: Any) -> Any:
         if isinstance(sel, tuple) and not sel:
             return ...
-        items = sel if isinstance(sel, tuple) else (sel,)
-        out = []
-        for it in items:
+        for it in sel if isinstance(sel, tuple) else (sel,):
             if isinstance(it, str):
                 raise _unsupported("field names in selections (compound dtypes)")
-            a = np.asarray(it) if isinstance(it, (list, np.ndarray)) else None
-            if a is not None and a.dtype == bool:
-                if a.ndim != 1:
-                    raise _unsupported("multi-dimensional boolean masks")
-                it = np.flatnonzero(a).tolist()
-            out.append(it)
-        return tuple(out)
+        return sel
 
     def __getitem__(self, sel: Any) -> Any:
         return self._array.read(self._selection(sel))
 
     def __setitem__(self, sel: Any, values: Any) -> None:
         self._file._check_writable()
-        sel = self._selection(sel)
-        selection = normalize_selection(sel, self._array.schema)
-        box = all(len(d.coords) < 2 or np.all(np.diff(d.coords) == 1) for d in selection.dims)
-        if box:
-            self._array[sel] = np.asarray(values, dtype=self.dtype)
-            return
-        vals = np.broadcast_to(np.asarray(values, dtype=self.dtype), selection.shape)
-        grids = np.meshgrid(*(d.coords for d in selection.dims), indexing="ij")
-        self._array.write_cells(tuple(g.ravel() for g in grids),
-                                vals.reshape(selection.full_shape).ravel())
+        self._array[self._selection(sel)] = np.asarray(values, dtype=self.dtype)
 
     def read_direct(self, dest: np.ndarray, source_sel: Any = None,
                     dest_sel: Any = None) -> None:

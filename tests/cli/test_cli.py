@@ -82,6 +82,20 @@ def test_info_prints_schema_and_fragments(tmp_path) -> None:
     assert "1 fragment," in old.output
 
 
+def test_info_shows_metadata(tmp_path) -> None:
+    import numpy as np
+
+    uri = (tmp_path / "arr").as_uri()
+    arr = tessera.from_numpy(uri, np.zeros(4, np.int16), tile=(4,))
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["info", uri])
+    assert "value" not in result.output  # none yet: no metadata table
+    arr.metadata.update(units="m/s", labels=["a", "b"])
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["info", uri])
+    assert result.exit_code == 0, result.output
+    assert "metadata" in result.output and '"m/s"' in result.output
+    assert '["a", "b"]' in result.output
+
+
 def test_info_on_a_missing_array_is_one_line() -> None:
     proc = _tessera("info", "file:///definitely/not/an/array")
     assert proc.returncode == 1 and proc.stderr.startswith("error: no array at")

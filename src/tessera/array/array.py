@@ -35,6 +35,7 @@ from tessera.array.fragment import (
     load_meta,
 )
 from tessera.array.maintenance import apply_replacements, check_history, visible_at
+from tessera.array.metadata import ArrayMetadata
 from tessera.array.numpy_face import NumpyConventions
 from tessera.array.read.execute import execute_tile_reads
 from tessera.array.read.fetch import TileFetcher
@@ -136,6 +137,7 @@ class Array(NumpyConventions, ArrayWrites):
         self.last_read: ReadReport | None = None
         self._fallback_reasons_seen: set[str] = set()  # pushdown fallbacks warned about
         self.pushdown = pushdown
+        self._metadata: ArrayMetadata | None = None
 
     @property
     def pushdown(self) -> PushdownClient | None:
@@ -174,6 +176,22 @@ class Array(NumpyConventions, ArrayWrites):
         """dtype of the first attribute (a vector dtype keeps its shape, as numpy's)."""
         dtype: np.dtype[Any] = np.dtype(self.schema.attrs[0].dtype)
         return dtype
+
+    @property
+    def metadata(self) -> ArrayMetadata:
+        """User metadata: a mutable mapping of JSON values kept beside the array, seen as of
+        the handle's timestamp (see :mod:`tessera.array.metadata`).
+
+        >>> import numpy as np, tessera
+        >>> arr = tessera.from_numpy("memory://doc-arr-metadata", np.zeros(3), tile=(3,))
+        >>> arr.metadata["source"] = "sensor 7"
+        >>> arr.metadata["source"]
+        'sensor 7'
+        """
+        if self._metadata is None:
+            self._metadata = ArrayMetadata(self._store, self.uri, self.timestamp,
+                                           self._check_writable)
+        return self._metadata
 
     @property
     def fragments(self) -> list[FragmentInfo]:

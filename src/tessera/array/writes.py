@@ -13,6 +13,7 @@ import numpy as np
 from tessera._sync import run_sync
 from tessera.array.fragment import FragmentInfo, FragmentMeta, write_dense_fragment
 from tessera.array.maintenance import vacuum
+from tessera.array.metadata import ArrayMetadata
 from tessera.array.read.sparse import TOMBSTONE_ATTR, plan_cell_reads, read_sparse
 from tessera.array.sparse import check_coords, write_sparse_fragment
 from tessera.config import WriteConfig
@@ -70,6 +71,10 @@ class ArrayWrites:
 
         async def _committed_metas(self) -> list[FragmentMeta]:
             """Every committed fragment."""
+
+        @property
+        def metadata(self) -> ArrayMetadata:
+            """The array's metadata."""
 
         def _at(self, timestamp: int) -> ArrayWrites:
             """A read-only handle on the same array at ``timestamp``."""
@@ -225,7 +230,9 @@ class ArrayWrites:
         fragment's info; the merged ones stay readable for time travel until :meth:`vacuum`.
         With nothing to merge (an array without fragments, or ``fragments=[]``) it returns
         ``None`` and writes nothing, as TileDB's consolidation does; a single dense fragment
-        is already consolidated and its info is returned.
+        is already consolidated and its info is returned. The array's metadata objects are
+        consolidated too (:meth:`~tessera.array.metadata.ArrayMetadata.consolidate`: the
+        newest value of every key in one object).
 
         >>> import numpy as np, tessera
         >>> schema = tessera.ArraySchema([tessera.Dim("x", (0, 3), 2)], [tessera.Attr("v", "i4")])
@@ -234,6 +241,8 @@ class ArrayWrites:
         None
         """
         self._check_writable()
+        if fragments is None:
+            self.metadata.consolidate()
         metas = run_sync(self._visible_metas())
         if fragments is None:
             chosen = metas
@@ -313,6 +322,7 @@ class ArrayWrites:
         self._check_writable()
         metas = run_sync(self._committed_metas())
         removed = run_sync(vacuum(self._store.aio, metas, orphan_grace_s))
+        removed += self.metadata.vacuum()
         self._changed()
         return removed
 

@@ -7,6 +7,7 @@ status 1; usage errors exit with 2. Set ``TESSERA_DEBUG=1`` for full tracebacks.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
@@ -158,7 +159,7 @@ def info(
     allow_http: AllowHttpOpt = False,
     option: OptionOpt = None,
 ) -> None:
-    """Print an array's schema and its fragments."""
+    """Print an array's schema, its metadata and its fragments."""
     arr = tessera.open_array(uri, timestamp=timestamp, storage_options=_options(
         endpoint, region, allow_http, option))
     schema = arr.schema
@@ -174,6 +175,13 @@ def info(
     for a in schema.attrs:
         attrs.add_row(a.name, str(a.dtype), str(a.fill_value), a.codec or "none (raw)")
     out.print(attrs)
+    metadata = arr.metadata.to_dict()
+    if metadata:
+        meta = Table("key", "value", title="metadata", title_justify="left")
+        for key, value in metadata.items():
+            text = json.dumps(value)
+            meta.add_row(key, text if len(text) <= 80 else text[:77] + "...")
+        out.print(meta)
     frags = Table(title="fragments", title_justify="left")
     frags.add_column("#")
     frags.add_column("name", no_wrap=True)

@@ -6,13 +6,15 @@ the operations below; what h5py can do and this facade cannot raises
 
 Layout in the store, below the file's URI: a group is a folder holding ``__group.json``; a
 dataset is a Tessera array (a folder holding ``__schema.json``, its chunks as tiles);
-attributes of either live in the node's ``__attrs.json`` (JSON; numbers and arrays keep their
-dtype; never pickled). Dataset writes add fragments, so earlier versions stay readable with
+attributes of a group live in its ``__attrs.json``, a dataset's in its array's metadata
+(:attr:`tessera.Array.metadata`); JSON either way, numbers and arrays keep their dtype, never
+pickled. Dataset writes add fragments, so earlier versions stay readable with
 ``tessera.open_array(uri, timestamp=...)``.
 
 Differences from h5py: ``chunks`` is always the tile shape (Tessera always tiles);
 datasets are numeric (no strings, compound or object dtypes) with at least one dimension
-and no resizing; attribute updates are read-modify-write of one object (last writer wins).
+and no resizing; a group's attribute updates are read-modify-write of one object (last writer
+wins), a dataset's are per key (writers of different keys never lose each other's).
 
 >>> import numpy as np
 >>> import tessera.h5 as h5py
@@ -110,6 +112,35 @@ class AttributeManager(MutableMapping[str, Any]):
         return f"<Attributes of {self._key.rsplit('/', 1)[0] or '/'}: {sorted(self._load())}>"
 
 
+class DatasetAttributes(AttributeManager):
+    """A dataset's ``attrs``: the array's own metadata (:attr:`tessera.Array.metadata`), so
+    time travel, concurrent writers and consolidation treat them as the array's. Strings
+    are stored as themselves, numbers and arrays with their dtype (``{"dtype", "shape",
+    "data"}``); keys set through ``arr.metadata`` read back as their JSON values."""
+
+    def __init__(self, array: Array) -> None:
+        self._array = array
+        self._key = array.uri
+
+    def _load(self) -> dict[str, Any]:
+        return self._array.metadata.to_dict()
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        if self._array.mode != "w":
+            raise ReadOnlyError(f"cannot change attributes: {self._array.uri} is open "
+                                "read-only (mode 'r')")
+        encoded = _encode_attr(value, name)
+        self._array.metadata[str(name)] = encoded.get("str", encoded)
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self._load():
+            raise NameNotFoundError(f"Can't delete attribute (attribute {name!r} doesn't exist)")
+        del self._array.metadata[name]
+
+    def __repr__(self) -> str:
+        return f"<Attributes of {self._array.uri}: {sorted(self._load())}>"
+
+
 def _encode_attr(value: Any, name: str) -> dict[str, Any]:
     if isinstance(value, str):
         return {"str": value}
@@ -123,7 +154,10 @@ def _encode_attr(value: Any, name: str) -> dict[str, Any]:
     return {"dtype": arr.dtype.str, "shape": list(arr.shape), "data": arr.ravel().tolist()}
 
 
-def _decode_attr(doc: dict[str, Any]) -> Any:
+def _decode_attr(doc: Any) -> Any:
+    if not isinstance(doc, dict) or not ({"str"} <= set(doc) or {"strs", "shape"} <= set(doc)
+                                          or {"dtype", "shape", "data"} <= set(doc)):
+        return doc  # a plain JSON value (a string, or set through arr.metadata)
     if "str" in doc:
         return doc["str"]
     if "strs" in doc:
@@ -390,6 +424,11 @@ class Dataset(_Node):
         super().__init__(file, path)
         self._array = array or open_array(file._child(path), "w" if file._writable else "r",
                                           storage_options=file.storage_options)
+
+    @property
+    def attrs(self) -> AttributeManager:
+        """The dataset's attributes: the array's metadata (see :class:`DatasetAttributes`)."""
+        return DatasetAttributes(self._array)
 
     def refresh(self) -> None:
         """See what other processes wrote since this dataset last listed its fragments (as

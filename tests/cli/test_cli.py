@@ -94,6 +94,10 @@ def test_info_shows_metadata(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     assert "metadata" in result.output and '"m/s"' in result.output
     assert '["a", "b"]' in result.output
+    grown = tessera.from_numpy((tmp_path / "grown").as_uri(), np.zeros((2, 3)), tile=(4, 3),
+                               maxshape=(None, 3))
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["info", grown.uri])
+    assert "shape (2, 3), may grow to (unbounded, 3)" in result.output
 
 
 def test_info_on_a_missing_array_is_one_line() -> None:

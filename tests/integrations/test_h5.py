@@ -138,13 +138,29 @@ def test_groups_and_deletion(tmp_path):
             f.create_group("__x")
 
 
+def test_resizable_datasets_as_h5py(tmp_path):
+    """h5py's documented resize example: a dataset created with maxshape grows and shrinks."""
+    with tessera.h5.File((tmp_path / "f").as_uri(), "w") as f:
+        dset = f.create_dataset("unlimited", (10, 10), "i4", maxshape=(None, 10), chunks=(4, 4))
+        assert dset.maxshape == (None, 10)
+        dset[:] = np.arange(100).reshape(10, 10)
+        dset.resize((20, 10))
+        assert dset.shape == (20, 10) and dset[15].tolist() == [0] * 10
+        dset.resize(5, axis=0)
+        assert dset[...].tolist() == np.arange(50).reshape(5, 10).tolist()
+        with pytest.raises(ValueError, match="exceed the maxshape"):
+            dset.resize((5, 11))
+        empty = f.create_dataset("rows", (0, 3), "f4", maxshape=(None, 3), chunks=(8, 3))
+        assert empty.shape == (0, 3) and len(empty) == 0
+        empty.array.append(np.ones((2, 3), np.float32))
+        assert empty[:].tolist() == [[1.0] * 3] * 2
+
+
 def test_unsupported_features_say_so(tmp_path):
     with tessera.h5.File((tmp_path / "f").as_uri(), "w") as f:
         d = f.create_dataset("x", data=np.arange(4))
-        with pytest.raises(NotImplementedError, match=r"Dataset\.resize"):
+        with pytest.raises(ValueError, match="maxshape"):  # resizable datasets need maxshape
             d.resize((8,))
-        with pytest.raises(NotImplementedError, match="maxshape"):
-            f.create_dataset("y", (4,), "i4", maxshape=(None,))
         with pytest.raises(NotImplementedError, match="lzf"):
             f.create_dataset("z", (4,), "i4", compression="lzf")
         with pytest.raises(NotImplementedError, match="scalar"):

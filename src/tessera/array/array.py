@@ -34,6 +34,7 @@ from tessera.array.fragment import (
     list_committed,
     load_meta,
 )
+from tessera.array.growth import load_extent
 from tessera.array.maintenance import apply_replacements, check_history, visible_at
 from tessera.array.metadata import ArrayMetadata
 from tessera.array.numpy_face import NumpyConventions
@@ -120,8 +121,10 @@ class Array(NumpyConventions, ArrayWrites):
             raise InvalidArgumentError(f"mode must be 'r' or 'w', got {mode!r}")
         self._store = store
         self.schema = schema
+        self._created = schema  # as created: a growable array's shape lives apart
         self.mode = mode
         self.timestamp = _to_ns(timestamp)
+        self._extent_at: tuple[float, int] | None = None  # (monotonic time, change number)
         self.planner = PlannerConfig.from_env()
         self.reads = ReadConfig.from_env()
         self.writes = WriteConfig.from_env()
@@ -138,6 +141,7 @@ class Array(NumpyConventions, ArrayWrites):
         self._fallback_reasons_seen: set[str] = set()  # pushdown fallbacks warned about
         self.pushdown = pushdown
         self._metadata: ArrayMetadata | None = None
+        self._refresh_extent()
 
     @property
     def pushdown(self) -> PushdownClient | None:
@@ -163,8 +167,28 @@ class Array(NumpyConventions, ArrayWrites):
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """Cells per dimension."""
+        """Cells per dimension (of a growable array: as of its latest look, see
+        :meth:`resize`)."""
+        self._refresh_extent()
         return self.schema.shape
+
+    def _refresh_extent(self, force: bool = False) -> None:
+        """Bring a growable array's shape up to date: at open, then (without a timestamp)
+        when ``reads.refresh_s`` has passed or a handle of this process changed the array
+        since the last look, or when ``force``. Sync entry points call it (never the loop)."""
+        if not self._created.growable:
+            return
+        change = LOCAL_CHANGES.get(self.uri, 0)
+        if self._extent_at is not None and not force and (
+                self.timestamp is not None or (
+                    change == self._extent_at[1]
+                    and time.monotonic() - self._extent_at[0] < self.reads.refresh_s)):
+            return
+        at = (time.monotonic(), change)
+        extent = run_sync(load_extent(self._store.aio, self._created, self.timestamp,
+                                      self.uri))
+        self.schema = self._created.with_shape(extent.shape)
+        self._extent_at = at
 
     @property
     def ndim(self) -> int:
@@ -225,6 +249,7 @@ class Array(NumpyConventions, ArrayWrites):
         >>> arr.last_read.plan.methods
         {'range': 2}
         """
+        self._refresh_extent()
         names = self._attr_names(attrs)
         if self.schema.sparse:
             if isinstance(sel, (Hyperslabs, Points)):
@@ -414,6 +439,7 @@ class Array(NumpyConventions, ArrayWrites):
         >>> arr.explain((slice(0, 8), 1), method="get").methods
         {'get': 2}
         """
+        self._refresh_extent()
         if self.schema.sparse:
             raise SchemaError("explain() plans dense reads; sparse arrays fetch their data "
                               "tiles whole")
@@ -589,11 +615,12 @@ class Array(NumpyConventions, ArrayWrites):
         1
         """
         self._listed = None
+        self._extent_at = None  # a growable array looks at its shape again
 
     def _at(self, timestamp: int) -> Array:
         """A read-only handle on this array at ``timestamp`` sharing this handle's
         fragment bookkeeping (consolidation reads through it)."""
-        return Array(self._store, self.schema, mode="r", timestamp=timestamp)
+        return Array(self._store, self._created, mode="r", timestamp=timestamp)
 
     def _report(self, report: ReadReport, pushdown: PushdownReader | None) -> ReadReport:
         """``report`` with the pushdown fallbacks of the read."""
@@ -703,10 +730,13 @@ def open_array(uri: str, mode: str = "r", timestamp: TimestampLike = None, *,
 
 
 def from_numpy(uri: str, ndarray: Any, tile: Any = None, codec: str | None = None,
-               attr: str = "data", *, storage_options: dict[str, Any] | None = None) -> Array:
+               attr: str = "data", *, storage_options: dict[str, Any] | None = None,
+               maxshape: Any = None) -> Array:
     """Create an array from an ndarray (domains ``[0, n-1]``) and write it as one fragment.
 
-    ``tile``: extents per dimension (default: about 1 MiB tiles).
+    ``tile``: extents per dimension (default: about 1 MiB tiles). ``maxshape``: the most
+    cells per dimension the array may grow to (``None`` entries: unbounded), as h5py's; a
+    growable dimension keeps its tile extent however small the data is.
     """
     data = np.asarray(ndarray)
     if data.ndim == 0:
@@ -714,9 +744,13 @@ def from_numpy(uri: str, ndarray: Any, tile: Any = None, codec: str | None = Non
     extents = default_tile(data.shape, data.dtype.itemsize) if tile is None else tuple(tile)
     if len(extents) != data.ndim:
         raise SchemaError(f"tile has {len(extents)} extents for {data.ndim} dimensions")
-    dims = [Dim(f"d{i}", (0, n - 1), min(int(t), n)) for i, (n, t) in
-            enumerate(zip(data.shape, extents, strict=True))]
-    schema = ArraySchema(dims, [Attr(attr, data.dtype.str, None, codec)])
+    if maxshape is not None and len(maxshape) != data.ndim:
+        raise SchemaError(f"maxshape has {len(maxshape)} entries for {data.ndim} dimensions")
+    grows = [maxshape is not None and (m is None or m > n)
+             for n, m in zip(data.shape, maxshape or data.shape, strict=True)]
+    dims = [Dim(f"d{i}", (0, n - 1), int(t) if g else min(int(t), n)) for i, (n, t, g) in
+            enumerate(zip(data.shape, extents, grows, strict=True))]
+    schema = ArraySchema(dims, [Attr(attr, data.dtype.str, None, codec)], maxshape=maxshape)
     arr = create_array(uri, schema, storage_options=storage_options)
     arr.write(data)
     return arr

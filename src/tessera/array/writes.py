@@ -6,12 +6,14 @@ and the process-wide change numbers that tell other handles to list again.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tessera._sync import run_sync
 from tessera.array.fragment import FragmentInfo, FragmentMeta, write_dense_fragment
+from tessera.array.growth import claim, record_resize
 from tessera.array.maintenance import vacuum
 from tessera.array.metadata import ArrayMetadata
 from tessera.array.read.sparse import TOMBSTONE_ATTR, plan_cell_reads, read_sparse
@@ -53,6 +55,7 @@ class ArrayWrites:
     _metas: dict[str, FragmentMeta]
     _last_visible: list[FragmentMeta] | None
     _listed: tuple[float, int, list[FragmentMeta]] | None
+    _created: ArraySchema
 
     if TYPE_CHECKING:
         @property
@@ -76,6 +79,9 @@ class ArrayWrites:
         def metadata(self) -> ArrayMetadata:
             """The array's metadata."""
 
+        def _refresh_extent(self, force: bool = False) -> None:
+            """Bring a growable array's shape up to date."""
+
         def _at(self, timestamp: int) -> ArrayWrites:
             """A read-only handle on the same array at ``timestamp``."""
 
@@ -87,6 +93,7 @@ class ArrayWrites:
         nothing, as numpy."""
         if self.schema.sparse:
             raise SchemaError("sparse arrays take cells: use arr.write_cells(coords, values)")
+        self._refresh_extent()
         if is_full_mask(sel, self.schema):
             self.write_points(sel, values)
             return
@@ -145,6 +152,7 @@ class ArrayWrites:
             origin: the box's first coordinate per dimension (default: the domain's start).
         """
         self._check_writable()
+        self._refresh_extent()
         if self.schema.sparse:
             raise SchemaError("dense box writes need a dense array; this one is sparse")
         vals = values if isinstance(values, dict) else {self.schema.attrs[0].name: values}
@@ -189,6 +197,7 @@ class ArrayWrites:
                 attribute -> ndarray covering every attribute.
         """
         self._check_writable()
+        self._refresh_extent()
         cells = check_coords(self.schema, coords)
         if not len(cells):
             raise InvalidArgumentError("write_cells got no cells")
@@ -222,6 +231,69 @@ class ArrayWrites:
                                               kind="delete"))
         self._committed(meta)
         return meta.info
+
+    def resize(self, shape: Sequence[int]) -> None:
+        """Change the array's shape within the ``maxshape`` it was created with (as h5py's
+        ``Dataset.resize``): growing shows fill values in the new region until it is
+        written; shrinking hides the cells beyond the new shape (time travel still sees
+        them). Recorded as a timestamped change (:mod:`tessera.array.growth`)."""
+        self._check_writable()
+        self._need_growable("resize")
+        run_sync(record_resize(self._store.aio, self._created, tuple(shape), self.uri))
+        self._changed()
+        self._refresh_extent(force=True)
+
+    def append(self, values: Any, axis: int = 0) -> FragmentInfo:
+        """Append ``values`` at the end of ``axis`` (as zarr's ``append``): their other
+        dimensions must match the array's. The range is claimed first with a create-only
+        put, so appenders in many processes get disjoint ranges and never overwrite each
+        other; then the values are written there as one fragment. Returns its info.
+
+        >>> import numpy as np, tessera
+        >>> schema = tessera.ArraySchema([tessera.Dim("t", (0, 0), 4), tessera.Dim("x", (0, 2), 3)],
+        ...                              [tessera.Attr("v", "i4")], maxshape=(None, 3))
+        >>> arr = tessera.create_array("memory://doc-append", schema)
+        >>> _ = arr.append(np.ones((2, 3), np.int32))
+        >>> arr.shape, arr[:, 0].tolist()
+        ((3, 3), [0, 1, 1])
+        """
+        self._check_writable()
+        self._need_growable("append")
+        if isinstance(axis, bool) or not isinstance(axis, int) or not 0 <= axis < self.ndim:
+            raise InvalidArgumentError(f"axis must be an integer in [0, {self.ndim}), got "
+                                       f"{axis!r}")
+        vals = values if isinstance(values, dict) else {self.schema.attrs[0].name: values}
+        arrays = {n: np.asarray(v) for n, v in vals.items()}
+        self._refresh_extent(force=True)
+        shape = self.schema.shape
+        count = None
+        for name, arr in arrays.items():
+            cell = self.schema.attr(name).cell_shape
+            if arr.ndim != self.ndim + len(cell) or any(
+                    arr.shape[d] != shape[d] for d in range(self.ndim) if d != axis):
+                raise InvalidArgumentError(
+                    f"append along axis {axis}: values for {name!r} have shape {arr.shape}; "
+                    f"the other dimensions must match the array's {shape} (plus cell shape "
+                    f"{cell})")
+            count = arr.shape[axis] if count is None else count
+            if arr.shape[axis] != count:
+                raise InvalidArgumentError("append: every attribute needs the same length "
+                                           f"along axis {axis}")
+        if not count:
+            raise InvalidArgumentError("append got no values along the axis")
+        start, extent = run_sync(claim(self._store.aio, self._created, axis, count, self.uri))
+        grown = list(extent.shape)
+        grown[axis] = max(grown[axis], start + count)
+        self.schema = self._created.with_shape(grown)
+        origin = list(self.schema.lower)
+        origin[axis] += start
+        return self.write(arrays, origin=tuple(origin))
+
+    def _need_growable(self, what: str) -> None:
+        if self._created.maxshape is None:
+            raise InvalidArgumentError(f"{what} needs an array created with maxshape=... "
+                                       f"(the most cells per dimension); {self.uri} has a "
+                                       "fixed shape")
 
     def consolidate(self, fragments: list[str] | None = None) -> FragmentInfo | None:
         """Merge fragments (default: all visible ones) into one; readers and writers go on.

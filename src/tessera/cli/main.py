@@ -170,6 +170,9 @@ def info(
     for d in schema.dims:
         dims.add_row(d.name, f"[{d.domain[0]}, {d.domain[1]}]", str(d.tile or "whole"))
     out.print(dims)
+    if schema.maxshape is not None:
+        limits = ", ".join("unbounded" if m is None else str(m) for m in schema.maxshape)
+        out.print(f"shape {arr.shape}, may grow to ({limits})")
     attrs = Table("attribute", "dtype", "fill", "codec", title="attributes",
                   title_justify="left")
     for a in schema.attrs:

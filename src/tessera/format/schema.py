@@ -24,7 +24,7 @@ import numpy as np
 from tessera.errors import SchemaError
 from tessera.format.codecs import normalize_codec_spec
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: growable arrays (``maxshape``); schemas without it are written as 1
 Order = Literal["row-major", "col-major"]
 _ORDERS = ("row-major", "col-major")
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
@@ -136,6 +136,10 @@ class ArraySchema:
         cell_order: order of cells inside a tile, ``row-major`` or ``col-major``.
         tile_order: order of tiles in a fragment's objects, ``row-major`` or ``col-major``.
         capacity: cells per data tile of sparse fragments.
+        maxshape: for a dense array that may grow (``arr.resize``, ``arr.append``), the most
+            cells per dimension: an int (at least the initial size), or ``None`` for
+            unbounded, as h5py's ``maxshape``; ``None`` for the whole schema: a fixed shape.
+            The domain's lower bounds never move; a growable dimension needs a tile extent.
     """
 
     dims: Sequence[Dim]
@@ -144,9 +148,12 @@ class ArraySchema:
     cell_order: Order = "row-major"
     tile_order: Order = "row-major"
     capacity: int = 10_000
+    maxshape: Sequence[int | None] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dims", tuple(self.dims))
+        if self.maxshape is not None:
+            object.__setattr__(self, "maxshape", tuple(self.maxshape))
         object.__setattr__(self, "attrs", tuple(self.attrs))
         object.__setattr__(self, "attrs", tuple(
             dataclasses.replace(a, codec=normalize_codec_spec(a.codec)) for a in self.attrs))
@@ -167,8 +174,8 @@ class ArraySchema:
                                   ", starting with a letter or '_' (at most 64 characters)")
             if name in names[:i]:
                 raise SchemaError(f"name {name!r} is used twice among dimensions and attributes")
-        for d in self.dims:
-            self._validate_dim(d)
+        for i, d in enumerate(self.dims):
+            self._validate_dim(d, self._may_grow(i))
         for a in self.attrs:
             try:
                 dt = np.dtype(a.dtype)
@@ -192,8 +199,37 @@ class ArraySchema:
                                   f"got {getattr(self, field)!r}")
         if not isinstance(self.capacity, int) or self.capacity < 1:
             raise SchemaError(f"schema.capacity must be a positive integer, got {self.capacity!r}")
+        if self.maxshape is not None:
+            self._validate_maxshape()
 
-    def _validate_dim(self, d: Dim) -> None:
+    def _validate_maxshape(self) -> None:
+        assert self.maxshape is not None
+        if self.sparse:
+            raise SchemaError("schema.maxshape: sparse arrays have no shape to grow; give "
+                              "their domains the largest extent instead")
+        if len(self.maxshape) != len(self.dims):
+            raise SchemaError(f"schema.maxshape needs one entry per dimension ({len(self.dims)}),"
+                              f" got {list(self.maxshape)}")
+        for d, m in zip(self.dims, self.maxshape, strict=True):
+            if (m is None or m != d.size) and d.tile is None:
+                raise SchemaError(f"dims[{d.name!r}] may grow (maxshape {m}), so it needs a "
+                                  "tile extent (tile=None spans a fixed domain)")
+            if m is None:
+                continue
+            if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < d.size:
+                raise SchemaError(f"schema.maxshape[{d.name!r}] must be None (unbounded) or an "
+                                  f"integer >= the dimension's size {d.size}, got {m!r}")
+            if int(d.domain[0]) + int(m) - 1 > 2**62:
+                raise SchemaError(f"schema.maxshape[{d.name!r}] {m} exceeds 2**62 cells")
+
+    def _may_grow(self, axis: int) -> bool:
+        if self.maxshape is None or len(self.maxshape) != len(self.dims):
+            return False
+        m = self.maxshape[axis]
+        return m is None or (not isinstance(m, bool) and isinstance(m, (int, np.integer))
+                             and m > self.dims[axis].size)
+
+    def _validate_dim(self, d: Dim, may_grow: bool = False) -> None:
         where = f"dims[{d.name!r}]"
         if not isinstance(d.domain, (tuple, list)) or len(d.domain) != 2:
             raise SchemaError(f"{where}.domain must be a pair (lo, hi), got {d.domain!r}")
@@ -207,7 +243,7 @@ class ArraySchema:
                                   "domains; float domains are for sparse arrays")
             if not (math.isfinite(lo) and math.isfinite(hi)):
                 raise SchemaError(f"{where}.domain must be finite")
-        if hi < lo:
+        if hi < lo and not (may_grow and hi == lo - 1):  # a growable dimension may be empty
             raise SchemaError(f"{where}.domain {d.domain!r}: hi is below lo")
         if d.is_integer and (lo < -(2**62) or hi > 2**62):
             raise SchemaError(f"{where}.domain {d.domain!r} exceeds +-2**62")
@@ -218,10 +254,30 @@ class ArraySchema:
                 raise SchemaError(f"{where}.tile must be positive, got {d.tile!r}")
             if d.is_integer and int(d.tile) != d.tile:
                 raise SchemaError(f"{where}.tile must be an integer for an integer domain")
-            if d.is_integer and d.tile > d.size:
+            if d.is_integer and d.tile > d.size and not may_grow:
                 raise SchemaError(f"{where}.tile {d.tile} exceeds the domain size {d.size}")
 
     # -- derived ---------------------------------------------------------------------------
+    @property
+    def growable(self) -> bool:
+        """True if some dimension may grow (``maxshape`` beyond the current size)."""
+        return self.maxshape is not None and any(
+            m is None or m > d.size for d, m in zip(self.dims, self.maxshape, strict=True))
+
+    def max_hi(self, axis: int) -> int:
+        """The largest upper bound dimension ``axis`` may grow to."""
+        d = self.dims[axis]
+        m = None if self.maxshape is None else self.maxshape[axis]
+        if self.maxshape is None:
+            return int(d.domain[1])
+        return 2**62 if m is None else int(d.domain[0]) + int(m) - 1
+
+    def with_shape(self, shape: Sequence[int]) -> ArraySchema:
+        """This schema with the current shape ``shape`` (domains' lower bounds kept)."""
+        dims = [dataclasses.replace(d, domain=(d.domain[0], int(d.domain[0]) + int(n) - 1))
+                for d, n in zip(self.dims, shape, strict=True)]
+        return dataclasses.replace(self, dims=dims)
+
     @property
     def ndim(self) -> int:
         """Number of dimensions."""
@@ -273,6 +329,11 @@ class ArraySchema:
             "sparse": self.sparse, "cell_order": self.cell_order,
             "tile_order": self.tile_order, "capacity": self.capacity,
         }
+        if self.maxshape is not None:
+            doc["version"] = 2
+            doc["maxshape"] = [None if m is None else int(m) for m in self.maxshape]
+        else:
+            doc["version"] = 1
         return json.dumps(doc, indent=1)
 
     @classmethod
@@ -293,7 +354,8 @@ class ArraySchema:
             attrs = [Attr(a["name"], a["dtype"], _from_jsonable(a.get("fill")), a.get("codec"))
                      for a in doc["attrs"]]
             return cls(dims, attrs, sparse=bool(doc["sparse"]), cell_order=doc["cell_order"],
-                       tile_order=doc["tile_order"], capacity=int(doc["capacity"]))
+                       tile_order=doc["tile_order"], capacity=int(doc["capacity"]),
+                       maxshape=doc.get("maxshape"))
         except (KeyError, TypeError) as err:
             raise SchemaError(f"the array schema is missing or has a malformed field: {err}"
                               ) from None

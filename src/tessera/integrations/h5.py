@@ -54,7 +54,7 @@ GROUP_KEY = "__group.json"
 ATTRS_KEY = "__attrs.json"
 MODES = ("r", "r+", "w", "w-", "x", "a")
 #: h5py Dataset features this facade does not offer (each raises NotImplementedError).
-UNSUPPORTED_DATASET = ("resize", "maxshape", "id", "dims", "regionref", "asstr", "fields",
+UNSUPPORTED_DATASET = ("id", "dims", "regionref", "asstr", "fields",
                        "iter_chunks", "virtual_sources", "is_virtual", "flush",
                        "external", "scaleoffset", "shuffle", "fletcher32", "len",
                        "make_scale", "is_scale", "file_id", "ref", "lazy_compute")
@@ -342,26 +342,31 @@ class Group(_Node):
         shape = (int(shape),) if isinstance(shape, (int, np.integer)) else \
             tuple(int(n) for n in shape)
         dt = np.dtype(values.dtype if values is not None else (dtype or "f4"))
-        if maxshape is not None and tuple(maxshape) != shape:
-            raise _unsupported("resizable datasets (maxshape)")
+        if maxshape is not None:
+            maxshape = tuple(None if m is None else int(m) for m in maxshape)
         if not shape:
             raise _unsupported("scalar (0-dimensional) datasets")
-        if 0 in shape:
-            raise _unsupported(f"empty datasets (shape {shape})")
+        if 0 in shape and (maxshape is None or any(
+                n == 0 and m is not None and m == 0 for n, m in zip(shape, maxshape,
+                                                                    strict=False))):
+            raise _unsupported(f"empty datasets (shape {shape}) that cannot grow")
         if dt.kind not in "biufc":
             raise _unsupported(f"datasets of dtype {dt} (numeric dtypes only)")
-        tile = (default_tile(shape, dt.itemsize) if chunks in (None, True)
-                else tuple(int(c) for c in chunks))
+        tile = (default_tile(tuple(max(1, n) for n in shape), dt.itemsize)
+                if chunks in (None, True) else tuple(int(c) for c in chunks))
         if len(tile) != len(shape):
             raise InvalidArgumentError(f"chunks {tile} do not match shape {shape}")
         if "/" in path:
             self._make_groups(path.rpartition("/")[0])
         fill = None if fillvalue is None else np.asarray(fillvalue, dt).item()
+        grows = [maxshape is not None and (m is None or m > n)
+                 for n, m in zip(shape, maxshape or shape, strict=True)]
         schema = ArraySchema(
-            [Dim(f"d{i}", (0, n - 1), min(t, n)) for i, (n, t) in
-             enumerate(zip(shape, tile, strict=True))],
+            [Dim(f"d{i}", (0, n - 1), t if g else min(t, n)) for i, (n, t, g) in
+             enumerate(zip(shape, tile, grows, strict=True))],
             [Attr("data", dt.newbyteorder("<").str, fill, _codec(compression,
-                                                                 compression_opts))])
+                                                                 compression_opts))],
+            maxshape=maxshape)
         arr = create_array(self._file._child(path), schema,
                            storage_options=self._file.storage_options)
         if values is not None:
@@ -506,6 +511,22 @@ class Dataset(_Node):
 
     def __len__(self) -> int:
         return self.shape[0]
+
+    @property
+    def maxshape(self) -> tuple[int | None, ...]:
+        """The most cells per dimension (``None``: unbounded), as h5py's."""
+        return tuple(self._array.schema.maxshape or self.shape)
+
+    def resize(self, size: Any, axis: int | None = None) -> None:
+        """Change the shape within ``maxshape``, as h5py's: ``size`` is the new shape, or
+        with ``axis`` the new length of that axis (:meth:`tessera.Array.resize`)."""
+        self._file._check_writable()
+        if axis is None:
+            shape = (int(size),) if isinstance(size, (int, np.integer)) else \
+                tuple(int(n) for n in size)
+        else:
+            shape = tuple(int(size) if a == axis else n for a, n in enumerate(self.shape))
+        self._array.resize(shape)
 
     def __iter__(self) -> Iterator[Any]:
         """The first axis, one index at a time (read one tile-row at a time)."""

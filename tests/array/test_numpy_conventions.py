@@ -225,3 +225,13 @@ def test_h5py_and_zarr_documented_examples_run_unchanged(tmp_path) -> None:
     sel0[0] = sel0[2] = True
     sel1[1] = sel1[3] = True
     assert z.oindex[sel0, sel1].tolist() == [[1, 3], [11, 13]]
+
+
+def test_sparse_arrays_say_how_to_read_them() -> None:
+    schema = tessera.ArraySchema([tessera.Dim("x", (0.0, 10.0))], [tessera.Attr("v", "f4")],
+                                 sparse=True)
+    arr = tessera.create_array("memory://np-sparse", schema)
+    with pytest.raises(InvalidTypeError, match="dense array"):
+        np.asarray(arr)
+    with pytest.raises(InvalidTypeError, match="by boxes"):
+        iter(arr).__next__()

@@ -741,7 +741,8 @@ def from_numpy(uri: str, ndarray: Any, tile: Any = None, codec: str | None = Non
     data = np.asarray(ndarray)
     if data.ndim == 0:
         raise InvalidArgumentError("from_numpy needs at least one dimension")
-    extents = default_tile(data.shape, data.dtype.itemsize) if tile is None else tuple(tile)
+    extents = (default_tile(tuple(max(1, n) for n in data.shape), data.dtype.itemsize)
+               if tile is None else tuple(tile))
     if len(extents) != data.ndim:
         raise SchemaError(f"tile has {len(extents)} extents for {data.ndim} dimensions")
     if maxshape is not None and len(maxshape) != data.ndim:
@@ -752,5 +753,6 @@ def from_numpy(uri: str, ndarray: Any, tile: Any = None, codec: str | None = Non
             enumerate(zip(data.shape, extents, grows, strict=True))]
     schema = ArraySchema(dims, [Attr(attr, data.dtype.str, None, codec)], maxshape=maxshape)
     arr = create_array(uri, schema, storage_options=storage_options)
-    arr.write(data)
+    if data.size:  # an empty start (a growable array) has nothing to write
+        arr.write(data)
     return arr

@@ -54,6 +54,9 @@ class NumpyConventions:
         if copy is False:
             raise InvalidArgumentError("np.asarray(arr, copy=False) cannot hold: reading an "
                                        "array always makes a new ndarray; drop copy=False")
+        if self.schema.sparse:
+            raise InvalidTypeError("np.asarray needs a dense array; read a sparse array by "
+                                   "boxes (arr[lo:hi, ...] gives its cells and coordinates)")
         if len(self.schema.attrs) != 1:
             raise InvalidTypeError(f"np.asarray needs a single-attribute array; this one has "
                                    f"{[a.name for a in self.schema.attrs]}: read one with "
@@ -68,6 +71,9 @@ class NumpyConventions:
     def __iter__(self) -> Iterator[Any]:
         """The first axis, one index at a time (as numpy), read one tile-row of the first
         dimension at a time: a 1000-row array in tiles of 100 rows is 10 reads, not 1000."""
+        if self.schema.sparse:
+            raise InvalidTypeError("iteration walks the first axis of a dense array; read a "
+                                   "sparse array by boxes")
         dim = self.schema.dims[0]
         lo, hi = int(dim.domain[0]), int(dim.domain[1])
         rows = self.schema.tile_shape[0]

@@ -244,7 +244,9 @@ class ArraySchema:
             if not (math.isfinite(lo) and math.isfinite(hi)):
                 raise SchemaError(f"{where}.domain must be finite")
         if hi < lo and not (may_grow and hi == lo - 1):  # a growable dimension may be empty
-            raise SchemaError(f"{where}.domain {d.domain!r}: hi is below lo")
+            hint = (" (an empty dimension must be able to grow: give the schema maxshape)"
+                    if hi == lo - 1 else "")
+            raise SchemaError(f"{where}.domain {d.domain!r}: hi is below lo{hint}")
         if d.is_integer and (lo < -(2**62) or hi > 2**62):
             raise SchemaError(f"{where}.domain {d.domain!r} exceeds +-2**62")
         if d.tile is not None:

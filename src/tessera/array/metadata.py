@@ -5,10 +5,10 @@ Every change is its own small object, ``__meta/m<timestamp>-<id>.json``, written
 create-only put, holding only the keys it changes (set or deleted), each with its timestamp.
 A key's value is the newest entry for it (last writer per key wins, ties broken by object
 id), so writers at the same time never lose each other's keys, and a handle opened at a past
-timestamp sees the entries written at or before it. Consolidation writes one object with the
-newest entry per key and the names of the objects it covers (readers then skip those); vacuum
-removes covered objects, after which time travel before the consolidation refuses with
-:class:`~tessera.errors.HistoryVacuumedError`.
+timestamp sees the entries written at or before it. Consolidation writes one object (its
+writer id starts with ``z``) with the newest entry per key and the names of the objects it
+covers (readers then skip those); vacuum removes covered objects, after which time travel
+before the consolidation refuses with :class:`~tessera.errors.HistoryVacuumedError`.
 
 >>> import numpy as np, tessera
 >>> arr = tessera.from_numpy("memory://doc-metadata", np.zeros(4), tile=(2,))
@@ -38,6 +38,7 @@ from tessera.storage.blocking import Store
 
 META = "__meta"
 FORMAT = 1
+CONSOLIDATED = "z"  # the first letter of a consolidated object's writer id
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +74,12 @@ def object_name(timestamp: int, writer: str) -> str:
 def name_timestamp(name: str) -> int:
     """The timestamp in a metadata object's name."""
     return int(name[1:21])
+
+
+def is_consolidated(name: str) -> bool:
+    """True for a consolidated object's name (its writer id starts with ``z``; a change's
+    id is hexadecimal), so a time-travelling reader finds them without reading the others."""
+    return name[22:23] == CONSOLIDATED
 
 
 class ArrayMetadata(MutableMapping[str, Any]):
@@ -138,7 +145,7 @@ class ArrayMetadata(MutableMapping[str, Any]):
         if t is not None:
             present = set(every)
             for name in every:
-                if name_timestamp(name) <= t:
+                if name_timestamp(name) <= t or not is_consolidated(name):
                     continue
                 later = self._load(name)
                 if any(name_timestamp(c) <= t and c not in present for c in later.covers):
@@ -219,7 +226,7 @@ class ArrayMetadata(MutableMapping[str, Any]):
         entries = {k: {"t": e.timestamp, "id": e.writer,
                        **({"deleted": True} if e.deleted else {"value": e.value})}
                    for k, e in newest.items()}
-        self._put(object_name(t_max, new_fragment_id()),
+        self._put(object_name(t_max, CONSOLIDATED + new_fragment_id()),
                   {"format": FORMAT, "entries": entries, "covers": covers})
         return True
 

@@ -194,3 +194,21 @@ def test_importers_carry_hdf5_and_zarr_attributes(tmp_path) -> None:
     import_zarr(tmp_path / "src.zarr", (tmp_path / "zout").as_uri())
     meta = tessera.open_array((tmp_path / "zout").as_uri() + "/labels").metadata.to_dict()
     assert meta["classes"] == {"strs": ["cat", "dog"], "shape": [2]}
+
+
+def test_dataset_attributes_of_the_earlier_layout_still_read(tmp_path) -> None:
+    """Attributes an earlier tessera.h5 kept in a dataset's __attrs.json read as before and
+    move to the metadata when changed."""
+    import json
+
+    import tessera.h5 as h5
+
+    uri = (tmp_path / "f").as_uri()
+    with h5.File(uri, "w") as f:
+        d = f.create_dataset("x", data=np.arange(3))
+        d.array.store.put("__attrs.json", json.dumps({"old": {"str": "kept"}}).encode())
+        assert d.attrs["old"] == "kept" and sorted(d.attrs) == ["old"]
+        d.attrs["old"] = "moved"
+        assert d.array.metadata["old"] == "moved" and d.attrs["old"] == "moved"
+        del d.attrs["old"]
+        assert "old" not in d.attrs

@@ -116,14 +116,16 @@ class DatasetAttributes(AttributeManager):
     """A dataset's ``attrs``: the array's own metadata (:attr:`tessera.Array.metadata`), so
     time travel, concurrent writers and consolidation treat them as the array's. Strings
     are stored as themselves, numbers and arrays with their dtype (``{"dtype", "shape",
-    "data"}``); keys set through ``arr.metadata`` read back as their JSON values."""
+    "data"}``); keys set through ``arr.metadata`` read back as their JSON values. Attributes
+    an earlier version kept in the dataset's ``__attrs.json`` still read (the metadata wins
+    on a name in both), and move to the metadata when set or deleted."""
 
-    def __init__(self, array: Array) -> None:
-        self._array = array
+    def __init__(self, array: Array, legacy: AttributeManager) -> None:
+        self._array, self._legacy = array, legacy
         self._key = array.uri
 
     def _load(self) -> dict[str, Any]:
-        return self._array.metadata.to_dict()
+        return {**self._legacy._load(), **self._array.metadata.to_dict()}
 
     def __setitem__(self, name: str, value: Any) -> None:
         if self._array.mode != "w":
@@ -131,11 +133,16 @@ class DatasetAttributes(AttributeManager):
                                 "read-only (mode 'r')")
         encoded = _encode_attr(value, name)
         self._array.metadata[str(name)] = encoded.get("str", encoded)
+        if name in self._legacy._load():
+            del self._legacy[name]
 
     def __delitem__(self, name: str) -> None:
         if name not in self._load():
             raise NameNotFoundError(f"Can't delete attribute (attribute {name!r} doesn't exist)")
-        del self._array.metadata[name]
+        if name in self._array.metadata:
+            del self._array.metadata[name]
+        if name in self._legacy._load():
+            del self._legacy[name]
 
     def __repr__(self) -> str:
         return f"<Attributes of {self._array.uri}: {sorted(self._load())}>"
@@ -433,7 +440,7 @@ class Dataset(_Node):
     @property
     def attrs(self) -> AttributeManager:
         """The dataset's attributes: the array's metadata (see :class:`DatasetAttributes`)."""
-        return DatasetAttributes(self._array)
+        return DatasetAttributes(self._array, super().attrs)
 
     def refresh(self) -> None:
         """See what other processes wrote since this dataset last listed its fragments (as

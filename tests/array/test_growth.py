@@ -77,6 +77,14 @@ def test_from_numpy_and_the_schema_keep_maxshape() -> None:
         arr.append(np.zeros((4, 1), np.int64), axis=1)
 
 
+def test_a_shape_at_its_maxshape_can_shrink_and_grow_back() -> None:
+    arr = tessera.from_numpy("memory://grow-at-max", np.arange(6), tile=(2,), maxshape=(6,))
+    arr.resize((4,))
+    assert arr.shape == (4,) and arr[:].tolist() == [0, 1, 2, 3]
+    arr.resize((6,))  # hidden, not erased (see docs/arrays.md)
+    assert arr[:].tolist() == [0, 1, 2, 3, 4, 5]
+
+
 def test_growth_errors_say_what_to_do() -> None:
     fixed = tessera.from_numpy("memory://grow-err-fixed", np.zeros(4))
     with pytest.raises(InvalidArgumentError, match="created with maxshape"):

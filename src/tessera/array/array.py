@@ -176,7 +176,7 @@ class Array(NumpyConventions, ArrayWrites):
         """Bring a growable array's shape up to date: at open, then (without a timestamp)
         when ``reads.refresh_s`` has passed or a handle of this process changed the array
         since the last look, or when ``force``. Sync entry points call it (never the loop)."""
-        if not self._created.growable:
+        if self._created.maxshape is None:  # a fixed shape: nothing to look at
             return
         change = LOCAL_CHANGES.get(self.uri, 0)
         if self._extent_at is not None and not force and (

@@ -1,0 +1,177 @@
+"""The frequency format (tessera.images.frequency) against an independent numpy reference:
+coefficients bit for bit, reconstruction error bounds, reduced resolution, the int8 bound,
+diagonal arithmetic and the errors of bad input."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tessera.errors import InvalidArgumentError, InvalidTypeError, SchemaError
+from tessera.images.frequency import (
+    YCBCR_TO_RGB,
+    FrequencyFormat,
+    dct_matrix,
+    diagonals,
+    psnr,
+)
+
+
+def _natural(seed: int, n: int = 2, size: int = 64) -> np.ndarray:
+    """Smooth gradients, a few disks and mild noise: an image with natural-ish statistics."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:size, 0:size] / size
+    out = np.empty((n, size, size, 3))
+    for i in range(n):
+        base = [rng.uniform(0, 255) * (a * yy + (1 - a) * xx) for a in rng.uniform(0, 1, 3)]
+        img = np.stack(base, -1)
+        for _ in range(4):
+            cy, cx, r = [*rng.uniform(0, size, 2).tolist(), rng.uniform(4, size / 3)]
+            img[(yy * size - cy) ** 2 + (xx * size - cx) ** 2 < r * r] = rng.uniform(0, 255, 3)
+        out[i] = img + rng.normal(0, 3, img.shape)
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+
+
+def _reference(img: np.ndarray, q: float, block: int = 32) -> list[np.ndarray]:
+    """The spec's reference, written independently: JFIF YCbCr by its formulas, then
+    D @ X @ D^T block by block, uniform rounding, diagonals i ascending."""
+    r, g, b = (img[..., c].astype(np.float64) for c in range(3))
+    ycc = np.stack([0.299 * r + 0.587 * g + 0.114 * b,
+                    -0.168736 * r - 0.331264 * g + 0.5 * b + 128,
+                    0.5 * r - 0.418688 * g - 0.081312 * b + 128], -1) - 128
+    n, h, w, c = ycc.shape
+    d = dct_matrix(block)
+    cols = [np.zeros((n, c, h // block, w // block, min(k + 1, 2 * block - 1 - k)), np.int64)
+            for k in range(2 * block - 1)]
+    for i in range(n):
+        for ch in range(c):
+            for by in range(h // block):
+                for bx in range(w // block):
+                    x = ycc[i, by * block:(by + 1) * block, bx * block:(bx + 1) * block, ch]
+                    coef = np.rint((d @ x @ d.T) / q)
+                    for k in range(2 * block - 1):
+                        rows = range(max(0, k - block + 1), min(k, block - 1) + 1)
+                        cols[k][i, ch, by, bx] = [coef[a, k - a] for a in rows]
+    return cols
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**31))
+def test_coefficients_equal_the_reference_bit_for_bit(seed) -> None:
+    img = _natural(seed)
+    fmt = FrequencyFormat()
+    got = fmt.encode(img)
+    want = _reference(img, 50)
+    assert len(got) == 63
+    for d, (a, b) in enumerate(zip(got, want, strict=True)):
+        assert a.dtype == np.int8
+        assert np.array_equal(a.astype(np.int64), b), f"diagonal {d}"
+
+
+def test_every_coefficient_of_an_8_bit_image_fits_int8_at_q50() -> None:
+    extremes = np.zeros((4, 32, 32, 3), np.uint8)
+    extremes[1] = 255
+    extremes[2, ::2] = 255  # stripes: the largest high-frequency energy
+    extremes[3, :, ::2] = 255
+    cols = FrequencyFormat().encode(extremes)  # raises if anything overflowed
+    assert max(int(np.abs(c).max()) for c in cols) <= 82  # 32 * 128 / 50
+    assert FrequencyFormat(q=20).dtype == np.int16 and FrequencyFormat(q=33).dtype == np.int8
+
+
+def test_q1_rgb_round_trip_is_within_one_lsb() -> None:
+    img = _natural(7, n=3)
+    fmt = FrequencyFormat(q=1, colour="rgb")
+    back = fmt.decode(fmt.encode(img))
+    assert np.abs(back.astype(int) - img.astype(int)).max() <= 1
+
+
+def test_quality_rises_with_k() -> None:
+    img = _natural(11, n=2, size=128)
+    fmt = FrequencyFormat()
+    cols = fmt.encode(img)
+    scores = [psnr(img, fmt.decode(cols[:k])) for k in (1, 2, 4, 8, 16, 32, 63)]
+    assert all(b >= a - 1e-9 for a, b in itertools.pairwise(scores))
+    assert scores[-1] > 27  # hard-edged disks: photo crops reach ~30 dB (spec 2.3)
+
+
+def test_the_truncated_inverse_equals_the_full_one() -> None:
+    import scipy.fft
+
+    fmt = FrequencyFormat()
+    cols = fmt.encode(_natural(3))
+    for k in (1, 4, 8, 16, 32):
+        corner = fmt.coefficients(cols[:k])
+        r = corner.shape[-1]
+        assert r == min(k, 32)
+        full = np.zeros((*corner.shape[:-2], 32, 32), np.float64)
+        full[..., :r, :r] = corner
+        want = scipy.fft.idctn(full, type=2, norm="ortho", axes=(-2, -1))
+        assert np.allclose(fmt._inverse(corner, 32), want, atol=1e-3)  # float32 work
+
+
+def test_dc_only_at_scale_1_32_gives_the_block_means() -> None:
+    img = _natural(5, n=2, size=96)
+    fmt = FrequencyFormat()
+    small = fmt.decode(fmt.encode(img)[:1], scale=1 / 32)
+    means = img.reshape(2, 3, 32, 3, 32, 3).mean(axis=(2, 4))
+    quantization = 50 / 2 / 32 * np.abs(YCBCR_TO_RGB).sum(axis=1).max()  # DC step, in RGB
+    assert small.shape == (2, 3, 3, 3)
+    assert np.abs(small - means).max() <= 0.5 + quantization + 1e-9
+    exact = FrequencyFormat(q=1, colour="rgb")  # no colour, finest step: the rounded means
+    assert np.abs(exact.decode(exact.encode(img)[:1], scale=1 / 32) - means).max() <= 0.5 + 1 / 64
+
+
+def test_reduced_resolution_matches_an_area_downsample() -> None:
+    img = _natural(9, n=1, size=128)
+    fmt = FrequencyFormat(q=1, colour="rgb")
+    cols = fmt.encode(img)
+    quarter = fmt.decode(cols, scale=1 / 4)  # 8x8 per block from the 8x8 corner
+    area = img.reshape(1, 32, 4, 32, 4, 3).mean(axis=(2, 4))
+    assert quarter.shape == (1, 32, 32, 3) and psnr(area, quarter) > 30
+
+
+def test_diagonal_arithmetic() -> None:
+    fmt = FrequencyFormat()
+    assert fmt.k_max == 63 and [fmt.diagonal_size(d) for d in (0, 1, 31, 32, 62)] == [
+        1, 2, 32, 31, 1]
+    assert [fmt.kept(k) for k in (1, 2, 3, 4, 8, 12, 16, 24, 32, 48, 63)] == [
+        1, 3, 6, 10, 36, 78, 136, 300, 528, 904, 1024]
+    flat = np.concatenate(diagonals(32))
+    assert sorted(flat.tolist()) == list(range(1024))  # every coefficient once
+    assert fmt.decode(fmt.encode(_natural(1))[:63]).shape == (2, 64, 64, 3)
+
+
+def test_gray_keeps_one_channel() -> None:
+    img = _natural(2)
+    fmt = FrequencyFormat(colour="gray")
+    cols = fmt.encode(img)
+    assert cols[0].shape == (2, 1, 2, 2, 1)
+    gray = (img.astype(float) @ [0.299, 0.587, 0.114])[..., None]
+    assert fmt.decode(cols).shape == (2, 64, 64, 1) and psnr(gray, fmt.decode(cols)) > 25
+
+
+def test_bad_input_says_what_to_do() -> None:
+    fmt = FrequencyFormat()
+    with pytest.raises(InvalidTypeError, match=r"astype\(np.uint8\)"):
+        fmt.encode(np.zeros((1, 32, 32, 3), np.float32))
+    with pytest.raises(InvalidArgumentError, match=r"convert\('RGB'\)"):
+        fmt.encode(np.zeros((1, 32, 32, 4), np.uint8))
+    with pytest.raises(InvalidArgumentError, match="multiples of 32"):
+        fmt.encode(np.zeros((1, 40, 32, 3), np.uint8))
+    with pytest.raises(InvalidTypeError, match="k must be an int"):
+        fmt.kept(2.0)
+    with pytest.raises(InvalidTypeError, match="k must be an int"):
+        fmt.kept(True)
+    with pytest.raises(InvalidArgumentError, match=r"k must be 1..63 \(63 diagonals"):
+        fmt.kept(64)
+    assert fmt.check_k("all") == 63
+    with pytest.raises(InvalidArgumentError, match="scale must be one of 32/32, 16/32"):
+        fmt.decode(fmt.encode(_natural(0))[:4], scale=1 / 3)
+    for bad in ({"block": 12}, {"q": 0}, {"colour": "hsv"}, {"transform": "dct4"},
+                {"level_shift": 0}):
+        with pytest.raises(SchemaError):
+            FrequencyFormat(**bad)

@@ -30,7 +30,8 @@ def schemas(draw: st.DrawFn) -> tessera.ArraySchema:
              for j in range(n_attrs)]
     return tessera.ArraySchema(dims, attrs,
                                cell_order=draw(st.sampled_from(["row-major", "col-major"])),
-                               tile_order=draw(st.sampled_from(["row-major", "col-major"])))
+                               tile_order=draw(st.sampled_from(["row-major", "col-major"])),
+                               attr_layout=draw(st.sampled_from(["attr-major", "tile-major"])))
 
 
 def _box(draw: st.DrawFn, schema: tessera.ArraySchema) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -4,6 +4,8 @@ Layout below the array's root (all keys relative to it)::
 
     __schema.json                         the schema (create-only)
     __fragments/<id>/<attr>.data          tiles of one attribute, in the global tile order
+    __fragments/<id>/__tiles.data         tile-major arrays (dense fragments): tile after tile,
+                                          every attribute's tile in schema order
     __fragments/<id>/__meta.json          bookkeeping: subarray, per-tile offset/size/CRC
                                           (small sparse fragments: their tiles inline;
                                           compressed dense tiles: per-block sizes/CRCs)
@@ -70,6 +72,8 @@ FRAGMENT_VERSION = 5  # 2: small sparse fragments may keep their tiles inline;
 INLINE_BYTES = 64 << 10
 INLINE_RAW_BYTES = 256 << 10
 SCHEMA_KEY = "__schema.json"
+#: The one data object of a dense fragment of a tile-major array (``attr_layout``).
+TILE_MAJOR_KEY = "__tiles.data"
 COMMITS = "__commits"
 FRAGMENTS = "__fragments"
 VACUUMED = "__vacuumed"
@@ -364,7 +368,16 @@ async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
     tiles = tiles_in_order(schema, tlo, thi)
     attrs: dict[str, AttrTiles] = {}
     puts = []
-    for attr in schema.attrs:
+    if schema.attr_layout == "tile-major" and len(schema.attrs) > 1:
+        key = f"{FRAGMENTS}/{fid}/{TILE_MAJOR_KEY}"
+        encoded = [await _encode_dense_attr(schema, attr, values[attr.name], box, tiles, key,
+                                            block_bytes, stream=False)
+                   for attr in schema.attrs]
+        laid, blob = interleave_tiles(key, [(a.name, t, b) for a, (t, b) in
+                                            zip(schema.attrs, encoded, strict=True)])
+        attrs.update(laid)
+        puts.append(store.put(key, blob))
+    for attr in schema.attrs if not attrs else ():
         key = f"{FRAGMENTS}/{fid}/{attr.name}.data"
         attrs[attr.name], blob = await _encode_dense_attr(
             schema, attr, values[attr.name], box, tiles, key, block_bytes,
@@ -381,9 +394,38 @@ async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
     return await commit_fragment(store, fid, meta, timestamp)
 
 
+def interleave_tiles(key: str, encoded: list[tuple[str, AttrTiles, Any]],
+                     ) -> tuple[dict[str, AttrTiles], bytes]:
+    """Lay several attributes' encoded tiles out tile-major in one object ``key``: tile 0 of
+    every attribute (in the order given), then tile 1, ...; each attribute's offsets point
+    into it, its sizes, checksums and block tables stay as they were.
+
+    >>> tiles = [AttrTiles("a", None, np.array([0, 2]), np.array([2, 2]), np.zeros(2, np.uint32)),
+    ...          AttrTiles("b", None, np.array([0, 1]), np.array([1, 1]), np.zeros(2, np.uint32))]
+    >>> laid, blob = interleave_tiles("k", [("a", tiles[0], b"AAaa"), ("b", tiles[1], b"Bb")])
+    >>> blob, laid["a"].offsets.tolist(), laid["b"].offsets.tolist()
+    (b'AABaab', [0, 3], [2, 5])
+    """
+    n = len(encoded[0][1].sizes)
+    views = [memoryview(blob).cast("B") for _, _, blob in encoded]
+    offsets = {name: np.empty(n, dtype=np.int64) for name, _, _ in encoded}
+    parts: list[Any] = []
+    pos = 0
+    for t in range(n):
+        for (name, tiles, _), view in zip(encoded, views, strict=True):
+            start, size = int(tiles.offsets[t]), int(tiles.sizes[t])
+            parts.append(view[start:start + size])
+            offsets[name][t] = pos
+            pos += size
+    laid = {name: dataclasses.replace(tiles, key=key, offsets=offsets[name])
+            for name, tiles, _ in encoded}
+    return laid, b"".join(parts)
+
+
 async def _encode_dense_attr(schema: ArraySchema, attr: Attr, data: np.ndarray, box: Box,
                              tiles: np.ndarray, key: str, block_bytes: int = BLOCK_BYTES,
-                             chunk_bytes: int | None = None) -> tuple[AttrTiles, Any]:
+                             chunk_bytes: int | None = None, stream: bool = True,
+                             ) -> tuple[AttrTiles, Any]:
     """Serialise, encode and checksum one attribute's tiles of a box write.
 
     Raw tiles are written straight into one preallocated buffer (one copy of the data in
@@ -395,11 +437,11 @@ async def _encode_dense_attr(schema: ArraySchema, attr: Attr, data: np.ndarray, 
     n = len(tiles)
     boxes = [tile_box(schema, tuple(int(i) for i in index)) for index in tiles]
     groups = _work_groups(n, data.nbytes)
-    if attr.codec is None and n * tile_nbytes(schema, attr) >= STREAM_BYTES:
+    if stream and attr.codec is None and n * tile_nbytes(schema, attr) >= STREAM_BYTES:
         tile_bytes = tile_nbytes(schema, attr)
-        stream = _StreamedTiles(schema, attr, data, box, boxes, tile_bytes, chunk_bytes)
+        streamed = _StreamedTiles(schema, attr, data, box, boxes, tile_bytes, chunk_bytes)
         return AttrTiles(key, None, np.arange(n, dtype=np.int64) * tile_bytes,
-                         np.full(n, tile_bytes, dtype=np.int64), stream.crcs), stream
+                         np.full(n, tile_bytes, dtype=np.int64), streamed.crcs), streamed
     if attr.codec is None:
         tile_bytes = tile_nbytes(schema, attr)
         blob = np.empty(n * tile_bytes, dtype=np.uint8)

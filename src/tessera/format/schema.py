@@ -26,6 +26,8 @@ from tessera.format.codecs import normalize_codec_spec
 
 SCHEMA_VERSION = 2  # 2: growable arrays (``maxshape``); schemas without it are written as 1
 Order = Literal["row-major", "col-major"]
+AttrLayout = Literal["attr-major", "tile-major"]
+ATTR_LAYOUTS = ("attr-major", "tile-major")
 _ORDERS = ("row-major", "col-major")
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 
@@ -140,6 +142,10 @@ class ArraySchema:
             cells per dimension: an int (at least the initial size), or ``None`` for
             unbounded, as h5py's ``maxshape``; ``None`` for the whole schema: a fixed shape.
             The domain's lower bounds never move; a growable dimension needs a tile extent.
+        attr_layout: how a dense fragment lays out its attributes' tiles: ``"attr-major"``
+            (one object per attribute) or ``"tile-major"`` (one object holding, tile after
+            tile, every attribute's tile in schema order: the tiles of several attributes
+            of one space tile are then adjacent bytes, read in one request).
     """
 
     dims: Sequence[Dim]
@@ -149,6 +155,7 @@ class ArraySchema:
     tile_order: Order = "row-major"
     capacity: int = 10_000
     maxshape: Sequence[int | None] | None = None
+    attr_layout: AttrLayout = "attr-major"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dims", tuple(self.dims))
@@ -201,6 +208,9 @@ class ArraySchema:
             raise SchemaError(f"schema.capacity must be a positive integer, got {self.capacity!r}")
         if self.maxshape is not None:
             self._validate_maxshape()
+        if self.attr_layout not in ATTR_LAYOUTS:
+            raise SchemaError(f"schema.attr_layout must be one of {ATTR_LAYOUTS}, got "
+                              f"{self.attr_layout!r}")
 
     def _validate_maxshape(self) -> None:
         assert self.maxshape is not None
@@ -331,6 +341,8 @@ class ArraySchema:
             "sparse": self.sparse, "cell_order": self.cell_order,
             "tile_order": self.tile_order, "capacity": self.capacity,
         }
+        if self.attr_layout != "attr-major":
+            doc["attr_layout"] = self.attr_layout  # readers of any version read its fragments
         if self.maxshape is not None:
             doc["version"] = 2
             doc["maxshape"] = [None if m is None else int(m) for m in self.maxshape]
@@ -357,7 +369,8 @@ class ArraySchema:
                      for a in doc["attrs"]]
             return cls(dims, attrs, sparse=bool(doc["sparse"]), cell_order=doc["cell_order"],
                        tile_order=doc["tile_order"], capacity=int(doc["capacity"]),
-                       maxshape=doc.get("maxshape"))
+                       maxshape=doc.get("maxshape"),
+                       attr_layout=doc.get("attr_layout", "attr-major"))
         except (KeyError, TypeError) as err:
             raise SchemaError(f"the array schema is missing or has a malformed field: {err}"
                               ) from None

@@ -156,7 +156,7 @@ def test_gray_keeps_one_channel() -> None:
 
 def test_bad_input_says_what_to_do() -> None:
     fmt = FrequencyFormat()
-    with pytest.raises(InvalidTypeError, match=r"astype\(np.uint8\)"):
+    with pytest.raises(InvalidArgumentError, match=r"astype\(np.uint8\)"):
         fmt.encode(np.zeros((1, 32, 32, 3), np.float32))
     with pytest.raises(InvalidArgumentError, match=r"convert\('RGB'\)"):
         fmt.encode(np.zeros((1, 32, 32, 4), np.uint8))

@@ -161,7 +161,7 @@ class FrequencyFormat:
     def to_blocks(self, images: np.ndarray) -> np.ndarray:
         """Level-shifted values of ``(N, H, W, C)`` uint8 images in the format's colour, as
         blocks ``(N, C', H/b, W/b, b, b)`` float64."""
-        x = _check_images(images, self.block)
+        x = check_images(images, self.block)
         values = x.astype(np.float64)
         if self.colour == "ycbcr":
             values = _colour(values, RGB_TO_YCBCR, shift_in=0.0, shift_out=(0.0, 128.0, 128.0))
@@ -264,15 +264,17 @@ def _corner_slots(block: int, r: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     return slots, targets
 
 
-def _check_images(images: Any, block: int) -> np.ndarray:
+def check_images(images: Any, block: int) -> np.ndarray:
+    """``images`` as an ``(N, H, W, 3)`` uint8 array with H and W multiples of ``block``, or
+    a ``ValueError`` that says how to get there."""
     x = np.asarray(images)
     if x.dtype != np.uint8:
-        raise InvalidTypeError(f"image columns store 8-bit images; got {x.dtype}: convert "
-                               "with (x * 255).round().astype(np.uint8)")
+        raise InvalidArgumentError(f"image columns store 8-bit images; got {x.dtype}: "
+                                   "convert with (x * 255).round().astype(np.uint8)")
     if x.ndim != 4 or x.shape[-1] != 3:
-        raise InvalidArgumentError(f"images must be (N, H, W, 3) RGB uint8, got shape "
-                                   f"{x.shape} (convert RGBA or palette images with "
-                                   ".convert('RGB'))")
+        raise InvalidArgumentError(f"images must be (N, H, W, 3) uint8 RGB, got shape "
+                                   f"{x.shape} (CHW? transpose to HWC; RGBA or palette "
+                                   "images: .convert('RGB'))")
     if x.shape[1] % block or x.shape[2] % block:
         raise InvalidArgumentError(f"image height and width must be multiples of {block}, got "
                                    f"{x.shape[1]}x{x.shape[2]}")

@@ -1,0 +1,162 @@
+"""Image columns on the array engine (tessera.images.columns): coefficients bit for bit, one
+request per group for Sf_k with exactly its tiles' bytes, reduced resolution, labels and
+holes, exact bytes per k, concurrent appenders, and the errors of bad input, on memory,
+folder and S3 stores."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tessera.errors import (
+    ArrayExistsError,
+    ArrayNotFoundError,
+    InvalidArgumentError,
+    InvalidTypeError,
+    ReadOnlyError,
+    SchemaError,
+    SelectionError,
+)
+from tessera.images import FrequencyFormat, ImageColumns
+from tessera.query.cost import DEFAULT_PROFILES
+
+APPENDER = """
+import sys, numpy as np
+from tessera.images import ImageColumns
+url, who = sys.argv[1], int(sys.argv[2])
+cols = ImageColumns.open(url, mode="w")
+for i in range(3):
+    images = np.full((5, 64, 64, 3), who * 10 + i, np.uint8)
+    ids = cols.append(images, labels=[who * 10 + i] * 5)
+    print("ids", who, i, " ".join(map(str, ids)))
+"""
+
+
+def _images(n: int, seed: int = 0, size: int = 64) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:size, 0:size] / size
+    out = np.stack([np.stack([rng.uniform(0, 255) * (a * yy + (1 - a) * xx)
+                              for a in rng.uniform(0, 1, 3)], -1) for _ in range(n)])
+    return np.clip(out + rng.normal(0, 4, out.shape), 0, 255).astype(np.uint8)
+
+
+@pytest.fixture
+def columns(store_url):
+    url, options = store_url
+    cols = ImageColumns.create(url, size=(64, 64), group=4, storage_options=options)
+    images = _images(10)
+    cols.append(images, labels=list(range(10)))
+    return cols, images, url, options
+
+
+def test_coefficients_and_pixels_round_trip(columns) -> None:
+    _, images, url, options = columns
+    fmt = FrequencyFormat()
+    reference = fmt.encode(images)
+    reader = ImageColumns.open(url, storage_options=options)
+    rng = np.random.default_rng(1)
+    for k in (1, 3, 8, 63):
+        ids = rng.choice(10, size=4, replace=False)
+        got = reader.read(ids, k=k, output="coefficients")
+        want = np.concatenate([c[ids] for c in reference[:k]], axis=-1)
+        assert got.dtype == np.int8 and np.array_equal(got, want)
+        pixels = reader.read(ids, k=k)
+        assert np.array_equal(pixels, fmt.decode([c[ids] for c in reference[:k]]))
+    assert len(reader) == 10 and reader.ids().tolist() == list(range(10))
+    assert reader.labels([9, 0, 4]).tolist() == [9, 0, 4]
+
+
+def test_sf_k_of_a_group_is_one_request_of_exactly_its_tiles(columns) -> None:
+    cols, _, _, _ = columns
+    cols.coeffs.profile = DEFAULT_PROFILES["cloud"]
+    group = [4, 5, 6, 7]  # the second group, whole
+    for k in (1, 8, 20):
+        cols.read(group, k=k, output="coefficients")
+        stats = cols.last_read.stats
+        data = [m for m in ("get", "range") if m in stats.by_method]
+        assert sum(stats.by_method[m].requests for m in data) == 1
+        tiles = [r for r in cols.last_read.tile_reads]
+        assert len(tiles) == k and sum(stats.by_method[m].bytes_received for m in data) == sum(
+            r.length for r in tiles)
+        assert cols.explain(group, k=k).totals.nbytes == sum(r.length for r in tiles)
+
+
+def test_reduced_resolution_and_bytes_per_k(columns) -> None:
+    cols, images, _, _ = columns
+    small = cols.read([0, 1], k=1, scale=1 / 32)
+    means = images[:2].reshape(2, 2, 32, 2, 32, 3).mean(axis=(2, 4))
+    assert small.shape == (2, 2, 2, 3) and np.abs(small - means).max() <= 3
+    per_k = cols.bytes_per_k()
+    assert len(per_k) == 63 and np.all(np.diff(per_k) >= 0)
+    assert per_k[-1] == sum(cols.coeffs.stored_bytes().values())
+
+
+def test_appends_fill_whole_groups_and_holes_are_not_images(columns) -> None:
+    cols, _, _, _ = columns
+    ids = cols.append(_images(3, seed=5))
+    assert ids.tolist() == [12, 13, 14]  # 10 images took 3 groups of 4 (ids 10, 11: holes)
+    assert len(cols) == 13 and 10 not in cols.ids().tolist()
+    assert cols.labels([12]).tolist() == [-1]
+    with pytest.raises(SelectionError, match="image id 10 is a hole"):
+        cols.read([10], k=1)
+
+
+def test_bad_input_gets_an_error_that_says_what_to_do(store_url) -> None:
+    url, options = store_url
+    with pytest.raises(SchemaError, match="try 96"):
+        ImageColumns.create(url, size=(70, 64), storage_options=options)
+    with pytest.raises(ArrayNotFoundError, match=r"ImageColumns\.create"):
+        ImageColumns.open(url, storage_options=options)
+    cols = ImageColumns.create(url, size=(64, 64), group=2, storage_options=options)
+    with pytest.raises(ArrayExistsError, match=r"ImageColumns\.open"):
+        ImageColumns.create(url, size=(64, 64), storage_options=options)
+    with pytest.raises(InvalidArgumentError, match=r"astype\(np.uint8\)"):
+        cols.append(np.zeros((1, 64, 64, 3), np.float32))
+    with pytest.raises(InvalidArgumentError, match="CHW"):
+        cols.append(np.zeros((1, 3, 64, 64), np.uint8))
+    with pytest.raises(InvalidArgumentError, match=r"image 1 is 32x64.*fit='error'"):
+        cols.append([np.zeros((64, 64, 3), np.uint8), np.zeros((32, 64, 3), np.uint8)])
+    with pytest.raises(InvalidArgumentError, match="no images"):
+        cols.append([])
+    with pytest.raises(InvalidArgumentError, match="2 integers"):
+        cols.append(np.zeros((2, 64, 64, 3), np.uint8), labels=[1])
+    cols.append(np.zeros((2, 64, 64, 3), np.uint8))
+    with pytest.raises(InvalidTypeError, match="k must be an int"):
+        cols.read([0], k=2.5)
+    with pytest.raises(InvalidArgumentError, match=r"k must be 1\.\.63"):
+        cols.read([0], k=0)
+    with pytest.raises(InvalidArgumentError, match="scale must be one of"):
+        cols.read([0], k=4, scale=1 / 3)
+    with pytest.raises(SelectionError, match="image id 7 does not exist"):
+        cols.read([7], k=1)
+    with pytest.raises(SelectionError, match="image id -1"):
+        cols.read([-1], k=1)
+    with pytest.raises(ReadOnlyError):
+        ImageColumns.open(url, storage_options=options).append(np.zeros((1, 64, 64, 3),
+                                                                        np.uint8))
+
+
+def test_four_concurrent_appenders_get_disjoint_ids(tmp_path) -> None:
+    url = (tmp_path / "images").as_uri()
+    ImageColumns.create(url, size=(64, 64), group=4)
+    procs = [subprocess.Popen([sys.executable, "-c", APPENDER, url, str(w)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for w in range(4)]
+    seen: dict[int, int] = {}
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
+        for line in out.splitlines():
+            _, who, i, *ids = line.split()
+            for image_id in map(int, ids):
+                assert image_id not in seen
+                seen[image_id] = int(who) * 10 + int(i)
+    cols = ImageColumns.open(url)
+    assert len(cols) == len(seen) == 60
+    ids = sorted(seen)
+    assert cols.labels(ids).tolist() == [seen[i] for i in ids]
+    firsts = cols.read(ids, k=1, scale=1 / 32)[:, 0, 0, 0]
+    assert np.abs(firsts.astype(int) - [seen[i] for i in ids]).max() <= 3

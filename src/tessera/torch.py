@@ -2,9 +2,12 @@
 
 ``ArrayDataset`` gives one sample per index along a dimension; ``RegionDataset`` gives
 regions of samples (crops around boxes, e.g. MegaDetector detections). A DataLoader batch is
-read as one plan. See :mod:`tessera.integrations.torch_data`.
+read as one plan. See :mod:`tessera.integrations.torch_data`. ``FrequencyDataset`` and
+``GroupShuffleSampler`` read image columns at the k each phase needs
+(:mod:`tessera.integrations.frequency_data`).
 """
 
+from tessera.integrations.frequency_data import FrequencyDataset, GroupShuffleSampler
 from tessera.integrations.torch_data import (
     ArrayDataset,
     RegionDataset,
@@ -12,4 +15,5 @@ from tessera.integrations.torch_data import (
     regions_from_megadetector,
 )
 
-__all__ = ["ArrayDataset", "RegionDataset", "Resize", "regions_from_megadetector"]
+__all__ = ["ArrayDataset", "FrequencyDataset", "GroupShuffleSampler", "RegionDataset", "Resize",
+           "regions_from_megadetector"]

@@ -160,3 +160,25 @@ def test_four_concurrent_appenders_get_disjoint_ids(tmp_path) -> None:
     assert cols.labels(ids).tolist() == [seen[i] for i in ids]
     firsts = cols.read(ids, k=1, scale=1 / 32)[:, 0, 0, 0]
     assert np.abs(firsts.astype(int) - [seen[i] for i in ids]).max() <= 3
+
+
+def test_a_rising_k_fetches_only_the_new_diagonals(columns) -> None:
+    cols, images, _, _ = columns
+    cols.cache_bytes = 64 << 20
+    fmt = FrequencyFormat()
+    reference = fmt.encode(images)
+    ids = [1, 2, 5]  # groups 0 and 1
+    first = cols.read(ids, k=4, output="coefficients")
+    assert {r.attr for r in cols.last_read.tile_reads} == {"d00", "d01", "d02", "d03"}
+    second = cols.read(ids, k=8, output="coefficients")
+    fetched = cols.last_read.tile_reads
+    assert {r.attr for r in fetched} == {f"d{d:02d}" for d in range(4, 8)}
+    assert len(fetched) == 4 * 2  # the new diagonals of the two groups, nothing else
+    assert np.array_equal(first, np.concatenate([c[ids] for c in reference[:4]], axis=-1))
+    assert np.array_equal(second, np.concatenate([c[ids] for c in reference[:8]], axis=-1))
+    last = cols.last_read
+    cols.read([0, 6], k=8)  # another reader of the same groups: nothing fetched
+    assert cols.last_read is last
+    cols.cache_bytes = 1  # a tiny budget still answers right
+    assert np.array_equal(cols.read([9], k=3, output="coefficients"),
+                          np.concatenate([c[[9]] for c in reference[:3]], axis=-1))

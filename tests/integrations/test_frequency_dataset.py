@@ -38,6 +38,12 @@ def test_items_equal_the_set_and_follow_k(image_set) -> None:
     assert scheduled.k == 7 and scheduled[0].shape == (3, 1, 2, 28)
     small = FrequencyDataset(url, k=8, scale=1 / 4, labels=False)
     assert small[0].shape == (3, 8, 16)
+    cached = FrequencyDataset(url, k=2, labels=False, cache_bytes=1 << 20)
+    first = cached[3]
+    cached.set_k(5)  # only diagonals 2..4 of image 3's group are fetched
+    assert np.array_equal(cached[3].numpy().transpose(1, 2, 0), cols.read([3], k=5)[0])
+    assert {r.attr for r in cached.columns.last_read.tile_reads} == {"d02", "d03", "d04"}
+    assert first.shape == (3, 32, 64)
 
 
 def test_a_batch_is_one_call_and_one_request_per_group(image_set) -> None:

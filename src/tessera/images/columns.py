@@ -28,6 +28,7 @@ adjacent tiles in one object (tile-major): one request.
 
 from __future__ import annotations
 
+import collections
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -67,6 +68,14 @@ class ImageColumns:
         self.size: tuple[int, int] = (int(header["size"][0]), int(header["size"][1]))
         self.channels = int(header["channels"])
         self.group = int(header["group"])
+        #: Bytes of whole groups' decoded columns this handle keeps (0: no cache), so that
+        #: several readers of this handle, or a rising k, share fetched diagonals: a read at
+        #: k' after k fetches only diagonals k..k'-1 of the groups it touches. Groups are
+        #: written once, so cached columns never go stale.
+        self.cache_bytes = 0
+        self._cache: collections.OrderedDict[tuple[int, int], np.ndarray] = \
+            collections.OrderedDict()
+        self._cached_bytes = 0
 
     # -- create / open ---------------------------------------------------------------------
     @classmethod
@@ -195,13 +204,58 @@ class ImageColumns:
         if output == "pixels":
             self.fmt.check_scale(scale)
         chosen = self._check_ids(ids)
-        names = [f"d{d:02d}" for d in range(k)]
-        got = self.coeffs.read((chosen.tolist(), slice(None), slice(None), slice(None)),
-                               attrs=names)
-        columns = [got[n] for n in names]
+        columns = (self._cached_columns(chosen, k) if self.cache_bytes > 0
+                   else self._columns(chosen.tolist(), 0, k))
         if output == "coefficients":
             return np.concatenate(columns, axis=-1)
         return self.fmt.decode(columns, scale=scale)
+
+    def _columns(self, ids: list[int], first: int, k: int) -> list[np.ndarray]:
+        """Diagonals ``first..k-1`` of images ``ids``, read in one call."""
+        names = [f"d{d:02d}" for d in range(first, k)]
+        got = self.coeffs.read((ids, slice(None), slice(None), slice(None)), attrs=names)
+        return [got[n] for n in names]
+
+    def _cached_columns(self, chosen: np.ndarray, k: int) -> list[np.ndarray]:
+        """Diagonals ``0..k-1`` of ``chosen`` through the cache of whole groups' columns:
+        the groups touched are read whole, and only the diagonals some of them lack (one
+        call for the lowest missing diagonal up to ``k - 1``), so a rising k fetches only
+        the new diagonals."""
+        g = self.group
+        groups = [int(grp) for grp in np.unique(chosen // g)]
+        local = {(grp, d): self._cache[(grp, d)] for grp in groups for d in range(k)
+                 if (grp, d) in self._cache}
+        start = min(self._cached_k(grp) for grp in groups)
+        if start < k:
+            members = np.concatenate([np.arange(grp * g, (grp + 1) * g) for grp in groups])
+            fresh = self._columns(members.tolist(), start, k)
+            for i, grp in enumerate(groups):
+                for d, col in zip(range(start, k), fresh, strict=True):
+                    local.setdefault((grp, d), np.ascontiguousarray(col[i * g:(i + 1) * g]))
+        for key, column in local.items():
+            self._remember(key, column)
+        position = {grp: i for i, grp in enumerate(groups)}
+        rows = np.array([position[int(grp)] for grp in chosen // g])
+        offsets = chosen % g
+        return [np.stack([local[(grp, d)] for grp in groups])[rows, offsets]
+                for d in range(k)]
+
+    def _cached_k(self, group: int) -> int:
+        """How many leading diagonals of ``group`` the cache holds."""
+        d = 0
+        while (group, d) in self._cache:
+            d += 1
+        return d
+
+    def _remember(self, key: tuple[int, int], column: np.ndarray) -> None:
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return
+        self._cache[key] = column
+        self._cached_bytes += column.nbytes
+        while self._cached_bytes > self.cache_bytes and len(self._cache) > 1:
+            _, old = self._cache.popitem(last=False)
+            self._cached_bytes -= old.nbytes
 
     def explain(self, ids: Any, k: Any = "all") -> Plan:
         """The plan a read of ``ids`` at ``k`` would follow (requests, bytes, seconds,

@@ -81,12 +81,15 @@ class FrequencyDataset(Dataset[Any]):
             ``"coefficients"`` (int8 ``(C, BY, BX, T(k))``).
         scale: reduced-resolution pixels (``1/2 .. 1/32``).
         transform: applied to each image tensor.
+        cache_bytes: per process, keep this many bytes of fetched group columns
+            (:attr:`ImageColumns.cache_bytes`), so a rising k reads only new diagonals.
     """
 
     def __init__(self, url: str, k: KSchedule = 8, *, output: str = "pixels",
                  scale: float = 1.0, transform: Callable[[torch.Tensor], Any] | None = None,
                  labels: bool = True, storage_options: dict[str, Any] | None = None,
-                 timestamp: int | None = None) -> None:
+                 timestamp: int | None = None, cache_bytes: int = 0) -> None:
+        self.cache_bytes = int(cache_bytes)
         self.url, self.storage_options = url, dict(storage_options or {})
         self.timestamp = time.time_ns() if timestamp is None else int(timestamp)
         self.output, self.scale, self.transform, self.with_labels = (output, scale, transform,
@@ -110,6 +113,7 @@ class FrequencyDataset(Dataset[Any]):
         if self._cols is None or self._pid != os.getpid():
             self._cols = ImageColumns.open(self.url, timestamp=self.timestamp,
                                            storage_options=self.storage_options)
+            self._cols.cache_bytes = self.cache_bytes
             self._pid = os.getpid()
         return self._cols
 

@@ -57,6 +57,7 @@ bench: $(VENV)/.installed-all
 	$(BIN)/python benchmarks/pushdown_load.py --requests 100
 	$(BIN)/python benchmarks/dataloader.py --quick
 	$(BIN)/python benchmarks/evaluation.py
+	$(BIN)/python benchmarks/images.py --quick
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache demo-store benchmarks/out

@@ -182,3 +182,45 @@ def test_a_rising_k_fetches_only_the_new_diagonals(columns) -> None:
     cols.cache_bytes = 1  # a tiny budget still answers right
     assert np.array_equal(cols.read([9], k=3, output="coefficients"),
                           np.concatenate([c[[9]] for c in reference[:3]], axis=-1))
+
+
+def test_choose_k_by_budget_and_by_quality(columns) -> None:
+    cols, _, _, _ = columns
+    per_image = cols.bytes_per_k() / len(cols)
+    k = cols.choose_k(budget_bytes_per_image=float(per_image[9]))
+    assert k >= 10 and per_image[k - 1] <= per_image[9]
+    with pytest.raises(InvalidArgumentError, match="k = 1 takes"):
+        cols.choose_k(budget_bytes_per_image=1)
+    fmt = FrequencyFormat()
+    chosen = cols.choose_k(min_psnr=30.0, sample=4)
+    sample = cols.ids()[np.linspace(0, len(cols) - 1, 4).astype(int)]
+    best = cols.read(sample, k=63)
+    from tessera.images import psnr
+
+    assert psnr(best, cols.read(sample, k=chosen)) >= 30.0
+    if chosen > 1:
+        assert psnr(best, cols.read(sample, k=chosen - 1)) < 30.0
+    assert fmt.k_max == 63
+    with pytest.raises(InvalidArgumentError, match="exactly one"):
+        cols.choose_k()
+
+
+def test_resize_fit_and_pil_and_path_inputs(tmp_path) -> None:
+    from PIL import Image
+
+    cols = ImageColumns.create((tmp_path / "r").as_uri(), size=(64, 64), group=2, fit="resize")
+    wide = np.zeros((80, 160, 3), np.uint8)
+    wide[:, 40:120] = 200  # the centre, kept by the crop
+    path = tmp_path / "wide.png"
+    Image.fromarray(wide).save(path)
+    rgba = Image.fromarray(np.full((64, 64, 4), 100, np.uint8), "RGBA")
+    ids = cols.append([wide, str(path), rgba])
+    assert ids.tolist() == [0, 1, 2]
+    got = cols.read(ids, k="all")
+    assert got.shape == (3, 64, 64, 3)
+    assert abs(int(got[0, 32, 32, 0]) - 200) <= 3 and abs(int(got[1, 32, 32, 0]) - 200) <= 3
+    assert abs(int(got[2, 10, 10, 0]) - 100) <= 3
+    with pytest.raises(InvalidArgumentError, match="cannot be read"):
+        cols.append([str(tmp_path / "missing.png")])
+    with pytest.raises(SchemaError, match="'pad' is not in this version"):
+        ImageColumns.create((tmp_path / "p").as_uri(), size=(64, 64), fit="pad")

@@ -46,7 +46,7 @@ from tessera.errors import (
     SelectionError,
 )
 from tessera.format.schema import ArraySchema, Attr, Dim
-from tessera.images.frequency import FrequencyFormat, check_images
+from tessera.images.frequency import FrequencyFormat, check_images, psnr
 from tessera.query.plan import Plan
 from tessera.storage.blocking import Store, open_store
 
@@ -54,7 +54,7 @@ HEADER_KEY = "__images.json"
 HEADER_VERSION = 1
 META_TILE = 4096
 META_CAPACITY = 2**40  # image ids the meta array can address (its domain; never scanned)
-FITS = ("error",)
+FITS = ("error", "resize")
 
 
 class ImageColumns:
@@ -93,7 +93,8 @@ class ImageColumns:
         if isinstance(group, bool) or not isinstance(group, int) or group < 1:
             raise SchemaError(f"group must be a positive number of images, got {group!r}")
         if fit not in FITS:
-            raise SchemaError(f"fit must be one of {FITS} in this version, got {fit!r}")
+            raise SchemaError(f"fit must be one of {FITS} ('pad' is not in this version), got "
+                              f"{fit!r}")
         store = open_store(url, **(storage_options or {}))
         header = {"format": "tessera.images", "version": HEADER_VERSION, "size": [h, w],
                   "channels": channels, "colour": fmt.colour, "block": fmt.block, "q": fmt.q,
@@ -148,7 +149,7 @@ class ImageColumns:
         """Store ``images`` ((N, H, W, 3) uint8, or a list of (H, W, 3) arrays) at the end;
         returns their ids. The append is padded to whole groups (the padding is holes:
         height 0, never returned by :meth:`ids`)."""
-        batch = _batch(images, self.size)
+        batch = _batch(images, self.size, self.header["fit"])
         n = len(batch)
         if labels is not None:
             labels_arr = np.asarray(labels)
@@ -257,6 +258,44 @@ class ImageColumns:
             _, old = self._cache.popitem(last=False)
             self._cached_bytes -= old.nbytes
 
+    def choose_k(self, *, min_psnr: float | None = None,
+                 budget_bytes_per_image: float | None = None, sample: int = 64) -> int:
+        """The k a consumer needs: the largest whose stored bytes per image fit
+        ``budget_bytes_per_image`` (exact, from the bookkeeping; nothing read), or the
+        smallest whose reconstruction reaches ``min_psnr`` dB against the stored full
+        quality (``k_max``) on ``sample`` images spread over the set (one read of them).
+
+        The PSNR is relative to what the set stores (quantized by ``q``), not to the
+        original images, which it does not keep."""
+        if (min_psnr is None) == (budget_bytes_per_image is None):
+            raise InvalidArgumentError("choose_k needs exactly one of min_psnr= or "
+                                       "budget_bytes_per_image=")
+        count = len(self)
+        if not count:
+            raise InvalidArgumentError("choose_k needs a set with images")
+        if budget_bytes_per_image is not None:
+            per_image = self.bytes_per_k() / count
+            fits = np.flatnonzero(per_image <= budget_bytes_per_image)
+            if not len(fits):
+                raise InvalidArgumentError(
+                    f"no k fits {budget_bytes_per_image} bytes per image: k = 1 takes "
+                    f"{per_image[0]:.0f}")
+            return int(fits[-1]) + 1
+        assert min_psnr is not None
+        target = float(min_psnr)
+        ids = self.ids()
+        chosen = ids[np.linspace(0, len(ids) - 1, min(sample, len(ids))).astype(int)]
+        columns = self._columns(chosen.tolist(), 0, self.fmt.k_max)
+        best = self.fmt.decode(columns)
+        lo, hi = 1, self.fmt.k_max  # PSNR rises with k: the smallest k reaching the target
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if psnr(best, self.fmt.decode(columns[:mid])) >= target:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
     def explain(self, ids: Any, k: Any = "all") -> Plan:
         """The plan a read of ``ids`` at ``k`` would follow (requests, bytes, seconds,
         dollars), without reading any data."""
@@ -317,22 +356,65 @@ def _size(size: Any, block: int) -> tuple[int, int]:
     return h, w
 
 
-def _batch(images: Any, size: tuple[int, int]) -> np.ndarray:
+def _batch(images: Any, size: tuple[int, int], fit: str) -> np.ndarray:
+    """``images`` as one ``(N, H, W, 3)`` uint8 batch of ``size``: an array, or a list of
+    arrays, PIL images or paths of image files (opened with Pillow, converted to RGB).
+    ``fit="resize"`` scales each image's short side to the size and centre-crops it;
+    ``"error"`` refuses any other size."""
     if isinstance(images, (list, tuple)):
         if not images:
             raise InvalidArgumentError("append got no images")
-        arrays = [np.asarray(i) for i in images]
-        for i, a in enumerate(arrays):
-            if a.shape[:2] != size:
-                raise InvalidArgumentError(f"image {i} is {a.shape[0]}x{a.shape[1]}, the set "
-                                           f"holds {size[0]}x{size[1]} (fit='error')")
+        arrays = [_one_image(item, i, size, fit) for i, item in enumerate(images)]
         batch = np.stack(arrays)
     else:
         batch = np.asarray(images)
+        if fit == "resize" and batch.ndim == 4 and batch.shape[1:3] != size:
+            batch = np.stack([_resized(img, size) for img in check_images(batch, 1)])
     batch = check_images(batch, 1)
     if not len(batch):
         raise InvalidArgumentError("append got no images")
     if batch.shape[1:3] != size:
         raise InvalidArgumentError(f"images are {batch.shape[1]}x{batch.shape[2]}, the set "
-                                   f"holds {size[0]}x{size[1]} (fit='error')")
+                                   f"holds {size[0]}x{size[1]} (fit='error'; create the set "
+                                   "with fit='resize' to scale and centre-crop them)")
     return batch
+
+
+def _one_image(item: Any, index: int, size: tuple[int, int], fit: str) -> np.ndarray:
+    from pathlib import Path
+
+    if isinstance(item, (str, Path)):
+        from PIL import Image
+
+        try:
+            with Image.open(item) as opened:
+                item = opened.convert("RGB")
+        except OSError as err:
+            raise InvalidArgumentError(f"image {index} ({item}) cannot be read: {err}"
+                                       ) from None
+    if type(item).__module__.startswith("PIL."):
+        item = item.convert("RGB")
+    array = np.asarray(item)
+    if array.ndim != 3 or array.shape[-1] != 3 or array.dtype != np.uint8:
+        raise InvalidArgumentError(f"image {index} must be (H, W, 3) uint8 RGB, got shape "
+                                   f"{array.shape} of {array.dtype} (RGBA or palette images: "
+                                   ".convert('RGB'))")
+    if array.shape[:2] == size:
+        return array
+    if fit == "resize":
+        return _resized(array, size)
+    raise InvalidArgumentError(f"image {index} is {array.shape[0]}x{array.shape[1]}, the set "
+                               f"holds {size[0]}x{size[1]} (fit='error'; create the set with "
+                               "fit='resize' to scale and centre-crop them)")
+
+
+def _resized(array: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """The image scaled (bicubic) so that it covers ``size``, then centre-cropped to it."""
+    from PIL import Image
+
+    h, w = array.shape[:2]
+    scale = max(size[0] / h, size[1] / w)
+    nh, nw = max(size[0], round(h * scale)), max(size[1], round(w * scale))
+    img = Image.fromarray(array).resize((nw, nh), Image.Resampling.BICUBIC)
+    top, left = (nh - size[0]) // 2, (nw - size[1]) // 2
+    return np.asarray(img.crop((left, top, left + size[1], top + size[0])))

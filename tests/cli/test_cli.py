@@ -142,3 +142,21 @@ def test_profile_measures_saves_and_plots(tmp_path, monkeypatch) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(list((tmp_path / "profiles").glob("*.json"))) == 1
     assert not list((tmp_path / "scratch").iterdir())
+
+
+def test_images_info(tmp_path) -> None:
+    import numpy as np
+
+    from tessera.images import ImageColumns
+
+    url = (tmp_path / "images").as_uri()
+    cols = ImageColumns.create(url, size=(64, 64), group=4)
+    cols.append(np.random.default_rng(0).integers(0, 256, (5, 64, 64, 3), dtype=np.uint8))
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["images", "info", url,
+                                                            "--sample", "3"])
+    assert result.exit_code == 0, result.output
+    assert "5 images of 64x64" in result.output and "exact" in result.output
+    per_image = cols.bytes_per_k() / 5
+    assert f"{per_image[7]:,.0f}" in result.output  # k = 8's bytes, from the bookkeeping
+    missing = CliRunner().invoke(app, ["images", "info", (tmp_path / "none").as_uri()])
+    assert missing.exit_code != 0

@@ -415,6 +415,57 @@ def import_zarr(
     _run_import("import-zarr", lambda p: run(source, uri, storage_options=opts, progress=p))
 
 
+images_app = typer.Typer(help="Image columns: images stored by frequency (docs/images.md).",
+                         no_args_is_help=True)
+app.add_typer(images_app, name="images")
+
+
+@images_app.command("info")
+def images_info(
+    url: Annotated[str, typer.Argument(help="An image set made by ImageColumns.create.")],
+    sample: Annotated[int, typer.Option(
+        help="Images to measure PSNR on (0: skip; reads their coefficients).")] = 16,
+    endpoint: EndpointOpt = None,
+    region: RegionOpt = None,
+    allow_http: AllowHttpOpt = False,
+    option: OptionOpt = None,
+) -> None:
+    """Print an image set's format and, per k, the stored bytes per image (exact, from the
+    bookkeeping) and the PSNR against the stored full quality on a sample."""
+    import numpy as np
+
+    from tessera.images import ImageColumns, psnr
+
+    cols = ImageColumns.open(url, storage_options=_options(endpoint, region, allow_http,
+                                                           option))
+    count = len(cols)
+    fmt = cols.fmt
+    out.print(f"[bold]{url}[/]  {count} images of {cols.size[0]}x{cols.size[1]}, "
+              f"{fmt.colour}, {fmt.block}x{fmt.block} blocks, q = {fmt.q}, groups of "
+              f"{cols.group}, {cols.header['codec']}")
+    if not count:
+        return
+    per_image = cols.bytes_per_k() / count
+    scores: dict[int, float] = {}
+    ks = [k for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, fmt.k_max) if k <= fmt.k_max]
+    if sample > 0:
+        ids = cols.ids()
+        chosen = ids[np.linspace(0, count - 1, min(sample, count)).astype(int)]
+        columns = cols.read_columns(chosen.tolist(), 0, fmt.k_max)
+        best = fmt.decode(columns)
+        scores = {k: psnr(best, fmt.decode(columns[:k])) for k in ks}
+    table = Table("k", "coefficients per block", "bytes per image", "share of k max",
+                  f"PSNR dB vs k = {fmt.k_max}" + (f" ({min(sample, count)} images)"
+                                                   if scores else ""),
+                  title="bytes and quality per k", title_justify="left")
+    for k in ks:
+        table.add_row(str(k), str(fmt.kept(k)), f"{per_image[k - 1]:,.0f}",
+                      f"{per_image[k - 1] / per_image[-1]:.1%}",
+                      "-" if k not in scores else ("exact" if np.isinf(scores[k])
+                                                   else f"{scores[k]:.2f}"))
+    out.print(table)
+
+
 def main() -> None:
     """Entry point of the ``tessera`` script."""
     try:

@@ -206,13 +206,14 @@ class ImageColumns:
             self.fmt.check_scale(scale)
         chosen = self._check_ids(ids)
         columns = (self._cached_columns(chosen, k) if self.cache_bytes > 0
-                   else self._columns(chosen.tolist(), 0, k))
+                   else self.read_columns(chosen.tolist(), 0, k))
         if output == "coefficients":
             return np.concatenate(columns, axis=-1)
         return self.fmt.decode(columns, scale=scale)
 
-    def _columns(self, ids: list[int], first: int, k: int) -> list[np.ndarray]:
-        """Diagonals ``first..k-1`` of images ``ids``, read in one call."""
+    def read_columns(self, ids: list[int], first: int, k: int) -> list[np.ndarray]:
+        """The quantized diagonals ``first..k-1`` of images ``ids`` (no checks, no cache),
+        read in one call: one array ``(N, C, BY, BX, n_d)`` per diagonal."""
         names = [f"d{d:02d}" for d in range(first, k)]
         got = self.coeffs.read((ids, slice(None), slice(None), slice(None)), attrs=names)
         return [got[n] for n in names]
@@ -229,7 +230,7 @@ class ImageColumns:
         start = min(self._cached_k(grp) for grp in groups)
         if start < k:
             members = np.concatenate([np.arange(grp * g, (grp + 1) * g) for grp in groups])
-            fresh = self._columns(members.tolist(), start, k)
+            fresh = self.read_columns(members.tolist(), start, k)
             for i, grp in enumerate(groups):
                 for d, col in zip(range(start, k), fresh, strict=True):
                     local.setdefault((grp, d), np.ascontiguousarray(col[i * g:(i + 1) * g]))
@@ -285,7 +286,7 @@ class ImageColumns:
         target = float(min_psnr)
         ids = self.ids()
         chosen = ids[np.linspace(0, len(ids) - 1, min(sample, len(ids))).astype(int)]
-        columns = self._columns(chosen.tolist(), 0, self.fmt.k_max)
+        columns = self.read_columns(chosen.tolist(), 0, self.fmt.k_max)
         best = self.fmt.decode(columns)
         lo, hi = 1, self.fmt.k_max  # PSNR rises with k: the smallest k reaching the target
         while lo < hi:

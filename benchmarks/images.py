@@ -10,11 +10,16 @@ image: raw pixels, PNG and JPEG q90 (Pillow), and "IC" as the spec reproduces th
 Image Calculator: ``np.savez_compressed`` of the image's Sf_k coefficients (int16), one file
 per image and format.
 
-Writes ``images.csv``, ``images_bytes.png`` and ``images_psnr.png`` under ``--out`` and prints
-a table with the paper's figures beside ours. Not yet here (issue 25): the network
-experiments through the emulated link and the small-CNN accuracy run.
+Then (``--network N``) N crops are read through an emulated 50 Mbit/s link with a 20 ms
+round trip to an S3 test server: every image at k = 1, 4, 8, 16, 63 from Tessera's columns
+(one call) against every image's JPEG q90 object (one GET each, concurrently), seconds and
+bytes on the link.
 
-    python benchmarks/images.py [--quick] [--images N] [--out DIR]
+Writes ``images.csv``, ``images_network.csv``, ``images_bytes.png`` and ``images_psnr.png``
+under ``--out`` and prints a table with the paper's figures beside ours. Not yet here
+(issue 25): the 100 MB/s link and the small-CNN accuracy run.
+
+    python benchmarks/images.py [--quick] [--images N] [--network N] [--out DIR]
 """
 
 from __future__ import annotations
@@ -144,6 +149,60 @@ def measure(images: np.ndarray, label: str, workdir: Path, ks: list[int]) -> lis
     return rows
 
 
+def network(images: np.ndarray, mbps: float, rtt_ms: float) -> list[dict]:
+    """Reading every image at k (coefficients, one call) from Tessera's columns against
+    getting every image's JPEG q90 object (concurrently), from an S3 test server behind an
+    emulated link of ``mbps`` Mbit/s and ``rtt_ms`` round trip: seconds and bytes on the
+    link, measured in one run."""
+    from PIL import Image
+
+    from tessera import open_store
+    from tessera._sync import run_sync
+    from tessera.testing import EmulatedLink, S3TestServer
+
+    rows = []
+    with S3TestServer() as s3, EmulatedLink(s3.port, one_way_delay_s=rtt_ms / 2000,
+                                            bandwidth=mbps * 1e6 / 8) as link:
+        options = s3.storage_options(endpoint=link.endpoint)
+        url = s3.unique_url("images")
+        ImageColumns.create(url, size=(SIZE, SIZE), group=32, codec="zstd:9",
+                            storage_options=options).append(images)
+        store = open_store(s3.unique_url("jpeg"), **options)
+        keys = []
+        for i, img in enumerate(images):
+            buf = io.BytesIO()
+            Image.fromarray(img).save(buf, "JPEG", quality=90)
+            keys.append(f"{i:06d}.jpg")
+            store.put(keys[-1], buf.getvalue())
+
+        async def get_all() -> int:
+            import asyncio
+
+            got = await asyncio.gather(*(store.aio.get(k) for k in keys))
+            return sum(len(g) for g in got)
+
+        link.reset_counters()
+        t0 = time.perf_counter()
+        run_sync(get_all())
+        jpeg_s = time.perf_counter() - t0
+        jpeg_bytes = link.counters().bytes_down
+        for k in (1, 4, 8, 16, 63):
+            cols = ImageColumns.open(url, storage_options=options)
+            ids = cols.ids()
+            link.reset_counters()
+            t0 = time.perf_counter()
+            cols.read(ids, k=k, output="coefficients")
+            seconds = time.perf_counter() - t0
+            counters = link.counters()
+            rows.append({"link_mbps": mbps, "rtt_ms": rtt_ms, "images": len(images), "k": k,
+                         "tessera_s": round(seconds, 4), "tessera_link_bytes": counters.bytes_down,
+                         "tessera_requests": counters.requests,
+                         "jpeg_q90_s": round(jpeg_s, 4), "jpeg_link_bytes": jpeg_bytes,
+                         "jpeg_requests": len(keys),
+                         "speedup_vs_jpeg": round(jpeg_s / seconds, 2)})
+    return rows
+
+
 def plot(rows: list[dict], out: Path) -> None:
     import matplotlib
 
@@ -180,10 +239,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="32 images per data set")
     parser.add_argument("--images", type=int, default=None, help="images per data set")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    parser.add_argument("--network", type=int, default=None, metavar="N",
+                        help="also read N photo crops through an emulated 50 Mbit/s link "
+                             "(default: 512 with --quick, 4096 otherwise; 0: skip)")
     args = parser.parse_args(argv)
     n = args.images if args.images is not None else (32 if args.quick else 256)
     if n < 1:
         parser.error("--images must be at least 1")
+    if args.network is not None and args.network < 0:
+        parser.error("--network must be 0 (skip) or a number of images")
     args.out.mkdir(parents=True, exist_ok=True)
     ks = [*range(1, 13), 16, 24, 32, 63]
     photos = photo_crops(n, seed=1)
@@ -193,6 +257,12 @@ def main(argv: list[str] | None = None) -> int:
         for label, images in (("photo crops", photos), ("dead leaves", leaves)):
             rows += measure(images, label, Path(tmp), ks)
     write_csv(args.out / "images.csv", rows)
+    net_n = args.network if args.network is not None else (512 if args.quick else 4096)
+    net_rows: list[dict] = []
+    if net_n > 0:
+        crops = photo_crops(net_n, seed=3)
+        net_rows = network(crops, mbps=50, rtt_ms=20)
+        write_csv(args.out / "images_network.csv", net_rows)
     plot(rows, args.out)
     print(f"{'data':12} {'k':>3} {'Tessera B/img':>14} {'IC B/img':>10} {'IC/FS':>6} "
           f"{'PSNR dB':>8} {'decode ms':>10}")
@@ -218,7 +288,15 @@ def main(argv: list[str] | None = None) -> int:
               f"{full['tessera_bytes_per_image'] / full['jpeg_q90_bytes_per_image']:.2f}x "
               f"JPEG q90's bytes at {full['psnr_db']:.1f} dB vs JPEG's "
               f"{full['jpeg_q90_psnr_db']:.1f} dB (spec goal <= 0.40x)")
-    print(f"\nwrote {args.out / 'images.csv'}, images_bytes.png, images_psnr.png")
+    for r in net_rows:
+        print(f"link {r['link_mbps']} Mbit/s, RTT {r['rtt_ms']} ms, {r['images']} images, "
+              f"k = {r['k']:>2}: Tessera {r['tessera_s']:.3f} s, "
+              f"{r['tessera_link_bytes']:,} B, {r['tessera_requests']} requests; per-image "
+              f"JPEG q90 {r['jpeg_q90_s']:.3f} s, {r['jpeg_link_bytes']:,} B, "
+              f"{r['jpeg_requests']} requests: {r['speedup_vs_jpeg']}x (spec goal >= 5x at "
+              "k <= 8)")
+    print(f"\nwrote {args.out / 'images.csv'}, images_bytes.png, images_psnr.png"
+          + (", images_network.csv" if net_rows else ""))
     return 0
 
 

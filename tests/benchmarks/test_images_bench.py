@@ -13,8 +13,8 @@ SCRIPT = Path(__file__).parents[2] / "benchmarks" / "images.py"
 
 
 def test_images_benchmark_runs(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, str(SCRIPT), "--images", "4", "--out",
-                           str(tmp_path)], capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, str(SCRIPT), "--images", "4", "--network", "64",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "images_bytes.png").stat().st_size > 0
     assert (tmp_path / "images_psnr.png").stat().st_size > 0
@@ -29,9 +29,16 @@ def test_images_benchmark_runs(tmp_path: Path) -> None:
         scores = [float(r["psnr_db"]) for r in mine]
         assert all(b >= a - 0.01 for a, b in itertools.pairwise(scores))
     assert "one shared copy vs one IC copy" in done.stdout
+    with open(tmp_path / "images_network.csv", newline="") as f:
+        network = list(csv.DictReader(f))
+    assert [int(r["k"]) for r in network] == [1, 4, 8, 16, 63]
+    for r in network:  # bytes on the link, not seconds: timing is not asserted
+        assert int(r["images"]) == 64 and float(r["tessera_s"]) > 0
+        assert 0 < int(r["tessera_link_bytes"]) < int(r["jpeg_link_bytes"])
+        assert int(r["jpeg_requests"]) == 64
 
 
 def test_bad_arguments_are_refused() -> None:
-    done = subprocess.run([sys.executable, str(SCRIPT), "--images", "0"], capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run([sys.executable, str(SCRIPT), "--images", "0", "--network", "0"],
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--images must be at least 1" in done.stderr

@@ -98,19 +98,7 @@ class ArrayWrites:
             self.write_points(sel, values)
             return
         selection = normalize_selection(sel, self.schema)
-        shape = selection.full_shape
-        vals = values if isinstance(values, dict) else {self.schema.attrs[0].name: values}
-        shaped = {}
-        for name, v in vals.items():
-            attr = self.schema.attr(name)
-            arr = np.asarray(v)
-            try:
-                shaped[name] = np.broadcast_to(arr, _value_shape(selection, attr)).reshape(
-                    shape + attr.cell_shape)
-            except ValueError:
-                raise InvalidArgumentError(
-                    f"values for attribute {name!r} have shape {arr.shape}; the selection "
-                    f"needs {_value_shape(selection, attr)}") from None
+        shaped = self._broadcast(values, selection.shape, selection.full_shape)
         if selection.empty:
             return
         if all(d.ascending_run for d in selection.dims):  # a box: one dense fragment
@@ -129,19 +117,25 @@ class ArrayWrites:
         points, shape = vectorized_points(sel, self.schema)
         if not len(points.coords[0]):
             return None
+        return self.write_cells(points.coords, self._broadcast(values, shape, (-1,)))
+
+    def _broadcast(self, values: Any, shape: tuple[int, ...], target: tuple[int, ...],
+                   ) -> dict[str, np.ndarray]:
+        """``values`` (an ndarray for the first attribute, or a dict per attribute), each
+        broadcast to a selection's ``shape`` (plus its cell shape) and reshaped to
+        ``target`` (plus its cell shape)."""
         vals = values if isinstance(values, dict) else {self.schema.attrs[0].name: values}
-        cells = {}
+        out = {}
         for name, v in vals.items():
-            attr = self.schema.attr(name)
+            cell = self.schema.attr(name).cell_shape
             arr = np.asarray(v)
             try:
-                cells[name] = np.broadcast_to(arr, shape + attr.cell_shape).reshape(
-                    (-1, *attr.cell_shape))
+                out[name] = np.broadcast_to(arr, shape + cell).reshape(target + cell)
             except ValueError:
                 raise InvalidArgumentError(
                     f"values for attribute {name!r} have shape {arr.shape}; the selection "
-                    f"needs {shape + attr.cell_shape}") from None
-        return self.write_cells(points.coords, cells)
+                    f"needs {shape + cell}") from None
+        return out
 
     def write(self, values: Any, origin: tuple[int, ...] | None = None) -> FragmentInfo:
         """Write a dense box as one new fragment; cells outside it keep their older values.
@@ -418,10 +412,6 @@ class ArrayWrites:
                                 "handle opened without one")
         self._last_visible = None  # this handle changes the array: next read lists first
         self._listed = None  # ... and lists, whatever reads.refresh_s allows
-
-
-def _value_shape(selection: Any, attr: Attr) -> tuple[int, ...]:
-    return tuple(selection.shape) + attr.cell_shape
 
 
 def _checked(values: Any, attr: Attr) -> np.ndarray:

@@ -76,6 +76,7 @@ class ImageColumns:
         self._cache: collections.OrderedDict[tuple[int, int], np.ndarray] = \
             collections.OrderedDict()
         self._cached_bytes = 0
+        self._heights: np.ndarray | None = None  # of a handle at a timestamp, read once
 
     # -- create / open ---------------------------------------------------------------------
     @classmethod
@@ -181,17 +182,32 @@ class ImageColumns:
 
     def ids(self) -> np.ndarray:
         """The ids of the stored images, ascending (holes left out)."""
-        end = self.coeffs.shape[0]
-        if not end:
+        if not self.coeffs.shape[0]:
             return np.zeros(0, np.int64)
-        heights = self.meta.read(slice(0, end), attrs=["height"])["height"]
-        return np.flatnonzero(heights).astype(np.int64)
+        return np.flatnonzero(self._all_heights()).astype(np.int64)
+
+    def _all_heights(self) -> np.ndarray:
+        """Every id's height (0: a hole). A handle at a timestamp sees a set that cannot
+        change, so it reads them once; others read them each time."""
+        if self._heights is not None:
+            return self._heights
+        end = self.coeffs.shape[0]
+        heights: np.ndarray = self.meta.read(slice(0, end), attrs=["height"])["height"]
+        if self.coeffs.timestamp is not None:
+            self._heights = heights
+        return heights
 
     def labels(self, ids: Any) -> np.ndarray:
         """The labels of ``ids`` (-1: none given)."""
-        chosen = self._check_ids(ids)
-        out: np.ndarray = self.meta.read(chosen.tolist(), attrs=["label"])["label"]
-        return out
+        chosen = self._in_range(ids)
+        if self._heights is not None:  # the holes are known: one read of the labels
+            self._refuse_holes(chosen, self._heights[chosen])
+            out: np.ndarray = self.meta.read(chosen.tolist(), attrs=["label"])["label"]
+            return out
+        got = self.meta.read(chosen.tolist(), attrs=["height", "label"])
+        self._refuse_holes(chosen, got["height"])
+        labels: np.ndarray = got["label"]
+        return labels
 
     def read(self, ids: Any, k: Any = "all", *, output: str = "pixels", scale: float = 1.0,
              ) -> np.ndarray:
@@ -318,6 +334,14 @@ class ImageColumns:
         return np.cumsum([stored[f"d{d:02d}"] for d in range(self.fmt.k_max)])
 
     def _check_ids(self, ids: Any) -> np.ndarray:
+        """``ids`` as int64 ids of stored images (``SelectionError`` naming a bad one)."""
+        chosen = self._in_range(ids)
+        heights = (self._all_heights()[chosen] if self.coeffs.timestamp is not None
+                   else self.meta.read(chosen.tolist(), attrs=["height"])["height"])
+        self._refuse_holes(chosen, heights)
+        return chosen
+
+    def _in_range(self, ids: Any) -> np.ndarray:
         arr = np.atleast_1d(np.asarray(ids))
         if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
             raise SelectionError(f"ids must be integers, got {ids!r:.80}")
@@ -328,12 +352,13 @@ class ImageColumns:
         if bad.any():
             raise SelectionError(f"image id {int(arr[bad][0])} does not exist (ids are 0.."
                                  f"{end - 1})")
-        chosen = arr.astype(np.int64)
-        heights = self.meta.read(chosen.tolist(), attrs=["height"])["height"]
+        return arr.astype(np.int64)
+
+    @staticmethod
+    def _refuse_holes(chosen: np.ndarray, heights: np.ndarray) -> None:
         if not heights.all():
             raise SelectionError(f"image id {int(chosen[heights == 0][0])} is a hole (padding "
                                  "of an append to whole groups), not an image")
-        return chosen
 
     def __repr__(self) -> str:
         return (f"<tessera.ImageColumns {self.coeffs.uri.rsplit('/coeffs', 1)[0]} "

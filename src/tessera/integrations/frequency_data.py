@@ -106,6 +106,8 @@ class FrequencyDataset(Dataset[Any]):
         if output == "pixels":
             cols.fmt.check_scale(scale)
         self.ids = cols.ids()
+        # The snapshot never changes: every label is read once, not once per batch.
+        self._labels = cols.labels(self.ids) if labels and len(self.ids) else None
 
     @property
     def columns(self) -> ImageColumns:
@@ -153,7 +155,8 @@ class FrequencyDataset(Dataset[Any]):
                             for t in tensors]
         if not self.with_labels:
             return items
-        labels = cols.labels(ids)
+        assert self._labels is not None
+        labels = self._labels[positions]
         return [(item, int(label)) for item, label in zip(items, labels, strict=True)]
 
     def sampler(self, *, buffer_groups: int = 64, seed: int = 0) -> GroupShuffleSampler:

@@ -18,12 +18,14 @@ from __future__ import annotations
 import abc
 import dataclasses
 from collections.abc import Callable
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from tessera.config import allow_read_mode
 from tessera.errors import ConfigError
 from tessera.query.cost import CostModel, RequestMix
 from tessera.query.need import TileNeed
+
+T = TypeVar("T")
 
 #: ``[start, stop)`` byte ranges of the stored object (absolute offsets).
 Requests = list[tuple[int, int]]
@@ -114,20 +116,20 @@ def register_mode(mode: ReadMode) -> None:
 
 def read_method(name: str) -> ReadMethod:
     """The registered method ``name``."""
-    try:
-        return _METHODS[name]
-    except KeyError:
-        raise ConfigError(f"unknown read method {name!r}; registered: "
-                          f"{', '.join(_METHODS)}") from None
+    return _lookup(_METHODS, name, "registered:")
 
 
 def read_mode(name: str) -> ReadMode:
     """The read mode ``name`` (``ConfigError`` naming the choices if none)."""
+    return _lookup(_MODES, name, "choose one of")
+
+
+def _lookup(table: dict[str, T], name: str, choices: str) -> T:
     try:
-        return _MODES[name]
+        return table[name]
     except KeyError:
-        raise ConfigError(f"unknown read method {name!r}; choose one of "
-                          f"{', '.join(_MODES)}") from None
+        raise ConfigError(f"unknown read method {name!r}; {choices} "
+                          f"{', '.join(table)}") from None
 
 
 def methods() -> tuple[ReadMethod, ...]:

@@ -310,6 +310,33 @@ class PushdownConfig:
         return _from_env(cls, "TESSERA_PUSHDOWN_", os.environ if environ is None else environ)
 
 
+@dataclasses.dataclass(frozen=True)
+class ImageConfig:
+    """Image-set settings (``TESSERA_IMAGES_*`` variables, read once per process).
+
+    Attributes:
+        cache_bytes: bytes of decoded group columns the process keeps
+            (:func:`tessera.images.cache.shared_cache`): several readers of one image set
+            and a rising ``k`` share what was fetched. 0 keeps none.
+
+    >>> ImageConfig.from_env({"TESSERA_IMAGES_CACHE_BYTES": "0"}).cache_bytes
+    0
+    """
+
+    cache_bytes: int = 256 << 20
+
+    def __post_init__(self) -> None:
+        if isinstance(self.cache_bytes, bool) or not isinstance(self.cache_bytes, int) \
+                or self.cache_bytes < 0:
+            raise ConfigError(f"images cache_bytes must be a number of bytes >= 0 (0: no "
+                              f"cache), got {self.cache_bytes!r}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ImageConfig:
+        """Defaults overridden by ``TESSERA_IMAGES_*`` variables."""
+        return _from_env(cls, "TESSERA_IMAGES_", os.environ if environ is None else environ)
+
+
 def _from_env(cls: type[T], prefix: str, env: Mapping[str, str], **fixed: Any) -> T:
     """Build dataclass ``cls`` from ``prefix + FIELD`` variables for its scalar fields."""
     hints = get_type_hints(cls)

@@ -20,7 +20,7 @@ from tessera.errors import (
     SchemaError,
     SelectionError,
 )
-from tessera.images import FrequencyFormat, ImageColumns
+from tessera.images import ColumnCache, FrequencyFormat, ImageColumns, shared_cache
 from tessera.query.cost import DEFAULT_PROFILES
 
 APPENDER = """
@@ -46,7 +46,8 @@ def _images(n: int, seed: int = 0, size: int = 64) -> np.ndarray:
 @pytest.fixture
 def columns(store_url):
     url, options = store_url
-    cols = ImageColumns.create(url, size=(64, 64), group=4, storage_options=options)
+    cols = ImageColumns.create(url, size=(64, 64), group=4, storage_options=options,
+                               cache=None)  # every read fetches: requests are counted
     images = _images(10)
     cols.append(images, labels=list(range(10)))
     return cols, images, url, options
@@ -164,7 +165,7 @@ def test_four_concurrent_appenders_get_disjoint_ids(tmp_path) -> None:
 
 def test_a_rising_k_fetches_only_the_new_diagonals(columns) -> None:
     cols, images, _, _ = columns
-    cols.cache_bytes = 64 << 20
+    cols.cache = ColumnCache(64 << 20)
     fmt = FrequencyFormat()
     reference = fmt.encode(images)
     ids = [1, 2, 5]  # groups 0 and 1
@@ -179,7 +180,7 @@ def test_a_rising_k_fetches_only_the_new_diagonals(columns) -> None:
     last = cols.last_read
     cols.read([0, 6], k=8)  # another reader of the same groups: nothing fetched
     assert cols.last_read is last
-    cols.cache_bytes = 1  # a tiny budget still answers right
+    cols.cache = ColumnCache(1)  # a tiny budget still answers right
     assert np.array_equal(cols.read([9], k=3, output="coefficients"),
                           np.concatenate([c[[9]] for c in reference[:3]], axis=-1))
 
@@ -222,5 +223,123 @@ def test_resize_fit_and_pil_and_path_inputs(tmp_path) -> None:
     assert abs(int(got[2, 10, 10, 0]) - 100) <= 3
     with pytest.raises(InvalidArgumentError, match="cannot be read"):
         cols.append([str(tmp_path / "missing.png")])
-    with pytest.raises(SchemaError, match="'pad' is not in this version"):
-        ImageColumns.create((tmp_path / "p").as_uri(), size=(64, 64), fit="pad")
+    with pytest.raises(SchemaError, match="fit must be one of"):
+        ImageColumns.create((tmp_path / "p").as_uri(), size=(64, 64), fit="stretch")
+
+
+def test_pad_fit_keeps_true_sizes_and_trim_cuts_them_back(store_url) -> None:
+    url, options = store_url
+    cols = ImageColumns.create(url, size=(64, 64), group=2, fit="pad", storage_options=options)
+    small = _images(1, seed=3, size=64)[0, :40, :50]
+    ids = cols.append([small, _images(1, seed=4)[0]])
+    assert cols.sizes(ids).tolist() == [[40, 50], [64, 64]]
+    canvas = cols.read(ids[:1], k="all")[0]
+    reference = FrequencyFormat().decode(FrequencyFormat().encode(
+        np.pad(small, ((0, 24), (0, 14), (0, 0)), mode="edge")[None]))[0]
+    assert np.array_equal(canvas, reference)  # edge-replicated, not zero-padded
+    trimmed = cols.read(ids, k="all", trim=True)
+    assert [t.shape for t in trimmed] == [(40, 50, 3), (64, 64, 3)]
+    assert np.array_equal(trimmed[0], canvas[:40, :50])
+    half = cols.read(ids, k=8, scale=1 / 2, trim=True)
+    assert [t.shape for t in half] == [(20, 25, 3), (32, 32, 3)]
+    with pytest.raises(InvalidArgumentError, match=r"larger than the set's 64x64.*'resize'"):
+        cols.append([np.zeros((65, 10, 3), np.uint8)])
+    with pytest.raises(InvalidArgumentError, match="trim=True"):
+        cols.read(ids, k=1, output="coefficients", trim=True)
+
+
+def test_crops_decode_and_return_exactly_their_pixels(columns) -> None:
+    cols, _, _, _ = columns
+    ids = [0, 5, 9]
+    whole = cols.read(ids, k=20)
+    got = cols.read(ids, k=20, crop=(5, 40, 33, 64))
+    assert np.array_equal(got, whole[:, 5:40, 33:64])
+    quarter = cols.read(ids, k=20, scale=1 / 4)
+    assert np.array_equal(cols.read(ids, k=20, scale=1 / 4, crop=(4, 40, 32, 64)),
+                          quarter[:, 1:10, 8:16])
+    coeffs = cols.read(ids, k=6, output="coefficients")
+    assert np.array_equal(cols.read(ids, k=6, output="coefficients", crop=(32, 64, 0, 64)),
+                          coeffs[:, :, 1:2])
+    with pytest.raises(SelectionError, match="empty or outside"):
+        cols.read(ids, k=2, crop=(10, 10, 0, 5))
+    with pytest.raises(SelectionError, match="empty or outside"):
+        cols.read(ids, k=2, crop=(0, 65, 0, 5))
+    with pytest.raises(InvalidArgumentError, match="block-aligned"):
+        cols.read(ids, k=2, output="coefficients", crop=(0, 16, 0, 32))
+    with pytest.raises(InvalidArgumentError, match="multiples of 4"):
+        cols.read(ids, k=2, scale=1 / 4, crop=(1, 16, 0, 32))
+    with pytest.raises(SelectionError, match=r"\(y0, y1, x0, x1\)"):
+        cols.read(ids, k=2, crop=(0, 16))
+
+
+def test_crop_tiles_fetch_only_the_tiles_under_a_crop(store_url) -> None:
+    url, options = store_url
+    cols = ImageColumns.create(url, size=(64, 128), group=2, crop_tile=(1, 2),
+                               storage_options=options, cache=None)
+    images = _images(2, seed=7, size=128)[:, :64]
+    cols.append(np.ascontiguousarray(images))
+    assert np.array_equal(cols.read([0, 1], k=8, crop=(0, 32, 64, 128)),
+                          cols.read([0, 1], k=8)[:, :32, 64:])
+    tiles = cols.last_read.tile_reads
+    cols.read([0, 1], k=8, crop=(0, 32, 64, 128))
+    assert len(cols.last_read.tile_reads) * 4 == len(tiles)  # 1 of the 4 tiles per diagonal
+    with pytest.raises(SchemaError, match="crop_tile"):
+        ImageColumns.create(url + "-x", size=(64, 64), crop_tile=(3, 1),
+                            storage_options=options)
+
+
+def test_the_shared_cache_serves_every_handle_of_a_set_and_no_other(tmp_path) -> None:
+    url = (tmp_path / "s").as_uri()
+    cache = ColumnCache(64 << 20)
+    ImageColumns.create(url, size=(64, 64), group=4, cache=None).append(_images(8))
+    first = ImageColumns.open(url, cache=cache)
+    second = ImageColumns.open(url, cache=cache)
+    a = first.read([1, 6], k=8)
+    assert first.last_read.tile_reads
+    hits = cache.hits
+    assert np.array_equal(second.read([0, 2, 5], k=4), first.read([0, 2, 5], k=4))
+    assert second.last_read is None and cache.hits > hits  # nothing fetched
+    other = (tmp_path / "t").as_uri()  # another set: its own entries (keyed by uid)
+    ImageColumns.create(other, size=(64, 64), group=4, cache=None).append(_images(8, seed=9))
+    b = ImageColumns.open(other, cache=cache).read([1, 6], k=8)
+    assert not np.array_equal(a, b)
+    assert ImageColumns.open(url).cache is shared_cache()
+    with pytest.raises(InvalidArgumentError, match="cache must be"):
+        ImageColumns.open(url, cache="private")
+
+
+def test_the_writer_streams_appends_in_flushes(tmp_path) -> None:
+    url = (tmp_path / "w").as_uri()
+    cols = ImageColumns.create(url, size=(64, 64), group=4)
+    images = _images(11)
+    with cols.writer(flush_images=5) as w:
+        w.append(images[:3], labels=[0, 1, 2])
+        assert len(w.ids) == 0  # waiting
+        w.append(list(images[3:6]))  # 6 waiting: one append
+        assert w.ids.tolist() == [0, 1, 2, 3, 4, 5]
+        w.append(images[6:], labels=[6, 7, 8, 9, 10])
+    assert w.ids.tolist() == [0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12]
+    assert len(cols.coeffs.fragments) == 2
+    assert cols.labels(w.ids).tolist() == [0, 1, 2, -1, -1, -1, 6, 7, 8, 9, 10]
+    assert np.array_equal(cols.read(w.ids, k="all", output="coefficients"),
+                          np.concatenate(FrequencyFormat().encode(images), axis=-1))
+    with pytest.raises(RuntimeError), cols.writer() as w2:  # images before an error are kept
+        w2.append(images[:2])
+        raise RuntimeError("source failed")
+    assert len(cols) == 13
+    with pytest.raises(InvalidArgumentError, match="flush_images"):
+        cols.writer(flush_images=0)
+
+
+def test_classes_and_format_checks_on_open(tmp_path) -> None:
+    url = (tmp_path / "c").as_uri()
+    cols = ImageColumns.create(url, size=(64, 64))
+    assert cols.classes() is None
+    cols.set_classes(["cat", "dog"])
+    assert ImageColumns.open(url).classes() == ["cat", "dog"]
+    with pytest.raises(InvalidArgumentError, match="list of strings"):
+        cols.set_classes("cat")
+    with pytest.raises(SchemaError, match=r"stores q=50.*has 20"):
+        ImageColumns.open(url, fmt=FrequencyFormat(q=20))
+    with pytest.raises(InvalidArgumentError, match=r"-1 \(none\)"):
+        cols.append(_images(1), labels=[-5])

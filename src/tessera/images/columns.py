@@ -4,13 +4,16 @@ asks for, one request per group of images.
 
 Layout below the root::
 
-    __images.json   create-only header: version, size, channels, the frequency format,
-                    group, codec, fit
+    __images.json   create-only header: version, uid, size, channels, the frequency
+                    format, group, codec, fit, crop_tile
+    __classes.json  optional: the names of the labels (``set_classes``)
     coeffs/         a tile-major dense array: dims n (images; grows, tile = group), c, by, bx
-                    (one tile each); attributes d00..d62, cell = the n_d coefficients of that
-                    diagonal of one block (int8, or int16 below q = 33)
-    meta/           a dense array over n (tile 4096): height, width (0: no image, a hole
-                    left by padding an append to whole groups) and label (-1: none)
+                    (one tile each, or ``crop_tile`` blocks); attributes d00..d62, cell = the
+                    n_d coefficients of that diagonal of one block (int8, or int16 below
+                    q = 33)
+    meta/           a dense array over n (tile 4096): true height and width (smaller than
+                    the size only with ``fit="pad"``; 0: no image, a hole left by padding an
+                    append to whole groups) and label (-1: none)
 
 An append claims whole groups at the end of ``coeffs`` (the engine's create-only claims, so
 appenders in many processes never collide), writes the coefficients there as one fragment
@@ -28,8 +31,8 @@ adjacent tiles in one object (tile-major): one request.
 
 from __future__ import annotations
 
-import collections
 import json
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,7 +49,9 @@ from tessera.errors import (
     SelectionError,
 )
 from tessera.format.schema import ArraySchema, Attr, Dim
-from tessera.images.frequency import FrequencyFormat, check_images, psnr
+from tessera.images.cache import ColumnCache, shared_cache
+from tessera.images.frequency import FrequencyFormat, psnr
+from tessera.images.inputs import FITS, Batch, prepare
 from tessera.query.plan import Plan
 from tessera.storage.blocking import Store, open_store
 
@@ -54,38 +59,48 @@ HEADER_KEY = "__images.json"
 HEADER_VERSION = 1
 META_TILE = 4096
 META_CAPACITY = 2**40  # image ids the meta array can address (its domain; never scanned)
-FITS = ("error", "resize")
+CLASSES_KEY = "__classes.json"
+#: ``cache=`` of :meth:`ImageColumns.open`: the process's shared cache.
+SHARED = "shared"
 
 
 class ImageColumns:
     """A set of images stored by frequency. Make one with :meth:`create`, open it with
     :meth:`open`."""
 
-    def __init__(self, store: Store, header: dict[str, Any], coeffs: Array, meta: Array) -> None:
+    def __init__(self, store: Store, header: dict[str, Any], coeffs: Array, meta: Array,
+                 cache: ColumnCache | str | None = SHARED) -> None:
         self._store, self.header, self.coeffs, self.meta = store, header, coeffs, meta
         self.fmt = FrequencyFormat(block=header["block"], q=header["q"],
                                    colour=header["colour"])
         self.size: tuple[int, int] = (int(header["size"][0]), int(header["size"][1]))
         self.channels = int(header["channels"])
         self.group = int(header["group"])
-        #: Bytes of whole groups' decoded columns this handle keeps (0: no cache), so that
-        #: several readers of this handle, or a rising k, share fetched diagonals: a read at
-        #: k' after k fetches only diagonals k..k'-1 of the groups it touches. Groups are
-        #: written once, so cached columns never go stale.
-        self.cache_bytes = 0
-        self._cache: collections.OrderedDict[tuple[int, int], np.ndarray] = \
-            collections.OrderedDict()
-        self._cached_bytes = 0
+        crop_tile = header.get("crop_tile")
+        self.crop_tile: tuple[int, int] | None = (None if crop_tile is None else
+                                                  (int(crop_tile[0]), int(crop_tile[1])))
+        #: The column cache reads go through (:mod:`tessera.images.cache`; None: none):
+        #: whole groups' decoded diagonals, shared by every handle of the process on the
+        #: same set, so a rising k or a second model fetches only what is not held yet.
+        self.cache: ColumnCache | None = _cache(cache)
+        self._identity = str(header.get("uid") or coeffs.uri)
         self._heights: np.ndarray | None = None  # of a handle at a timestamp, read once
 
     # -- create / open ---------------------------------------------------------------------
     @classmethod
     def create(cls, url: str, *, size: tuple[int, int], channels: int = 3,
                fmt: FrequencyFormat | None = None, group: int = 32, codec: str = "zstd:9",
-               fit: str = "error", storage_options: dict[str, Any] | None = None,
-               ) -> ImageColumns:
+               fit: str = "error", crop_tile: tuple[int, int] | None = None,
+               storage_options: dict[str, Any] | None = None,
+               cache: ColumnCache | str | None = SHARED) -> ImageColumns:
         """A new, empty image set at ``url`` for images of ``size`` (height, width; multiples
-        of the block) with ``channels`` (3: RGB), stored in groups of ``group`` images."""
+        of the block) with ``channels`` (3: RGB), stored in groups of ``group`` images.
+
+        ``fit`` says what :meth:`append` does with images of another size (``"error"``,
+        ``"pad"``, ``"resize"``; :mod:`tessera.images.inputs`). ``crop_tile`` (blocks
+        ``(ty, tx)``) splits each image into tiles, so that a ``crop=`` read fetches only
+        the tiles under the crop (more, smaller requests for whole images). ``cache``: see
+        :meth:`open`."""
         fmt = fmt or FrequencyFormat()
         h, w = _size(size, fmt.block)
         if channels != 3:
@@ -94,24 +109,26 @@ class ImageColumns:
         if isinstance(group, bool) or not isinstance(group, int) or group < 1:
             raise SchemaError(f"group must be a positive number of images, got {group!r}")
         if fit not in FITS:
-            raise SchemaError(f"fit must be one of {FITS} ('pad' is not in this version), got "
-                              f"{fit!r}")
+            raise SchemaError(f"fit must be one of {FITS}, got {fit!r}")
+        by, bx = h // fmt.block, w // fmt.block
+        tiles = _crop_tile(crop_tile, (by, bx))
         store = open_store(url, **(storage_options or {}))
-        header = {"format": "tessera.images", "version": HEADER_VERSION, "size": [h, w],
+        header = {"format": "tessera.images", "version": HEADER_VERSION,
+                  "uid": uuid.uuid4().hex, "size": [h, w],
                   "channels": channels, "colour": fmt.colour, "block": fmt.block, "q": fmt.q,
                   "transform": fmt.transform, "level_shift": fmt.level_shift,
                   "rounding": "half-even", "diagonal_order": "d-major, i ascending",
-                  "group": group, "codec": codec, "fit": fit}
+                  "group": group, "codec": codec, "fit": fit,
+                  "crop_tile": None if crop_tile is None else list(tiles)}
         try:
             store.put(HEADER_KEY, json.dumps(header, indent=1).encode(), mode="create")
         except ObjectExistsError:
             raise ArrayExistsError(f"an image set already exists at {url}; open it with "
                                    "ImageColumns.open") from None
         c = fmt.channels(channels)
-        by, bx = h // fmt.block, w // fmt.block
         coeffs = ArraySchema(
-            [Dim("n", (0, -1), group), Dim("c", (0, c - 1), c), Dim("by", (0, by - 1), by),
-             Dim("bx", (0, bx - 1), bx)],
+            [Dim("n", (0, -1), group), Dim("c", (0, c - 1), c),
+             Dim("by", (0, by - 1), tiles[0]), Dim("bx", (0, bx - 1), tiles[1])],
             [Attr(f"d{d:02d}", f"({fmt.diagonal_size(d)},){fmt.dtype.str[1:]}", codec=codec)
              for d in range(fmt.k_max)],
             maxshape=(None, c, by, bx), attr_layout="tile-major")
@@ -121,12 +138,19 @@ class ImageColumns:
         options = storage_options or {}
         return cls(store, header, create_array(_child(url, "coeffs"), coeffs,
                                                storage_options=options),
-                   create_array(_child(url, "meta"), meta, storage_options=options))
+                   create_array(_child(url, "meta"), meta, storage_options=options), cache)
 
     @classmethod
     def open(cls, url: str, *, mode: str = "r", timestamp: int | None = None,
-             storage_options: dict[str, Any] | None = None) -> ImageColumns:
-        """The image set at ``url`` (``mode="w"`` to append; ``timestamp`` to travel back)."""
+             storage_options: dict[str, Any] | None = None, fmt: FrequencyFormat | None = None,
+             cache: ColumnCache | str | None = SHARED) -> ImageColumns:
+        """The image set at ``url`` (``mode="w"`` to append; ``timestamp`` to travel back).
+
+        ``fmt``: the format the caller expects; a set stored otherwise is refused (a
+        ``SchemaError`` naming the field). ``cache``: ``"shared"`` (the process's
+        :func:`~tessera.images.cache.shared_cache`), a
+        :class:`~tessera.images.cache.ColumnCache` of your own, or None (every read
+        fetches)."""
         store = open_store(url, **(storage_options or {}))
         try:
             header = json.loads(bytes(store.get(HEADER_KEY)))
@@ -140,41 +164,73 @@ class ImageColumns:
         if int(header.get("version", 0)) > HEADER_VERSION:
             raise SchemaError(f"image set {url} has header version {header['version']}, newer "
                               f"than this Tessera understands ({HEADER_VERSION}); upgrade")
+        if fmt is not None:
+            for field in ("block", "q", "colour", "transform", "level_shift"):
+                if header.get(field) != getattr(fmt, field):
+                    raise SchemaError(f"image set {url} stores {field}={header.get(field)!r}, "
+                                      f"the format given has {getattr(fmt, field)!r}; open it "
+                                      "without fmt= to read it as stored")
         options = storage_options or {}
         return cls(store, header,
                    open_array(_child(url, "coeffs"), mode, timestamp, storage_options=options),
-                   open_array(_child(url, "meta"), mode, timestamp, storage_options=options))
+                   open_array(_child(url, "meta"), mode, timestamp, storage_options=options),
+                   cache)
 
     # -- writing ---------------------------------------------------------------------------
     def append(self, images: Any, labels: Sequence[int] | None = None) -> np.ndarray:
-        """Store ``images`` ((N, H, W, 3) uint8, or a list of (H, W, 3) arrays) at the end;
-        returns their ids. The append is padded to whole groups (the padding is holes:
-        height 0, never returned by :meth:`ids`)."""
-        batch = _batch(images, self.size, self.header["fit"])
-        n = len(batch)
-        if labels is not None:
-            labels_arr = np.asarray(labels)
-            if labels_arr.shape != (n,) or labels_arr.dtype.kind not in "iu":
-                raise InvalidArgumentError(f"labels must be {n} integers (one per image), got "
-                                           f"shape {labels_arr.shape} of {labels_arr.dtype}")
-        g = self.group
+        """Store ``images`` ((N, H, W, 3) uint8, or a list of (H, W, 3) arrays, PIL images or
+        paths; other sizes as the set's ``fit`` says) at the end; returns their ids. The
+        append is padded to whole groups (the padding is holes: height 0, never returned by
+        :meth:`ids`)."""
+        batch = prepare(images, self.size, self.header["fit"])
+        return self._write(batch, _labels(labels, len(batch)))
+
+    def writer(self, flush_images: int = 4096) -> ImageWriter:
+        """A streaming appender: ``with cols.writer() as w: w.append(batch, labels)`` keeps
+        images until ``flush_images`` are waiting, then stores them as one append (one
+        fragment; fewer, larger fragments than one append per small batch). Leaving the
+        block stores the rest; ``w.ids`` are the ids given so far."""
+        return ImageWriter(self, flush_images)
+
+    def _write(self, batch: Batch, labels: np.ndarray | None) -> np.ndarray:
+        n, g = len(batch), self.group
         padded = -(-n // g) * g
+        pixels = batch.pixels
         if padded != n:
-            batch = np.concatenate([batch, np.zeros((padded - n, *batch.shape[1:]), np.uint8)])
-        columns = self.fmt.encode(batch)
+            pixels = np.concatenate([pixels, np.zeros((padded - n, *pixels.shape[1:]),
+                                                      np.uint8)])
+        columns = self.fmt.encode(pixels)
         info = self.coeffs.append({f"d{d:02d}": col for d, col in enumerate(columns)})
         start = int(info.nonempty_domain[0][0])
-        ids = np.arange(start, start + n, dtype=np.int64)
         heights = np.zeros(padded, np.uint16)
-        heights[:n] = self.size[0]
+        heights[:n] = batch.heights
         widths = np.zeros(padded, np.uint16)
-        widths[:n] = self.size[1]
+        widths[:n] = batch.widths
         label_col = np.full(padded, -1, np.int32)
         if labels is not None:
-            label_col[:n] = labels_arr
+            label_col[:n] = labels
         self.meta.write({"height": heights, "width": widths, "label": label_col},
                         origin=(start,))
-        return ids
+        return np.arange(start, start + n, dtype=np.int64)
+
+    def set_classes(self, names: Sequence[str]) -> None:
+        """Record the names of the labels (label ``i`` is ``names[i]``)."""
+        if isinstance(names, str) or not all(isinstance(x, str) for x in names):
+            raise InvalidArgumentError(f"class names must be a list of strings, got {names!r:.80}")
+        self._store.put(CLASSES_KEY, json.dumps(list(names)).encode())
+
+    def classes(self) -> list[str] | None:
+        """The names of the labels (:meth:`set_classes`; ``tessera import-images`` records
+        the folder names), or None."""
+        try:
+            names = json.loads(bytes(self._store.get(CLASSES_KEY)))
+        except ObjectNotFoundError:
+            return None
+        except ValueError as err:
+            raise SchemaError(f"{CLASSES_KEY} of {self!r} is not valid JSON: {err}") from None
+        if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+            raise SchemaError(f"{CLASSES_KEY} of {self!r} is not a list of names")
+        return names
 
     # -- reading ---------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -209,71 +265,118 @@ class ImageColumns:
         labels: np.ndarray = got["label"]
         return labels
 
+    def sizes(self, ids: Any) -> np.ndarray:
+        """True ``(height, width)`` of ``ids``, ``(N, 2)`` (smaller than :attr:`size` only in
+        sets made with ``fit="pad"``)."""
+        chosen = self._in_range(ids)
+        got = self.meta.read(chosen.tolist(), attrs=["height", "width"])
+        self._refuse_holes(chosen, got["height"])
+        return np.stack([got["height"], got["width"]], axis=1).astype(np.int64)
+
     def read(self, ids: Any, k: Any = "all", *, output: str = "pixels", scale: float = 1.0,
-             ) -> np.ndarray:
-        """Images ``ids`` from their ``k`` lowest diagonals: ``output="pixels"`` (uint8
-        ``(N, H*scale, W*scale, 3)``; ``scale`` in 1, 1/2, ..., 1/32) or
-        ``"coefficients"`` (the quantized diagonals concatenated, ``(N, C, BY, BX, T(k))``)."""
+             crop: tuple[int, int, int, int] | None = None, trim: bool = False) -> Any:
+        """Images ``ids`` from their ``k`` lowest diagonals.
+
+        ``output="pixels"``: uint8 ``(N, H*scale, W*scale, 3)`` (``scale`` in 1, 1/2, ...,
+        1/32); ``"coefficients"``: the quantized diagonals concatenated,
+        ``(N, C, BY, BX, T(k))``. ``crop=(y0, y1, x0, x1)`` (full-resolution pixels of the
+        canvas) decodes only the blocks under it and returns exactly its pixels (scaled; with
+        ``scale < 1`` its bounds must be multiples of ``1/scale``; block-aligned for
+        coefficients); in sets made with ``crop_tile`` it also fetches only the tiles under
+        it. ``trim=True`` (pixels, no crop) returns a list of each image cut to its true
+        size (``fit="pad"`` sets)."""
         k = self.fmt.check_k(k)
         if output not in ("pixels", "coefficients"):
             raise InvalidArgumentError(f"output must be 'pixels' or 'coefficients', got "
                                        f"{output!r}")
-        if output == "pixels":
-            self.fmt.check_scale(scale)
+        m = self.fmt.check_scale(scale) if output == "pixels" else self.fmt.block
+        if trim and (output != "pixels" or crop is not None):
+            raise InvalidArgumentError("trim=True cuts pixels to each image's true size: it "
+                                       "needs output='pixels' and no crop")
+        window = self._window(crop, m, output)
         chosen = self._check_ids(ids)
-        columns = (self._cached_columns(chosen, k) if self.cache_bytes > 0
-                   else self.read_columns(chosen.tolist(), 0, k))
+        blocks = (slice(window[0], window[1]), slice(window[2], window[3]))
+        if self.cache is not None and (crop is None or self.crop_tile is None):
+            columns = [c[:, :, blocks[0], blocks[1]] for c in self._cached_columns(chosen, k)]
+        else:
+            columns = self.read_columns(chosen.tolist(), 0, k, blocks)
         if output == "coefficients":
             return np.concatenate(columns, axis=-1)
-        return self.fmt.decode(columns, scale=scale)
+        pixels = self.fmt.decode(columns, scale=scale)
+        if crop is not None:
+            f = m / self.fmt.block
+            y0, x0 = window[0] * m, window[2] * m
+            return pixels[:, round(crop[0] * f) - y0:round(crop[1] * f) - y0,
+                          round(crop[2] * f) - x0:round(crop[3] * f) - x0]
+        if trim:  # each image's true size at this scale, rounded up
+            b = self.fmt.block
+            return [img[:-(-int(h) * m // b), :-(-int(w) * m // b)]
+                    for img, (h, w) in zip(pixels, self.sizes(chosen), strict=True)]
+        return pixels
 
-    def read_columns(self, ids: list[int], first: int, k: int) -> list[np.ndarray]:
+    def _window(self, crop: Any, m: int, output: str) -> tuple[int, int, int, int]:
+        """The blocks ``(by0, by1, bx0, bx1)`` under ``crop`` (all without one)."""
+        b = self.fmt.block
+        by, bx = self.size[0] // b, self.size[1] // b
+        if crop is None:
+            return 0, by, 0, bx
+        try:
+            y0, y1, x0, x1 = (int(v) for v in crop)
+        except (TypeError, ValueError):
+            raise SelectionError(f"crop must be (y0, y1, x0, x1) pixels, got {crop!r}") from None
+        if not (0 <= y0 < y1 <= self.size[0] and 0 <= x0 < x1 <= self.size[1]):
+            raise SelectionError(f"crop {crop!r} is empty or outside the {self.size[0]}x"
+                                 f"{self.size[1]} images (y0 < y1 <= height, x0 < x1 <= width)")
+        step = b if output == "coefficients" else b // m
+        if any(v % step for v in (y0, y1, x0, x1)):
+            what = ("block-aligned (multiples of the block) for coefficients"
+                    if output == "coefficients" else f"multiples of {step} at this scale")
+            raise InvalidArgumentError(f"crop {crop!r} must be {what}")
+        return y0 // b, -(-y1 // b), x0 // b, -(-x1 // b)
+
+    def read_columns(self, ids: list[int], first: int, k: int,
+                     blocks: tuple[slice, slice] = (slice(None), slice(None)),
+                     ) -> list[np.ndarray]:
         """The quantized diagonals ``first..k-1`` of images ``ids`` (no checks, no cache),
-        read in one call: one array ``(N, C, BY, BX, n_d)`` per diagonal."""
+        read in one call: one array ``(N, C, BY, BX, n_d)`` per diagonal (``blocks``: the
+        block rows and columns, all by default)."""
         names = [f"d{d:02d}" for d in range(first, k)]
-        got = self.coeffs.read((ids, slice(None), slice(None), slice(None)), attrs=names)
+        got = self.coeffs.read((ids, slice(None), *blocks), attrs=names)
         return [got[n] for n in names]
 
     def _cached_columns(self, chosen: np.ndarray, k: int) -> list[np.ndarray]:
         """Diagonals ``0..k-1`` of ``chosen`` through the cache of whole groups' columns:
-        the groups touched are read whole, and only the diagonals some of them lack (one
-        call for the lowest missing diagonal up to ``k - 1``), so a rising k fetches only
-        the new diagonals."""
-        g = self.group
+        the groups touched are read whole, each from its lowest diagonal the cache lacks (one
+        call per distinct lowest diagonal, usually one), so a rising k fetches only the new
+        diagonals and a second reader of the same groups nothing."""
+        assert self.cache is not None
+        g, ident = self.group, self._identity
         groups = [int(grp) for grp in np.unique(chosen // g)]
-        local = {(grp, d): self._cache[(grp, d)] for grp in groups for d in range(k)
-                 if (grp, d) in self._cache}
-        start = min(self._cached_k(grp) for grp in groups)
-        if start < k:
-            members = np.concatenate([np.arange(grp * g, (grp + 1) * g) for grp in groups])
+        local: dict[tuple[int, int], np.ndarray] = {}
+        missing: dict[int, list[int]] = {}
+        for grp in groups:
+            held = self.cache.leading((ident, grp), k)
+            for d in range(held):
+                column = self.cache.get((ident, grp, d))
+                if column is None:  # evicted meanwhile: fetch from here on
+                    held = d
+                    break
+                local[(grp, d)] = column
+            if held < k:
+                missing.setdefault(held, []).append(grp)
+        for start, todo in sorted(missing.items()):
+            members = np.concatenate([np.arange(grp * g, (grp + 1) * g) for grp in todo])
             fresh = self.read_columns(members.tolist(), start, k)
-            for i, grp in enumerate(groups):
+            for i, grp in enumerate(todo):
                 for d, col in zip(range(start, k), fresh, strict=True):
-                    local.setdefault((grp, d), np.ascontiguousarray(col[i * g:(i + 1) * g]))
-        for key, column in local.items():
-            self._remember(key, column)
+                    column = np.ascontiguousarray(col[i * g:(i + 1) * g])
+                    local[(grp, d)] = column
+                    self.cache.put((ident, grp, d), column)
         position = {grp: i for i, grp in enumerate(groups)}
         rows = np.array([position[int(grp)] for grp in chosen // g])
         offsets = chosen % g
         return [np.stack([local[(grp, d)] for grp in groups])[rows, offsets]
                 for d in range(k)]
-
-    def _cached_k(self, group: int) -> int:
-        """How many leading diagonals of ``group`` the cache holds."""
-        d = 0
-        while (group, d) in self._cache:
-            d += 1
-        return d
-
-    def _remember(self, key: tuple[int, int], column: np.ndarray) -> None:
-        if key in self._cache:
-            self._cache.move_to_end(key)
-            return
-        self._cache[key] = column
-        self._cached_bytes += column.nbytes
-        while self._cached_bytes > self.cache_bytes and len(self._cache) > 1:
-            _, old = self._cache.popitem(last=False)
-            self._cached_bytes -= old.nbytes
 
     def choose_k(self, *, min_psnr: float | None = None,
                  budget_bytes_per_image: float | None = None, sample: int = 64) -> int:
@@ -365,6 +468,88 @@ class ImageColumns:
                 f"{self.size[0]}x{self.size[1]}, group {self.group}>")
 
 
+class ImageWriter:
+    """Streaming appends to an image set (:meth:`ImageColumns.writer`)."""
+
+    def __init__(self, cols: ImageColumns, flush_images: int) -> None:
+        if isinstance(flush_images, bool) or not isinstance(flush_images, int) \
+                or flush_images < 1:
+            raise InvalidArgumentError(f"flush_images must be a positive number of images, "
+                                       f"got {flush_images!r}")
+        self.cols, self.flush_images = cols, flush_images
+        self._waiting: list[tuple[Batch, np.ndarray | None]] = []
+        self._count = 0
+        self._ids: list[np.ndarray] = []
+
+    @property
+    def ids(self) -> np.ndarray:
+        """Ids of the images stored so far (waiting images have none yet)."""
+        return np.concatenate(self._ids) if self._ids else np.zeros(0, np.int64)
+
+    def append(self, images: Any, labels: Sequence[int] | None = None) -> None:
+        """Queue ``images`` (checked and fitted now, so a bad image fails here) and store
+        the queue once ``flush_images`` are waiting."""
+        batch = prepare(images, self.cols.size, self.cols.header["fit"])
+        self._waiting.append((batch, _labels(labels, len(batch))))
+        self._count += len(batch)
+        if self._count >= self.flush_images:
+            self.flush()
+
+    def flush(self) -> None:
+        """Store the waiting images as one append."""
+        if not self._waiting:
+            return
+        waiting, self._waiting, self._count = self._waiting, [], 0
+        batch = Batch(np.concatenate([b.pixels for b, _ in waiting]),
+                      np.concatenate([b.heights for b, _ in waiting]),
+                      np.concatenate([b.widths for b, _ in waiting]))
+        labels = None
+        if any(lab is not None for _, lab in waiting):
+            labels = np.concatenate([np.full(len(b), -1, np.int32) if lab is None else lab
+                                     for b, lab in waiting])
+        self._ids.append(self.cols._write(batch, labels))
+
+    def __enter__(self) -> ImageWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.flush()  # images given before an error are stored too: nothing given is lost
+
+
+def _cache(cache: ColumnCache | str | None) -> ColumnCache | None:
+    if cache is None or isinstance(cache, ColumnCache):
+        return cache
+    if cache == SHARED:
+        shared = shared_cache()
+        return shared if shared.capacity_bytes > 0 else None
+    raise InvalidArgumentError(f"cache must be 'shared', a ColumnCache or None, got {cache!r}")
+
+
+def _labels(labels: Sequence[int] | None, n: int) -> np.ndarray | None:
+    if labels is None:
+        return None
+    arr = np.asarray(labels)
+    if arr.shape != (n,) or (arr.size and arr.dtype.kind not in "iu"):
+        raise InvalidArgumentError(f"labels must be {n} integers (one per image), got shape "
+                                   f"{arr.shape} of {arr.dtype}")
+    if arr.size and (arr.min() < -1 or arr.max() > np.iinfo(np.int32).max):
+        raise InvalidArgumentError("labels must be in -1 (none) .. 2**31-1")
+    return arr.astype(np.int32)
+
+
+def _crop_tile(crop_tile: Any, blocks: tuple[int, int]) -> tuple[int, int]:
+    if crop_tile is None:
+        return blocks
+    try:
+        ty, tx = (int(v) for v in crop_tile)
+    except (TypeError, ValueError):
+        raise SchemaError(f"crop_tile must be (ty, tx) blocks, got {crop_tile!r}") from None
+    if not (1 <= ty <= blocks[0] and 1 <= tx <= blocks[1]):
+        raise SchemaError(f"crop_tile {crop_tile!r} must be 1..{blocks[0]} by 1..{blocks[1]} "
+                          "blocks (the image's blocks)")
+    return ty, tx
+
+
 def _child(url: str, name: str) -> str:
     return url.rstrip("/") + "/" + name
 
@@ -382,65 +567,3 @@ def _size(size: Any, block: int) -> tuple[int, int]:
     return h, w
 
 
-def _batch(images: Any, size: tuple[int, int], fit: str) -> np.ndarray:
-    """``images`` as one ``(N, H, W, 3)`` uint8 batch of ``size``: an array, or a list of
-    arrays, PIL images or paths of image files (opened with Pillow, converted to RGB).
-    ``fit="resize"`` scales each image's short side to the size and centre-crops it;
-    ``"error"`` refuses any other size."""
-    if isinstance(images, (list, tuple)):
-        if not images:
-            raise InvalidArgumentError("append got no images")
-        arrays = [_one_image(item, i, size, fit) for i, item in enumerate(images)]
-        batch = np.stack(arrays)
-    else:
-        batch = np.asarray(images)
-        if fit == "resize" and batch.ndim == 4 and batch.shape[1:3] != size:
-            batch = np.stack([_resized(img, size) for img in check_images(batch, 1)])
-    batch = check_images(batch, 1)
-    if not len(batch):
-        raise InvalidArgumentError("append got no images")
-    if batch.shape[1:3] != size:
-        raise InvalidArgumentError(f"images are {batch.shape[1]}x{batch.shape[2]}, the set "
-                                   f"holds {size[0]}x{size[1]} (fit='error'; create the set "
-                                   "with fit='resize' to scale and centre-crop them)")
-    return batch
-
-
-def _one_image(item: Any, index: int, size: tuple[int, int], fit: str) -> np.ndarray:
-    from pathlib import Path
-
-    if isinstance(item, (str, Path)):
-        from PIL import Image
-
-        try:
-            with Image.open(item) as opened:
-                item = opened.convert("RGB")
-        except OSError as err:
-            raise InvalidArgumentError(f"image {index} ({item}) cannot be read: {err}"
-                                       ) from None
-    if type(item).__module__.startswith("PIL."):
-        item = item.convert("RGB")
-    array = np.asarray(item)
-    if array.ndim != 3 or array.shape[-1] != 3 or array.dtype != np.uint8:
-        raise InvalidArgumentError(f"image {index} must be (H, W, 3) uint8 RGB, got shape "
-                                   f"{array.shape} of {array.dtype} (RGBA or palette images: "
-                                   ".convert('RGB'))")
-    if array.shape[:2] == size:
-        return array
-    if fit == "resize":
-        return _resized(array, size)
-    raise InvalidArgumentError(f"image {index} is {array.shape[0]}x{array.shape[1]}, the set "
-                               f"holds {size[0]}x{size[1]} (fit='error'; create the set with "
-                               "fit='resize' to scale and centre-crop them)")
-
-
-def _resized(array: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """The image scaled (bicubic) so that it covers ``size``, then centre-cropped to it."""
-    from PIL import Image
-
-    h, w = array.shape[:2]
-    scale = max(size[0] / h, size[1] / w)
-    nh, nw = max(size[0], round(h * scale)), max(size[1], round(w * scale))
-    img = Image.fromarray(array).resize((nw, nh), Image.Resampling.BICUBIC)
-    top, left = (nh - size[0]) // 2, (nw - size[1]) // 2
-    return np.asarray(img.crop((left, top, left + size[1], top + size[0])))

@@ -26,7 +26,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from tessera.errors import InvalidArgumentError
-from tessera.images.columns import ImageColumns
+from tessera.images.cache import ColumnCache
+from tessera.images.columns import SHARED, ImageColumns
 
 KSchedule = int | str | Callable[[int], int]
 
@@ -81,15 +82,22 @@ class FrequencyDataset(Dataset[Any]):
             ``"coefficients"`` (int8 ``(C, BY, BX, T(k))``).
         scale: reduced-resolution pixels (``1/2 .. 1/32``).
         transform: applied to each image tensor.
-        cache_bytes: per process, keep this many bytes of fetched group columns
-            (:attr:`ImageColumns.cache_bytes`), so a rising k reads only new diagonals.
+        cache_bytes: None (default): read through the process's shared column cache
+            (:mod:`tessera.images.cache`, ``TESSERA_IMAGES_CACHE_BYTES``), so a rising k, or
+            another model reading the same set in this process, fetches only diagonals not
+            held yet; 0: no cache; a number: a cache of this many bytes of this dataset's
+            own (per worker process).
     """
 
     def __init__(self, url: str, k: KSchedule = 8, *, output: str = "pixels",
                  scale: float = 1.0, transform: Callable[[torch.Tensor], Any] | None = None,
                  labels: bool = True, storage_options: dict[str, Any] | None = None,
-                 timestamp: int | None = None, cache_bytes: int = 0) -> None:
-        self.cache_bytes = int(cache_bytes)
+                 timestamp: int | None = None, cache_bytes: int | None = None) -> None:
+        if cache_bytes is not None and (isinstance(cache_bytes, bool)
+                                        or not isinstance(cache_bytes, int) or cache_bytes < 0):
+            raise InvalidArgumentError(f"cache_bytes must be None (the shared cache), 0 (none) "
+                                       f"or a number of bytes, got {cache_bytes!r}")
+        self.cache_bytes = cache_bytes
         self.url, self.storage_options = url, dict(storage_options or {})
         self.timestamp = time.time_ns() if timestamp is None else int(timestamp)
         self.output, self.scale, self.transform, self.with_labels = (output, scale, transform,
@@ -113,9 +121,11 @@ class FrequencyDataset(Dataset[Any]):
     def columns(self) -> ImageColumns:
         """The image set, opened in this process at the dataset's snapshot."""
         if self._cols is None or self._pid != os.getpid():
+            cache: ColumnCache | str | None = (
+                SHARED if self.cache_bytes is None
+                else ColumnCache(self.cache_bytes) if self.cache_bytes else None)
             self._cols = ImageColumns.open(self.url, timestamp=self.timestamp,
-                                           storage_options=self.storage_options)
-            self._cols.cache_bytes = self.cache_bytes
+                                           storage_options=self.storage_options, cache=cache)
             self._pid = os.getpid()
         return self._cols
 

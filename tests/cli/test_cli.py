@@ -160,3 +160,43 @@ def test_images_info(tmp_path) -> None:
     assert f"{per_image[7]:,.0f}" in result.output  # k = 8's bytes, from the bookkeeping
     missing = CliRunner().invoke(app, ["images", "info", (tmp_path / "none").as_uri()])
     assert missing.exit_code != 0
+
+
+def test_import_images_from_an_image_folder(tmp_path) -> None:
+    import numpy as np
+    from PIL import Image
+
+    from tessera.images import ImageColumns
+
+    rng = np.random.default_rng(0)
+    src = tmp_path / "src"
+    for cls, shape in (("cat", (40, 50, 3)), ("dog", (64, 64, 3))):
+        (src / cls).mkdir(parents=True)
+        for i in range(3):
+            img = rng.integers(0, 256, shape, dtype=np.uint8)
+            Image.fromarray(img).save(src / cls / f"{i}.png")
+    Image.fromarray(np.zeros((80, 100, 3), np.uint8)).save(src / "dog" / "large.png")
+    (src / "dog" / "broken.jpg").write_bytes(b"not a jpeg")
+    (src / "notes.txt").write_text("ignored")
+    url = (tmp_path / "set").as_uri()
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(
+        app, ["import-images", str(src), url, "--size", "64", "--fit", "pad", "--group", "4"])
+    assert result.exit_code == 0, result.output
+    assert "6 images, 2 classes" in result.output
+    assert "skipped" in result.output and "broken.jpg" in result.output
+    assert "large.png" in result.output and "larger than" in result.output
+    cols = ImageColumns.open(url)
+    assert len(cols) == 6 and cols.classes() == ["cat", "dog"]
+    assert cols.labels(cols.ids()).tolist() == [0, 0, 0, 1, 1, 1]
+    assert cols.sizes(cols.ids()).tolist() == [[40, 50]] * 3 + [[64, 64]] * 3
+    resized = CliRunner().invoke(app, ["import-images", str(src), (tmp_path / "r").as_uri(),
+                                       "--size", "32x64", "--group", "2"])
+    assert resized.exit_code == 0 and "7 images" in resized.output, resized.output
+    assert ImageColumns.open((tmp_path / "r").as_uri()).size == (32, 64)
+
+
+def test_import_images_refuses_an_empty_folder(tmp_path) -> None:
+    (tmp_path / "empty").mkdir()
+    result = _tessera("import-images", str(tmp_path / "empty"), (tmp_path / "set").as_uri())
+    assert result.returncode != 0 and "no image files" in result.stderr
+    assert "Traceback" not in result.stderr

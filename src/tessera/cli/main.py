@@ -415,6 +415,66 @@ def import_zarr(
     _run_import("import-zarr", lambda p: run(source, uri, storage_options=opts, progress=p))
 
 
+@app.command("import-images")
+def import_images_cmd(
+    source: Annotated[Path, typer.Argument(
+        help="A folder of image files (ImageFolder layout SRC/<class>/<file> gives labels).")],
+    url: Annotated[str, typer.Argument(help="Target URL of the new image set.")],
+    size: Annotated[str, typer.Option(
+        help="Canvas size: 256 (square) or HEIGHTxWIDTH, multiples of the block (32).")
+    ] = "256",
+    fit: Annotated[str, typer.Option(
+        help="Other sizes: resize (short side + centre crop), pad (edge-replicate smaller "
+             "images), error.")] = "resize",
+    group: Annotated[int, typer.Option(help="Images per group (one request per group).")] = 32,
+    q: Annotated[float, typer.Option(help="Quantization step (50 as the paper).")] = 50,
+    colour: Annotated[str, typer.Option(help="ycbcr, rgb or gray.")] = "ycbcr",
+    codec: Annotated[str, typer.Option(help="Codec of the columns.")] = "zstd:9",
+    flush: Annotated[int, typer.Option(help="Images per append (fragment).")] = 4096,
+    endpoint: EndpointOpt = None,
+    region: RegionOpt = None,
+    allow_http: AllowHttpOpt = False,
+    option: OptionOpt = None,
+) -> None:
+    """Import a folder of images as an image set stored by frequency (docs/images.md), with
+    a progress bar; unreadable files are skipped and listed."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from tessera.images import FrequencyFormat
+    from tessera.images.ingest import import_images
+
+    try:
+        parts = [int(v) for v in size.lower().split("x")]
+    except ValueError:
+        raise typer.BadParameter(f"--size must be N or HxW, got {size!r}") from None
+    if len(parts) not in (1, 2):
+        raise typer.BadParameter(f"--size must be N or HxW, got {size!r}")
+    canvas = (parts[0], parts[-1])
+    with Progress(TextColumn("importing images"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=err) as bar:
+        task = bar.add_task("import", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        report = import_images(source, url, size=canvas, fit=fit, group=group,
+                               fmt=FrequencyFormat(q=q, colour=colour), codec=codec,
+                               flush_images=flush, progress=progress,
+                               storage_options=_options(endpoint, region, allow_http, option))
+    classes = f", {len(report.classes)} classes" if report.classes else ", no labels"
+    out.print(f"import-images: {report.images} images{classes}, "
+              f"{_human(report.stored_bytes)} stored -> {url}")
+    for path, why in report.skipped:
+        out.print(f"  skipped {path}: {why}")
+
+
 images_app = typer.Typer(help="Image columns: images stored by frequency (docs/images.md).",
                          no_args_is_help=True)
 app.add_typer(images_app, name="images")

@@ -177,7 +177,7 @@ class ImageColumns:
                    cache)
 
     # -- writing ---------------------------------------------------------------------------
-    def append(self, images: Any, labels: Sequence[int] | None = None) -> np.ndarray:
+    def append(self, images: Any, labels: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
         """Store ``images`` ((N, H, W, 3) uint8, or a list of (H, W, 3) arrays, PIL images or
         paths; other sizes as the set's ``fit`` says) at the end; returns their ids. The
         append is padded to whole groups (the padding is holes: height 0, never returned by
@@ -486,7 +486,7 @@ class ImageWriter:
         """Ids of the images stored so far (waiting images have none yet)."""
         return np.concatenate(self._ids) if self._ids else np.zeros(0, np.int64)
 
-    def append(self, images: Any, labels: Sequence[int] | None = None) -> None:
+    def append(self, images: Any, labels: Sequence[int] | np.ndarray | None = None) -> None:
         """Queue ``images`` (checked and fitted now, so a bad image fails here) and store
         the queue once ``flush_images`` are waiting."""
         batch = prepare(images, self.cols.size, self.cols.header["fit"])
@@ -500,9 +500,7 @@ class ImageWriter:
         if not self._waiting:
             return
         waiting, self._waiting, self._count = self._waiting, [], 0
-        batch = Batch(np.concatenate([b.pixels for b, _ in waiting]),
-                      np.concatenate([b.heights for b, _ in waiting]),
-                      np.concatenate([b.widths for b, _ in waiting]))
+        batch = Batch.concat([b for b, _ in waiting])
         labels = None
         if any(lab is not None for _, lab in waiting):
             labels = np.concatenate([np.full(len(b), -1, np.int32) if lab is None else lab
@@ -525,7 +523,7 @@ def _cache(cache: ColumnCache | str | None) -> ColumnCache | None:
     raise InvalidArgumentError(f"cache must be 'shared', a ColumnCache or None, got {cache!r}")
 
 
-def _labels(labels: Sequence[int] | None, n: int) -> np.ndarray | None:
+def _labels(labels: Sequence[int] | np.ndarray | None, n: int) -> np.ndarray | None:
     if labels is None:
         return None
     arr = np.asarray(labels)

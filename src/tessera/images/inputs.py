@@ -38,11 +38,20 @@ class Batch:
     def __len__(self) -> int:
         return len(self.pixels)
 
+    @classmethod
+    def concat(cls, batches: list[Batch]) -> Batch:
+        """One batch of the images of ``batches``, in order."""
+        return cls(np.concatenate([b.pixels for b in batches]),
+                   np.concatenate([b.heights for b in batches]),
+                   np.concatenate([b.widths for b in batches]))
+
 
 def prepare(images: Any, size: tuple[int, int], fit: str) -> Batch:
     """``images`` as one :class:`Batch` of ``size``: an ``(N, h, w, 3)`` uint8 array, or a
     list of ``(h, w, 3)`` arrays, PIL images or paths of image files (opened with Pillow,
-    converted to RGB)."""
+    converted to RGB); a :class:`Batch` already fitted to ``size`` passes as is."""
+    if isinstance(images, Batch) and images.pixels.shape[1:3] == size:
+        return images
     if isinstance(images, (list, tuple)):
         if not images:
             raise InvalidArgumentError("append got no images")

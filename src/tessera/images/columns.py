@@ -31,6 +31,7 @@ adjacent tiles in one object (tile-major): one request.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import uuid
 from collections.abc import Sequence
@@ -152,29 +153,26 @@ class ImageColumns:
         :class:`~tessera.images.cache.ColumnCache` of your own, or None (every read
         fetches)."""
         store = open_store(url, **(storage_options or {}))
-        try:
-            header = json.loads(bytes(store.get(HEADER_KEY)))
-        except ObjectNotFoundError:
-            raise ArrayNotFoundError(f"no image set at {url} (no {HEADER_KEY}); make one with "
-                                     "ImageColumns.create") from None
-        except ValueError as err:
-            raise SchemaError(f"{url}/{HEADER_KEY} is not valid JSON: {err}") from None
-        if header.get("format") != "tessera.images":
-            raise SchemaError(f"{url}/{HEADER_KEY} is not an image-set header")
-        if int(header.get("version", 0)) > HEADER_VERSION:
-            raise SchemaError(f"image set {url} has header version {header['version']}, newer "
-                              f"than this Tessera understands ({HEADER_VERSION}); upgrade")
-        if fmt is not None:
-            for field in ("block", "q", "colour", "transform", "level_shift"):
-                if header.get(field) != getattr(fmt, field):
-                    raise SchemaError(f"image set {url} stores {field}={header.get(field)!r}, "
-                                      f"the format given has {getattr(fmt, field)!r}; open it "
-                                      "without fmt= to read it as stored")
         options = storage_options or {}
-        return cls(store, header,
-                   open_array(_child(url, "coeffs"), mode, timestamp, storage_options=options),
-                   open_array(_child(url, "meta"), mode, timestamp, storage_options=options),
-                   cache)
+        # The header and both arrays are fetched at once (three round trips become one); the
+        # header's verdict comes first, so a missing set is reported as such.
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            arrays = [pool.submit(open_array, _child(url, name), mode, timestamp,
+                                  storage_options=options) for name in ("coeffs", "meta")]
+            try:
+                header = _header(store, url)
+            finally:
+                for future in arrays:
+                    future.cancel()
+            if fmt is not None:
+                for field in ("block", "q", "colour", "transform", "level_shift"):
+                    if header.get(field) != getattr(fmt, field):
+                        raise SchemaError(f"image set {url} stores {field}="
+                                          f"{header.get(field)!r}, the format given has "
+                                          f"{getattr(fmt, field)!r}; open it without fmt= to "
+                                          "read it as stored")
+            coeffs, meta = (future.result() for future in arrays)
+        return cls(store, header, coeffs, meta, cache)
 
     # -- writing ---------------------------------------------------------------------------
     def append(self, images: Any, labels: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
@@ -294,12 +292,21 @@ class ImageColumns:
             raise InvalidArgumentError("trim=True cuts pixels to each image's true size: it "
                                        "needs output='pixels' and no crop")
         window = self._window(crop, m, output)
-        chosen = self._check_ids(ids)
+        chosen = self._in_range(ids)
         blocks = (slice(window[0], window[1]), slice(window[2], window[3]))
-        if self.cache is not None and (crop is None or self.crop_tile is None):
-            columns = [c[:, :, blocks[0], blocks[1]] for c in self._cached_columns(chosen, k)]
-        else:
-            columns = self.read_columns(chosen.tolist(), 0, k, blocks)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            # whether the ids are images (not holes) is read beside the data, not before it
+            checked = (None if self._heights is not None and self.coeffs.timestamp is not None
+                       else pool.submit(self._check_ids, chosen))
+            if checked is None:
+                self._check_ids(chosen)
+            if self.cache is not None and (crop is None or self.crop_tile is None):
+                columns = [c[:, :, blocks[0], blocks[1]]
+                           for c in self._cached_columns(chosen, k)]
+            else:
+                columns = self.read_columns(chosen.tolist(), 0, k, blocks)
+            if checked is not None:
+                checked.result()
         if output == "coefficients":
             return np.concatenate(columns, axis=-1)
         pixels = self.fmt.decode(columns, scale=scale)
@@ -546,6 +553,23 @@ def _crop_tile(crop_tile: Any, blocks: tuple[int, int]) -> tuple[int, int]:
         raise SchemaError(f"crop_tile {crop_tile!r} must be 1..{blocks[0]} by 1..{blocks[1]} "
                           "blocks (the image's blocks)")
     return ty, tx
+
+
+def _header(store: Store, url: str) -> dict[str, Any]:
+    """The set's header, checked (``ArrayNotFoundError`` / ``SchemaError`` naming it)."""
+    try:
+        header: dict[str, Any] = json.loads(bytes(store.get(HEADER_KEY)))
+    except ObjectNotFoundError:
+        raise ArrayNotFoundError(f"no image set at {url} (no {HEADER_KEY}); make one with "
+                                 "ImageColumns.create") from None
+    except ValueError as err:
+        raise SchemaError(f"{url}/{HEADER_KEY} is not valid JSON: {err}") from None
+    if not isinstance(header, dict) or header.get("format") != "tessera.images":
+        raise SchemaError(f"{url}/{HEADER_KEY} is not an image-set header")
+    if int(header.get("version", 0)) > HEADER_VERSION:
+        raise SchemaError(f"image set {url} has header version {header['version']}, newer "
+                          f"than this Tessera understands ({HEADER_VERSION}); upgrade")
+    return header
 
 
 def _child(url: str, name: str) -> str:

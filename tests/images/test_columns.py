@@ -343,3 +343,31 @@ def test_classes_and_format_checks_on_open(tmp_path) -> None:
         ImageColumns.open(url, fmt=FrequencyFormat(q=20))
     with pytest.raises(InvalidArgumentError, match=r"-1 \(none\)"):
         cols.append(_images(1), labels=[-5])
+
+
+def test_reduced_output_fetches_only_the_diagonals_that_reach_it(columns) -> None:
+    cols, _, _, _ = columns
+    full = cols.read([0, 5], k=63, scale=1 / 32)
+    assert {r.attr for r in cols.last_read.tile_reads} == {"d00"}  # 2m - 1 = 1 diagonal
+    assert np.array_equal(full, cols.read([0, 5], k=1, scale=1 / 32))
+    cols.read([0, 5], k=20, scale=1 / 4)  # 8 x 8 of 32 x 32: diagonals 0..14 reach it
+    assert {r.attr for r in cols.last_read.tile_reads} == {f"d{d:02d}" for d in range(15)}
+    assert cols.fetched_k(20, scale=1 / 4) == 15 and cols.fetched_k(10, scale=1 / 4) == 10
+    assert len(cols.explain([0, 5], k=20, scale=1 / 4).choices) == 15 * 2  # two groups
+    assert len(cols.explain([0, 5], k=20, output="coefficients").choices) == 20 * 2
+
+
+def test_a_damaged_column_chunk_names_its_images(tmp_path) -> None:
+    from tessera.errors import CorruptDataError
+
+    url = (tmp_path / "s").as_uri()
+    cols = ImageColumns.create(url, size=(64, 64), group=4, cache=None)
+    cols.append(_images(8))
+    data = next((tmp_path / "s" / "coeffs" / "__fragments").iterdir()) / "__tiles.data"
+    raw = bytearray(data.read_bytes())
+    raw[-3] ^= 0xFF  # inside group 1's tiles (the last of the fragment)
+    data.write_bytes(bytes(raw))
+    with pytest.raises(CorruptDataError, match=r"attribute 'd62'.*images 4\.\.7, group 1"):
+        ImageColumns.open(url, cache=None).read(list(range(8)), k="all")
+    # group 0 is intact and still reads
+    assert ImageColumns.open(url, cache=None).read([0, 1], k="all").shape == (2, 64, 64, 3)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import re
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -43,6 +44,7 @@ from tessera.array.array import Array, create_array, open_array
 from tessera.errors import (
     ArrayExistsError,
     ArrayNotFoundError,
+    CorruptDataError,
     InvalidArgumentError,
     ObjectExistsError,
     ObjectNotFoundError,
@@ -292,6 +294,7 @@ class ImageColumns:
             raise InvalidArgumentError("trim=True cuts pixels to each image's true size: it "
                                        "needs output='pixels' and no crop")
         window = self._window(crop, m, output)
+        fetch = self.fetched_k(k, output, scale)
         chosen = self._in_range(ids)
         blocks = (slice(window[0], window[1]), slice(window[2], window[3]))
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -300,11 +303,14 @@ class ImageColumns:
                        else pool.submit(self._check_ids, chosen))
             if checked is None:
                 self._check_ids(chosen)
-            if self.cache is not None and (crop is None or self.crop_tile is None):
-                columns = [c[:, :, blocks[0], blocks[1]]
-                           for c in self._cached_columns(chosen, k)]
-            else:
-                columns = self.read_columns(chosen.tolist(), 0, k, blocks)
+            try:
+                if self.cache is not None and (crop is None or self.crop_tile is None):
+                    columns = [c[:, :, blocks[0], blocks[1]]
+                               for c in self._cached_columns(chosen, fetch)]
+                else:
+                    columns = self.read_columns(chosen.tolist(), 0, fetch, blocks)
+            except CorruptDataError as err:
+                raise CorruptDataError(self._images_of(err)) from err
             if checked is not None:
                 checked.result()
         if output == "coefficients":
@@ -320,6 +326,23 @@ class ImageColumns:
             return [img[:-(-int(h) * m // b), :-(-int(w) * m // b)]
                     for img, (h, w) in zip(pixels, self.sizes(chosen), strict=True)]
         return pixels
+
+    def fetched_k(self, k: int, output: str = "pixels", scale: float = 1.0) -> int:
+        """Diagonals a read at ``k`` fetches: all ``k`` for coefficients and full-size pixels;
+        at ``scale = m / block`` only ``2m - 1`` can reach the ``m x m`` corner that is
+        transformed, so no more are fetched."""
+        if output != "pixels" or scale == 1.0:
+            return k
+        return min(k, 2 * self.fmt.check_scale(scale) - 1)
+
+    def _images_of(self, err: CorruptDataError) -> str:
+        """``err``'s message and the image ids of the damaged tile's group."""
+        found = re.search(r"tile \((\d+)", str(err))
+        if found is None:
+            return str(err)
+        first = int(found.group(1)) * self.group
+        return (f"{err} (images {first}..{first + self.group - 1}, group "
+                f"{found.group(1)} of the image set)")
 
     def _window(self, crop: Any, m: int, output: str) -> tuple[int, int, int, int]:
         """The blocks ``(by0, by1, bx0, bx1)`` under ``crop`` (all without one)."""
@@ -423,13 +446,20 @@ class ImageColumns:
                 lo = mid + 1
         return lo
 
-    def explain(self, ids: Any, k: Any = "all") -> Plan:
+    def explain(self, ids: Any, k: Any = "all", *, output: str = "pixels",
+                scale: float = 1.0) -> Plan:
         """The plan a read of ``ids`` at ``k`` would follow (requests, bytes, seconds,
-        dollars), without reading any data."""
+        dollars), without reading any data. At ``scale < 1`` only the diagonals that reach
+        the reduced output are planned (:meth:`fetched_k`); the plan's attributes say which.
+        With the column cache on, a read may fetch less than this: groups' diagonals already
+        held are not fetched again."""
         k = self.fmt.check_k(k)
+        if output == "pixels":
+            self.fmt.check_scale(scale)
         chosen = self._check_ids(ids)
         return self.coeffs.explain((chosen.tolist(), slice(None), slice(None), slice(None)),
-                                   attrs=[f"d{d:02d}" for d in range(k)])
+                                   attrs=[f"d{d:02d}" for d in
+                                          range(self.fetched_k(k, output, scale))])
 
     @property
     def last_read(self) -> Any:

@@ -337,6 +337,52 @@ class ImageConfig:
         return _from_env(cls, "TESSERA_IMAGES_", os.environ if environ is None else environ)
 
 
+@dataclasses.dataclass(frozen=True)
+class TablesConfig:
+    """Tensor-table settings (``TESSERA_TABLES_*`` variables, read when a table opens).
+
+    Attributes:
+        sparsity_threshold: ``format="auto"`` stores a tensor sparse below this density
+            (the Delta Tensor paper's 10%).
+        chunk_bytes: bytes per data row (an FTSF fiber, a run of COO entries or BSGS
+            blocks): a read moves whole rows, so about this much at least.
+        codec: Parquet compression of the tables' files: zstd, snappy, lz4, gzip or none.
+        max_row_bytes: the largest row a write may make (an FTSF fiber that cannot be
+            split further is refused above it).
+        max_dense_bytes: reads refuse to materialize a sparse tensor densely above this
+            (``force=True`` or a sparse output instead).
+        target_file_bytes: the file size ``optimize()`` compacts towards.
+
+    >>> TablesConfig.from_env({"TESSERA_TABLES_CODEC": "snappy"}).codec
+    'snappy'
+    """
+
+    sparsity_threshold: float = 0.10
+    chunk_bytes: int = 4 << 20
+    codec: str = "zstd"
+    max_row_bytes: int = 64 << 20
+    max_dense_bytes: int = 2 << 30
+    target_file_bytes: int = 128 << 20
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= float(self.sparsity_threshold) <= 1.0:
+            raise ConfigError(f"tables sparsity_threshold must be in 0..1, got "
+                              f"{self.sparsity_threshold!r}")
+        for name in ("chunk_bytes", "max_row_bytes", "max_dense_bytes", "target_file_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"tables {name} must be a positive number of bytes, got "
+                                  f"{value!r}")
+        if self.codec.lower() not in ("zstd", "snappy", "lz4", "gzip", "none"):
+            raise ConfigError(f"tables codec must be zstd, snappy, lz4, gzip or none, got "
+                              f"{self.codec!r}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> TablesConfig:
+        """Defaults overridden by ``TESSERA_TABLES_*`` variables."""
+        return _from_env(cls, "TESSERA_TABLES_", os.environ if environ is None else environ)
+
+
 def _from_env(cls: type[T], prefix: str, env: Mapping[str, str], **fixed: Any) -> T:
     """Build dataclass ``cls`` from ``prefix + FIELD`` variables for its scalar fields."""
     hints = get_type_hints(cls)

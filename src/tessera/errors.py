@@ -166,6 +166,53 @@ class HistoryVacuumedError(TesseraError, LookupError):
     """Time travel asked for a moment whose fragments were vacuumed after a consolidation."""
 
 
+class TableExistsError(TesseraError, FileExistsError):
+    """Something already exists where a tensor table was to be created."""
+
+
+class TableNotFoundError(TesseraError, FileNotFoundError):
+    """No tensor table at that URL."""
+
+
+class TableVersionError(TesseraError, LookupError):
+    """A tensor table has no such version (the message gives the existing range)."""
+
+
+class TensorExistsError(TesseraError, FileExistsError):
+    """A tensor with that id exists and the write asked for ``mode="error"``."""
+
+
+class TensorNotFoundError(TesseraError, KeyError, FileNotFoundError):
+    """No tensor with that id in the table (at the handle's version)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class InvalidTensorIdError(TesseraError, ValueError):
+    """A tensor id breaks the allowed pattern (the message gives it)."""
+
+
+class FormatError(TesseraError, ValueError):
+    """A tensor cannot be stored as asked: an unsupported dtype or input, an unknown storage
+    format, or format parameters out of their range (the message gives the valid ones)."""
+
+
+class MemoryLimitError(TesseraError, MemoryError):
+    """A read would materialize more bytes than the configured limit allows (the message
+    says how to read it sparsely or raise the limit)."""
+
+
+class UnsupportedStoreError(TesseraError, ValueError):
+    """A store lacks a capability a feature needs (e.g. atomic create-only puts, without
+    which concurrent table commits could be lost)."""
+
+
+class CommitConflictError(TesseraError, RuntimeError):
+    """A table commit conflicted with a concurrent one (retryable; the message names the
+    operation)."""
+
+
 class ProtocolError(TesseraError, ValueError):
     """A pushdown request or response is malformed (HTTP 400 on the server side)."""
 

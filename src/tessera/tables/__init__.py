@@ -1,0 +1,12 @@
+"""Tensor tables (the Delta Tensor paper): dense and sparse tensors, each with an id, in one
+Delta Lake table on any store (file://, s3://, gs://, az://), with ACID versions, time
+travel, and slice reads that fetch only the rows holding the slice. Needs the ``tables``
+extra (deltalake, pyarrow). See docs/tables.md.
+"""
+
+from tessera.tables.reader import TableRead
+from tessera.tables.ref import SparseTensor, TensorRef
+from tessera.tables.table import TensorInfo, TensorTable, create_table, open_table
+
+__all__ = ["SparseTensor", "TableRead", "TensorInfo", "TensorRef", "TensorTable",
+           "create_table", "open_table"]

@@ -1,0 +1,263 @@
+"""Reading a tensor table's Parquet files through Tessera's own store: footers once per
+process (a data file never changes), row groups chosen from their statistics, and only the
+column chunks a read needs fetched as byte ranges (neighbours merged into one request), so
+every data request is retried, counted in ``IOStats`` and priced like an array's.
+
+delta-rs keeps the control plane (the log, commits); this module is the data plane.
+
+>>> spans = merge_ranges([(0, 10), (10, 5), (100, 4)], gap=16)
+>>> spans
+[(0, 15), (100, 4)]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import io
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tessera.storage.stats import IOStats
+from tessera.storage.store import AsyncStore
+from tessera.tables.layouts.base import KEYS, Need
+
+#: Bytes read from a file's end in one request to get its footer (most footers fit).
+TAIL_BYTES = 64 << 10
+#: Column chunks closer than this are fetched in one request.
+MERGE_GAP = 64 << 10
+
+
+class SparseFile(io.RawIOBase):
+    """A read-only file of ``size`` bytes of which only ``pieces`` (offset -> bytes) are
+    known; reading elsewhere is an error (a read plan missed a range)."""
+
+    def __init__(self, size: int, pieces: dict[int, bytes]) -> None:
+        self.size, self.pos = size, 0
+        self._starts = sorted(pieces)
+        self._pieces = pieces
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.pos = offset if whence == 0 else self.pos + offset if whence == 1 \
+            else self.size + offset
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def readinto(self, buffer: Any) -> int:
+        want = min(len(buffer), self.size - self.pos)
+        if want <= 0:
+            return 0
+        for start in reversed(self._starts):
+            if start <= self.pos:
+                data = self._pieces[start]
+                if self.pos + want <= start + len(data):
+                    view = memoryview(data)[self.pos - start:self.pos - start + want]
+                    buffer[:want] = view
+                    self.pos += want
+                    return want
+                break
+        raise OSError(f"bytes {self.pos}..{self.pos + want - 1} of the file were not fetched")
+
+
+class FooterCache:
+    """Parsed footers of Parquet files, per process, least recently used out beyond
+    ``capacity`` files; keyed by (store URL, key): data files are written once."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self._entries: collections.OrderedDict[tuple[str, str], pq.FileMetaData] = \
+            collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> pq.FileMetaData | None:
+        with self._lock:
+            meta = self._entries.get(key)
+            if meta is not None:
+                self._entries.move_to_end(key)
+            return meta
+
+    def put(self, key: tuple[str, str], meta: pq.FileMetaData) -> None:
+        with self._lock:
+            self._entries[key] = meta
+            while len(self._entries) > self.capacity:
+                self._entries.popitem(last=False)
+
+
+FOOTERS = FooterCache()
+
+
+@dataclasses.dataclass(frozen=True)
+class DataFile:
+    """A data file of the table's snapshot (from its add action)."""
+
+    path: str
+    size: int
+    min_id: str | None
+    max_id: str | None
+
+    def may_hold(self, tensor_id: str) -> bool:
+        """From the add action's statistics (a file without them may hold anything)."""
+        if self.min_id is None or self.max_id is None:
+            return True
+        return self.min_id <= tensor_id <= self.max_id
+
+
+@dataclasses.dataclass(frozen=True)
+class RowGroupRead:
+    """Row groups of one file and the byte ranges of the column chunks a read takes."""
+
+    file: DataFile
+    row_groups: tuple[int, ...]
+    ranges: tuple[tuple[int, int], ...]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(n for _, n in self.ranges)
+
+
+@dataclasses.dataclass
+class TableRead:
+    """What a read did: the requests of its data plane (``stats``, an ``IOStats``), and the
+    files, row groups and byte ranges it read. delta-rs's own traffic (opening the log,
+    commits) is not in ``stats``."""
+
+    stats: IOStats | None = None
+    reads: list[RowGroupRead] = dataclasses.field(default_factory=list)
+
+    @property
+    def row_groups(self) -> int:
+        return sum(len(r.row_groups) for r in self.reads)
+
+
+async def footer(store: AsyncStore, f: DataFile) -> pq.FileMetaData:
+    """The file's footer (cached; one request when it fits the last 64 KiB)."""
+    key = (str(store.url), f.path)
+    cached = FOOTERS.get(key)
+    if cached is not None:
+        return cached
+    tail_len = min(f.size, TAIL_BYTES)
+    tail = bytes(await store.get_range(f.path, f.size - tail_len, tail_len))
+    length = int.from_bytes(tail[-8:-4], "little") + 8
+    if length > len(tail):
+        tail = bytes(await store.get_range(f.path, f.size - length, length))
+    meta = pq.read_metadata(pa.PythonFile(SparseFile(f.size, {f.size - len(tail): tail})))
+    FOOTERS.put(key, meta)
+    return meta
+
+
+def _columns(meta: pq.FileMetaData) -> dict[str, list[int]]:
+    """Top-level column name -> its leaf column indices."""
+    out: dict[str, list[int]] = {}
+    for i in range(meta.num_columns):
+        name = meta.schema.column(i).path.split(".")[0]
+        out.setdefault(name, []).append(i)
+    return out
+
+
+def _range(meta: pq.FileMetaData, column: str, group: int, index: dict[str, list[int]]
+           ) -> tuple[Any, Any] | None:
+    """(min, max) statistics of ``column`` in row group ``group``, or None."""
+    leaves = index.get(column)
+    if not leaves:
+        return None
+    stats = meta.row_group(group).column(leaves[0]).statistics
+    if stats is None or not stats.has_min_max:
+        return None
+    return stats.min, stats.max
+
+
+def select_row_groups(meta: pq.FileMetaData, *, tensor_id: str, kind: str,
+                      write_id: str | None = None, need: Need | None = None) -> list[int]:
+    """Row groups whose statistics may hold rows of ``tensor_id`` of ``kind`` (and
+    ``write_id``, and rows ``need`` asks for); without statistics a row group is kept."""
+    index = _columns(meta)
+    groups = []
+    for g in range(meta.num_row_groups):
+        if not _within(_range(meta, "id", g, index), tensor_id) or not _within(
+                _range(meta, "kind", g, index), kind):
+            continue
+        if write_id is not None and not _within(_range(meta, "write_id", g, index), write_id):
+            continue
+        if need is not None:
+            if not _within(_range(meta, "part", g, index), need.part):
+                continue
+            lo_col, hi_col = KEYS[need.key]
+            lo, hi = _range(meta, lo_col, g, index), _range(meta, hi_col, g, index)
+            if lo is not None and hi is not None:
+                top = hi[1] - 1 if need.key == "pos" else hi[1]
+                if not need.wants(int(lo[0]), int(top)):
+                    continue
+        groups.append(g)
+    return groups
+
+
+def select_header_groups(meta: pq.FileMetaData) -> list[int]:
+    """Row groups that may hold header rows."""
+    index = _columns(meta)
+    return [g for g in range(meta.num_row_groups)
+            if _within(_range(meta, "kind", g, index), "header")]
+
+
+def _within(bounds: tuple[Any, Any] | None, value: Any) -> bool:
+    return bounds is None or bounds[0] <= value <= bounds[1]
+
+
+def chunk_ranges(meta: pq.FileMetaData, groups: Sequence[int], columns: Sequence[str]
+                 ) -> list[tuple[int, int]]:
+    """``(offset, length)`` of the column chunks of ``columns`` in ``groups``."""
+    index = _columns(meta)
+    out = []
+    for g in groups:
+        rg = meta.row_group(g)
+        for name in columns:
+            for leaf in index.get(name, []):
+                col = rg.column(leaf)
+                start = col.data_page_offset
+                if col.has_dictionary_page and col.dictionary_page_offset is not None \
+                        and 0 < col.dictionary_page_offset < start:
+                    start = col.dictionary_page_offset
+                out.append((int(start), int(col.total_compressed_size)))
+    return out
+
+
+def merge_ranges(ranges: Sequence[tuple[int, int]], gap: int = MERGE_GAP
+                 ) -> list[tuple[int, int]]:
+    """Ranges sorted and merged where less than ``gap`` bytes apart."""
+    merged: list[list[int]] = []
+    for offset, length in sorted(ranges):
+        if merged and offset <= merged[-1][0] + merged[-1][1] + gap:
+            merged[-1][1] = max(merged[-1][1], offset + length - merged[-1][0])
+        else:
+            merged.append([offset, length])
+    return [(o, n) for o, n in merged]
+
+
+async def read_groups(store: AsyncStore, f: DataFile, meta: pq.FileMetaData,
+                      groups: Sequence[int], columns: Sequence[str]) -> pa.Table:
+    """Columns ``columns`` of row groups ``groups``, fetching only their column chunks."""
+    if not groups:
+        return pa.table({name: [] for name in columns})
+    spans = merge_ranges(chunk_ranges(meta, groups, columns))
+    got = await store.get_ranges(f.path, spans)
+    pieces = {offset: bytes(data) for (offset, _), data in zip(spans, got, strict=True)}
+    source = pa.PythonFile(SparseFile(f.size, pieces))
+    return pq.ParquetFile(source, metadata=meta).read_row_groups(list(groups),
+                                                                 columns=list(columns))
+
+
+async def gather(*coros: Any) -> list[Any]:
+    """``asyncio.gather`` of ``coros`` (results in order)."""
+    return list(await asyncio.gather(*coros))

@@ -1,0 +1,270 @@
+"""Lazy references to the tensors of a table: ``tt[id]`` reads nothing until it is sliced;
+then only the rows (row groups, byte ranges) that hold the slice are fetched.
+
+Selections are numpy's basic ones: ints (negative count from the end), slices with steps,
+``...``; fewer indices than dimensions select the rest whole.
+
+>>> normalize((1, slice(None, None, 2)), (3, 5))[0]
+(array([1]), array([0, 2, 4]))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+from typing import Any, Protocol
+
+import numpy as np
+
+from tessera.config import TablesConfig
+from tessera.errors import FormatError, MemoryLimitError, SelectionError
+from tessera.storage.stats import IOStats
+from tessera.tables.layouts import get_layout
+from tessera.tables.layouts.base import DataRow, Header, Need, Selection
+from tessera.tables.reader import DataFile, TableRead, chunk_ranges, merge_ranges
+from tessera.tables.schema import DATA_COLUMNS
+from tessera.tables.tensors import DTYPES, CooTensor, DenseTensor, Tensor
+
+OUTPUTS = ("numpy", "torch", "sparse")
+
+
+@dataclasses.dataclass(frozen=True)
+class SparseTensor:
+    """A sparse read: ``coords`` ``(nnz, N)`` int64 in C order, ``values`` ``(nnz,)``, the
+    ``shape`` and ``dtype`` name."""
+
+    coords: np.ndarray
+    values: np.ndarray
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def nnz(self) -> int:
+        return len(self.values)
+
+    def to_dense(self) -> np.ndarray:
+        """As a numpy array (bfloat16 has no numpy dtype: use :meth:`to_torch`)."""
+        _no_bfloat16_numpy(self.dtype)
+        out = np.zeros(self.shape, DTYPES[self.dtype])
+        if self.nnz:
+            out[tuple(self.coords.T)] = self.values
+        return out
+
+    def to_torch(self) -> Any:
+        """As a coalesced ``torch.sparse_coo_tensor``."""
+        import torch
+
+        values = _torch_values(self.values, self.dtype)
+        indices = torch.from_numpy(np.ascontiguousarray(self.coords.T))
+        return torch.sparse_coo_tensor(indices, values, self.shape).coalesce()
+
+
+def normalize(sel: Any, shape: tuple[int, ...]) -> tuple[Selection, tuple[int, ...]]:
+    """``sel`` as one index array per dimension, and the dimensions an int removes (a
+    ``SelectionError`` names what is out of range or malformed)."""
+    items = sel if isinstance(sel, tuple) else (sel,)
+    if sum(1 for s in items if s is Ellipsis) > 1:
+        raise SelectionError("a selection may hold one '...' only")
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        fill = len(shape) - (len(items) - 1)
+        items = items[:at] + (slice(None),) * max(0, fill) + items[at + 1:]
+    if len(items) > len(shape):
+        raise SelectionError(f"{len(items)} indices for a tensor of shape {shape}")
+    items = items + (slice(None),) * (len(shape) - len(items))
+    out, dropped = [], []
+    for axis, (s, n) in enumerate(zip(items, shape, strict=True)):
+        if isinstance(s, (bool, np.bool_)):
+            raise SelectionError(f"index {s!r} on dimension {axis}: booleans are not indices")
+        if isinstance(s, (int, np.integer)):
+            i = int(s)
+            if not -n <= i < n:
+                raise SelectionError(f"index {i} is out of bounds for dimension {axis} of "
+                                     f"size {n} (shape {shape})")
+            out.append(np.array([i % n]))
+            dropped.append(axis)
+        elif isinstance(s, slice):
+            if s.step == 0:
+                raise SelectionError(f"slice step 0 on dimension {axis}")
+            out.append(np.arange(n)[s])
+        else:
+            raise SelectionError(f"index {s!r} on dimension {axis}: use ints, slices or '...'")
+    return tuple(out), tuple(dropped)
+
+
+class RowSource(Protocol):
+    """What a reference needs of its table (:class:`~tessera.tables.TensorTable`)."""
+
+    config: TablesConfig
+    last_read: TableRead | None
+
+    def aux(self, header: Header) -> Header: ...
+
+    def read_rows(self, header: Header, need: Need, report: TableRead) -> list[DataRow]: ...
+
+    def plan(self, header: Header, needs: list[Need]) -> list[tuple[DataFile, Any,
+                                                                    list[int]]]: ...
+
+    def collecting(self) -> contextlib.AbstractContextManager[IOStats]: ...
+
+
+class TensorRef:
+    """One tensor of a table (see the module docstring)."""
+
+    def __init__(self, table: RowSource, header: Header) -> None:
+        self.table, self.header = table, header
+
+    @property
+    def id(self) -> str:
+        return self.header.id
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.header.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.header.shape)
+
+    @property
+    def dtype(self) -> str:
+        """The dtype's name (``bfloat16`` included)."""
+        return self.header.dtype
+
+    @property
+    def layout(self) -> str:
+        return self.header.layout
+
+    @property
+    def nnz(self) -> int:
+        return self.header.nnz
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        return dict(self.header.metadata)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __getitem__(self, sel: Any) -> np.ndarray:
+        out: np.ndarray = self.read(sel)
+        return out
+
+    def read(self, sel: Any = (), out: str = "numpy", *, force: bool = False) -> Any:
+        """The selection as ``out``: ``numpy`` (dense), ``torch`` (dense for FTSF, a sparse
+        COO tensor for sparse formats) or ``sparse`` (a :class:`SparseTensor`). Dense
+        results of sparse formats above the table's ``max_dense_bytes`` are refused unless
+        ``force``."""
+        if out not in OUTPUTS:
+            raise FormatError(f"out must be one of {OUTPUTS}, got {out!r}")
+        index, dropped = normalize(sel, self.shape)
+        layout = get_layout(self.header.layout)
+        size = math.prod(len(i) for i in index) * DTYPES[self.dtype].itemsize
+        dense_out = out == "numpy" or (out == "torch" and layout.dense)
+        if dense_out and not layout.dense and size > self.table.config.max_dense_bytes \
+                and not force:
+            raise MemoryLimitError(
+                f"tensor {self.id!r} {self.shape}: the selection is {size:,} bytes dense, over "
+                f"max_dense_bytes ({self.table.config.max_dense_bytes:,}); read it with "
+                "out='sparse' (or out='torch'), narrow the selection, or pass force=True")
+        if out == "numpy":
+            _no_bfloat16_numpy(self.dtype)
+        tensor = self._fetch(index)
+        return _output(tensor, dropped, out)
+
+    def _fetch(self, index: Selection) -> Tensor:
+        report = TableRead()
+        with self.table.collecting() as stats:
+            header = self.table.aux(self.header)
+            self.header = header
+
+            def fetch(need: Need) -> list[Any]:
+                return self.table.read_rows(header, need, report)
+
+            tensor = get_layout(header.layout).read(header, index, fetch)
+        report.stats = stats
+        self.table.last_read = report
+        return tensor
+
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The whole tensor as a numpy array."""
+        out: np.ndarray = self.read((), "numpy", force=force)
+        return out
+
+    def torch(self) -> Any:
+        """The whole tensor as a torch tensor (sparse COO for sparse formats)."""
+        return self.read((), "torch")
+
+    def to_sparse(self) -> SparseTensor:
+        """The whole tensor's non-zeros."""
+        result: SparseTensor = self.read((), "sparse")
+        return result
+
+    def explain(self, sel: Any = ()) -> str:
+        """Which files, row groups and byte ranges a read of ``sel`` takes first (formats
+        that follow pointers, CSF, read deeper levels after these), without reading data
+        (footers are read once and kept)."""
+        index, _ = normalize(sel, self.shape)
+        header = self.table.aux(self.header)
+        needs = get_layout(header.layout).needs(header, index)
+        plan = self.table.plan(header, needs) if needs else []
+        lines = [f"tensor {self.id!r} {self.shape} {self.dtype} as {self.layout}: "
+                 f"{len(plan)} file(s)"]
+        total_bytes = total_requests = 0
+        for f, meta, groups in plan:
+            spans = merge_ranges(chunk_ranges(meta, groups, DATA_COLUMNS))
+            nbytes = sum(n for _, n in spans)
+            total_bytes += nbytes
+            total_requests += len(spans)
+            lines.append(f"  {f.path}: row groups {_short(groups)}, {len(spans)} range(s), "
+                         f"{nbytes:,} bytes")
+        lines.append(f"  total: {total_requests} request(s), {total_bytes:,} bytes"
+                     + ("" if get_layout(header.layout).dense or header.layout != "csf"
+                        else " (then deeper CSF levels)"))
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"<tessera.TensorRef {self.id!r} {self.shape} {self.dtype} {self.layout}, "
+                f"nnz {self.nnz}>")
+
+
+def _short(groups: list[int]) -> str:
+    return ", ".join(map(str, groups[:8])) + (f", ... ({len(groups)})" if len(groups) > 8
+                                              else "")
+
+
+def _output(tensor: Tensor, dropped: tuple[int, ...], out: str) -> Any:
+    keep = [a for a in range(len(tensor.shape)) if a not in dropped]
+    if out == "sparse" or (out == "torch" and isinstance(tensor, CooTensor)):
+        coo = tensor.to_coo() if isinstance(tensor, DenseTensor) else tensor
+        result = SparseTensor(coo.coords[:, keep], coo.values,
+                              tuple(coo.shape[a] for a in keep), coo.dtype)
+        return result if out == "sparse" else result.to_torch()
+    dense = tensor if isinstance(tensor, DenseTensor) else tensor.to_dense()
+    array = dense.array.reshape(tuple(dense.shape[a] for a in keep))
+    if out == "numpy":
+        return array
+    import torch
+
+    if dense.dtype == "bfloat16":
+        return torch.from_numpy(np.ascontiguousarray(array).view(np.int16)).view(
+            torch.bfloat16)
+    return torch.from_numpy(np.ascontiguousarray(array))
+
+
+def _torch_values(values: np.ndarray, dtype: str) -> Any:
+    import torch
+
+    if dtype == "bfloat16":
+        return torch.from_numpy(np.ascontiguousarray(values).view(np.int16)).view(
+            torch.bfloat16)
+    return torch.from_numpy(np.ascontiguousarray(values))
+
+
+def _no_bfloat16_numpy(dtype: str) -> None:
+    if dtype == "bfloat16":
+        raise FormatError("numpy has no bfloat16: read this tensor with out='torch' (or "
+                          "out='sparse' and its values as uint16 bits)")

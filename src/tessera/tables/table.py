@@ -1,0 +1,573 @@
+"""Tensor tables (the Delta Tensor paper): dense and sparse tensors, each with an id, in one
+Delta Lake table on any store, written from numpy/PyTorch/scipy, read slice by slice.
+
+>>> import numpy as np, tempfile
+>>> url = "file://" + tempfile.mkdtemp() + "/t"
+>>> tt = TensorTable.create(url)
+>>> tt.write("emb/0", np.arange(12, dtype=np.float32).reshape(3, 4)).layout
+'ftsf'
+>>> sparse = np.zeros((50, 40)); sparse[3, 7] = 2.5
+>>> info = tt.write("counts", sparse)
+>>> info.layout, info.nnz
+('bsgs', 1)
+>>> tt["emb/0"][1:], tt["counts"][3, 5:9].tolist()
+(array([[ 4.,  5.,  6.,  7.],
+       [ 8.,  9., 10., 11.]], dtype=float32), [0.0, 0.0, 2.5, 0.0])
+>>> sorted(tt.ids()), tt.version
+(['counts', 'emb/0'], 2)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import json
+import math
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from tessera._sync import run_sync
+from tessera.config import TablesConfig
+from tessera.errors import (
+    CommitConflictError,
+    FormatError,
+    HistoryVacuumedError,
+    InvalidArgumentError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    ReadOnlyError,
+    SchemaError,
+    TableExistsError,
+    TableNotFoundError,
+    TableVersionError,
+    TensorExistsError,
+    TensorNotFoundError,
+    UnsupportedStoreError,
+)
+from tessera.storage.blocking import Store, open_store
+from tessera.storage.forkguard import note_io
+from tessera.storage.stats import IOStats, collect_stats
+from tessera.tables.auto import choose
+from tessera.tables.layouts import get_layout
+from tessera.tables.layouts.base import DataRow, EncodeOptions, Header, Need, parse_aux
+from tessera.tables.options import delta_location
+from tessera.tables.reader import (
+    DataFile,
+    RowGroupRead,
+    TableRead,
+    chunk_ranges,
+    footer,
+    gather,
+    merge_ranges,
+    read_groups,
+    select_header_groups,
+    select_row_groups,
+)
+from tessera.tables.ref import TensorRef
+from tessera.tables.schema import (
+    DATA_COLUMNS,
+    DESCRIPTION,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    HEADER_COLUMNS,
+    SCHEMA,
+    check_id,
+    rows_table,
+    sql_string,
+    writer_properties,
+)
+from tessera.tables.tensors import DTYPES, canonical
+
+FORMATS = ("auto", "ftsf", "coo", "csr", "csc", "csf", "bsgs")
+WRITE_MODES = ("error", "overwrite", "ignore")
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorInfo:
+    """What a write stored: the tensor's id, format (and why), shape, dtype, non-zeros,
+    bytes of its rows before Parquet compression, and the table version it created."""
+
+    id: str
+    layout: str
+    reason: str
+    shape: tuple[int, ...]
+    dtype: str
+    nnz: int
+    stored_bytes: int
+    version: int
+
+
+class TensorTable:
+    """A tensor table. Make one with :meth:`create`, open one with :meth:`open`."""
+
+    def __init__(self, url: str, options: dict[str, Any] | None, mode: str,
+                 version: int | str | dt.datetime | None, config: TablesConfig) -> None:
+        if mode not in ("r", "w"):
+            raise InvalidArgumentError(f"mode must be 'r' or 'w', got {mode!r}")
+        self.url, self.mode, self.config = url, mode, config
+        self._options = dict(options or {})
+        self._uri, self._delta_options = delta_location(url, self._options)
+        self.store: Store = open_store(url, **self._options)
+        self._pinned = version is not None
+        self._dt = self._load(version)
+        self._catalog: dict[str, Header] | None = None
+        self.last_read: TableRead | None = None
+
+    # -- create / open -----------------------------------------------------------------------
+    @classmethod
+    def create(cls, url: str, *, storage_options: dict[str, Any] | None = None,
+               allow_unsafe_single_writer: bool = False,
+               config: TablesConfig | None = None) -> TensorTable:
+        """A new, empty tensor table at ``url`` (which must hold nothing yet).
+
+        Delta commits are create-only puts: on a store that ignores them, concurrent
+        writers would overwrite each other's commits without an error. ``create`` checks
+        the store and refuses such a store unless ``allow_unsafe_single_writer=True``
+        (only ever one writer)."""
+        uri, delta_options = delta_location(url, storage_options)
+        store = open_store(url, **(storage_options or {}))
+        found = store.list()
+        if found:
+            raise TableExistsError(f"{url} is not empty ({len(found)} object(s), e.g. "
+                                   f"{found[0].key}); a tensor table needs an empty place")
+        if not _create_only_works(store) and not allow_unsafe_single_writer:
+            raise UnsupportedStoreError(
+                f"{url}: the store accepted a second create-only put of one key, so Delta "
+                "commits (create-only puts) from concurrent writers could be lost silently; "
+                "use a store with conditional puts, or pass allow_unsafe_single_writer=True "
+                "if only one process will ever write")
+        note_io()
+        from deltalake import DeltaTable
+
+        DeltaTable.create(uri, SCHEMA, name=FORMAT_NAME, description=DESCRIPTION,
+                          storage_options=delta_options or None)
+        return cls(url, storage_options, "w", None, config or TablesConfig.from_env())
+
+    @classmethod
+    def open(cls, url: str, mode: str = "r", version: int | str | dt.datetime | None = None,
+             *, storage_options: dict[str, Any] | None = None,
+             config: TablesConfig | None = None) -> TensorTable:
+        """The tensor table at ``url``; ``version`` (a number, a datetime or an RFC 3339
+        string) opens it as it was then."""
+        if version is not None and mode == "w":
+            raise InvalidArgumentError("a table opened at a past version is read-only: "
+                                       "open it with mode='r'")
+        return cls(url, storage_options, mode, version, config or TablesConfig.from_env())
+
+    def _load(self, version: int | str | dt.datetime | None) -> Any:
+        note_io()
+        from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaError
+        from deltalake.exceptions import TableNotFoundError as DeltaNotFound
+
+        try:
+            table = DeltaTable(self._uri, storage_options=self._delta_options or None)
+        except DeltaNotFound:
+            raise TableNotFoundError(f"no tensor table at {self.url}; make one with "
+                                     "TensorTable.create") from None
+        meta = table.metadata()
+        if meta.name != FORMAT_NAME:
+            raise SchemaError(f"{self.url} holds a Delta table that is not a tensor table "
+                              f"(its name is {meta.name!r}, not {FORMAT_NAME!r})")
+        try:
+            stored = int(json.loads(meta.description or "{}").get("version", 0))
+        except (ValueError, AttributeError):
+            raise SchemaError(f"{self.url}: the table's description is not a tensor-table "
+                              "marker") from None
+        if stored > FORMAT_VERSION:
+            raise SchemaError(f"{self.url} has tensor-table format version {stored}, newer "
+                              f"than this Tessera understands ({FORMAT_VERSION}); upgrade")
+        if version is not None:
+            latest = table.version()
+            try:
+                table.load_as_version(version)
+            except (DeltaError, ValueError, TypeError) as err:
+                raise TableVersionError(f"{self.url} has no version {version!r} (versions "
+                                        f"0..{latest}): {err}") from None
+        return table
+
+    # -- the snapshot --------------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        """The table version this handle reads."""
+        return int(self._dt.version())
+
+    def refresh(self) -> None:
+        """See the newest version (a handle opened at a version keeps it)."""
+        if not self._pinned:
+            note_io()
+            self._dt.update_incremental()
+            self._catalog = None
+
+    def _files(self) -> list[DataFile]:
+        adds = pa.table(self._dt.get_add_actions(flatten=True))
+        names = adds.column_names
+        rows = adds.to_pylist()
+        return [DataFile(r["path"], int(r["size_bytes"]),
+                         r.get("min.id") if "min.id" in names else None,
+                         r.get("max.id") if "max.id" in names else None) for r in rows]
+
+    def _headers(self) -> dict[str, Header]:
+        """The visible header of every tensor at this version (its newest write)."""
+        if self._catalog is not None:
+            return self._catalog
+        files = self._files()
+        tables = self._run(gather(*(self._file_headers(f) for f in files)))
+        newest: dict[str, tuple[tuple[Any, str], dict[str, Any]]] = {}
+        for rows in tables:
+            for row in rows:
+                key = (row["created_at"], row["write_id"])
+                if row["id"] not in newest or key > newest[row["id"]][0]:
+                    newest[row["id"]] = (key, row)
+        self._catalog = {i: _header(row) for i, (_, row) in sorted(newest.items())}
+        return self._catalog
+
+    async def _file_headers(self, f: DataFile) -> list[dict[str, Any]]:
+        meta = await footer(self.store.aio, f)
+        groups = select_header_groups(meta)
+        table = await read_groups(self.store.aio, f, meta, groups, HEADER_COLUMNS)
+        return [r for r in table.to_pylist() if r["kind"] == "header"]
+
+    def _run(self, coro: Any) -> Any:
+        try:
+            return run_sync(coro)
+        except ObjectNotFoundError as err:
+            if self._pinned:
+                raise HistoryVacuumedError(
+                    f"{self.url} version {self.version}: a data file of it is gone "
+                    f"(vacuumed): {err}") from None
+            raise
+
+    # -- listing -------------------------------------------------------------------------------
+    def ids(self, prefix: str | None = None) -> list[str]:
+        """The ids of the tensors, sorted (those starting with ``prefix``)."""
+        return [i for i in self._headers() if prefix is None or i.startswith(prefix)]
+
+    def __len__(self) -> int:
+        return len(self._headers())
+
+    def __contains__(self, tensor_id: object) -> bool:
+        return isinstance(tensor_id, str) and tensor_id in self._headers()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids())
+
+    def header(self, tensor_id: str) -> Header:
+        """The stored header of ``tensor_id`` (``TensorNotFoundError`` naming close ids)."""
+        check_id(tensor_id)
+        headers = self._headers()
+        if tensor_id not in headers:
+            import difflib
+
+            close = difflib.get_close_matches(tensor_id, list(headers), n=3)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise TensorNotFoundError(f"no tensor {tensor_id!r} in {self.url} at version "
+                                      f"{self.version}{hint}")
+        return headers[tensor_id]
+
+    def __getitem__(self, tensor_id: str) -> TensorRef:
+        """A lazy reference to ``tensor_id``: nothing is read until it is sliced."""
+        return TensorRef(self, self.header(tensor_id))
+
+    # -- writing ---------------------------------------------------------------------------------
+    def write(self, tensor_id: str, x: Any, format: str = "auto", *, mode: str = "error",
+              metadata: Mapping[str, str] | None = None, **options: Any) -> TensorInfo:
+        """Store ``x`` as ``tensor_id`` (one commit). ``format``: ``auto`` (the paper's 10%
+        rule, see :mod:`tessera.tables.auto`) or ``ftsf``, ``coo``, ``csr``, ``csc``,
+        ``csf``, ``bsgs``; ``mode``: ``error`` (refuse an existing id), ``overwrite``,
+        ``ignore`` (keep the existing one). ``options``: ``chunk_dim``, ``block_shape``,
+        ``flatten_at``, ``mode_order``, ``optimize_for``, ``sparsity_threshold``."""
+        infos = self.write_many({tensor_id: x}, format, mode=mode, metadata=metadata,
+                                **options)
+        if not infos:  # mode="ignore" and the id exists
+            h = self.header(tensor_id)
+            return TensorInfo(h.id, h.layout, "exists (mode='ignore')", h.shape, h.dtype,
+                              h.nnz, 0, self.version)
+        return infos[0]
+
+    def write_many(self, tensors: Mapping[str, Any], format: str = "auto", *,
+                   mode: str = "error", metadata: Mapping[str, str] | None = None,
+                   **options: Any) -> list[TensorInfo]:
+        """Store several tensors in **one** commit (all or none become visible)."""
+        if self.mode != "w":
+            raise ReadOnlyError(f"{self.url} is open read-only; open it with mode='w'")
+        if format not in FORMATS:
+            raise FormatError(f"unknown format {format!r}; known: {', '.join(FORMATS)}")
+        if mode not in WRITE_MODES:
+            raise InvalidArgumentError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
+        meta = _metadata(metadata)
+        existing = self._headers()
+        todo: list[tuple[str, Any]] = []
+        for tensor_id, x in tensors.items():
+            check_id(tensor_id)
+            if tensor_id in existing and mode == "error":
+                raise TensorExistsError(f"tensor {tensor_id!r} exists in {self.url}; write "
+                                        "with mode='overwrite' to replace it")
+            if tensor_id in existing and mode == "ignore":
+                continue
+            todo.append((tensor_id, x))
+        if not todo:
+            return []
+        rows, infos = [], []
+        created = dt.datetime.now(dt.UTC)
+        for tensor_id, x in todo:
+            layout, reason, tensor, enc = self._encode(x, format, options)
+            rows.append((tensor_id, uuid.uuid4().hex, layout, tensor.dtype, tensor.shape,
+                         tensor.nnz, enc, meta))
+            infos.append((tensor_id, layout, reason, tensor.shape, tensor.dtype, tensor.nnz,
+                          enc.stored_bytes))
+        table = rows_table(rows, created)
+        replaced = [t for t, _ in todo if t in existing]
+        self._commit(table, replaced, sum(i[6] for i in infos))
+        version = self.version
+        return [TensorInfo(*i, version=version) for i in infos]
+
+    def _encode(self, x: Any, format: str, options: dict[str, Any]) -> tuple[str, str, Any,
+                                                                                Any]:
+        allowed = {"chunk_dim", "block_shape", "flatten_at", "mode_order", "optimize_for",
+                   "sparsity_threshold"}
+        unknown = sorted(set(options) - allowed)
+        if unknown:
+            raise InvalidArgumentError(f"unknown write option(s): {', '.join(unknown)}; "
+                                       f"known: {', '.join(sorted(allowed))}")
+        tensor = canonical(x)
+        hint = _layout_hint(x)
+        threshold = float(options.get("sparsity_threshold", self.config.sparsity_threshold))
+        reason = f"asked for {format}"
+        if format == "auto":
+            format, reason = choose(tensor, threshold, hint=hint,
+                                    optimize_for=options.get("optimize_for", "read"))
+        layout = get_layout(format)
+        if not layout.dense and tensor.dtype in ("complex64", "complex128"):
+            raise FormatError(f"{tensor.dtype} tensors are stored dense only (format='ftsf')")
+        opts = EncodeOptions(self.config.chunk_bytes, self.config.max_row_bytes,
+                             chunk_dim=options.get("chunk_dim"),
+                             block_shape=options.get("block_shape"),
+                             flatten_at=options.get("flatten_at"),
+                             mode_order=options.get("mode_order"))
+        enc = layout.encode(tensor, opts)
+        dense_bytes = math.prod(tensor.shape) * DTYPES[tensor.dtype].itemsize
+        if reason.endswith(format) and not layout.dense and enc.stored_bytes >= dense_bytes:
+            enc = get_layout("ftsf").encode(tensor, opts)
+            format, reason = "ftsf", (f"{reason}, but {enc.stored_bytes:,} sparse bytes >= "
+                                      f"{dense_bytes:,} dense -> ftsf")
+        return format, reason, tensor, enc
+
+    def _commit(self, table: pa.Table, replaced: list[str], blob_bytes: int) -> None:
+        note_io()
+        from deltalake import write_deltalake
+        from deltalake.exceptions import CommitFailedError
+
+        data_rows = max(1, table.num_rows)
+        per_group = max(1, self.config.chunk_bytes // max(1, blob_bytes // data_rows))
+        props = writer_properties(self.config.codec, per_group)
+        try:
+            if replaced:  # one commit replaces the old rows; every new row must match
+                predicate = "id IN (" + ", ".join(
+                    sql_string(i) for i in sorted(set(table.column("id").to_pylist()))) + ")"
+                write_deltalake(self._dt, table, mode="overwrite", predicate=predicate,
+                                writer_properties=props,
+                                target_file_size=self.config.target_file_bytes)
+            else:
+                write_deltalake(self._dt, table, mode="append", writer_properties=props,
+                                target_file_size=self.config.target_file_bytes)
+        except CommitFailedError as err:
+            raise CommitConflictError(f"{self.url}: the write conflicted with a concurrent "
+                                      f"commit ({err}); retry it") from None
+        self._dt.update_incremental()
+        self._catalog = None
+
+    def delete(self, tensor_id: str | None = None, *, prefix: str | None = None) -> int:
+        """Remove a tensor (or every tensor whose id starts with ``prefix``) in one commit;
+        returns how many. Files holding other tensors too are rewritten without it."""
+        if self.mode != "w":
+            raise ReadOnlyError(f"{self.url} is open read-only; open it with mode='w'")
+        if (tensor_id is None) == (prefix is None):
+            raise InvalidArgumentError("delete needs exactly one of an id or prefix=")
+        if tensor_id is not None:
+            self.header(tensor_id)  # TensorNotFoundError if absent
+            gone = [tensor_id]
+        else:
+            assert prefix is not None
+            if prefix:
+                check_id(prefix.rstrip("/") or "x")
+            gone = self.ids(prefix)
+        if not gone:
+            return 0
+        note_io()
+        from deltalake.exceptions import CommitFailedError
+
+        try:
+            self._dt.delete("id IN (" + ", ".join(sql_string(i) for i in gone) + ")")
+        except CommitFailedError as err:
+            raise CommitConflictError(f"{self.url}: delete conflicted with a concurrent "
+                                      f"commit ({err}); retry it") from None
+        self._dt.update_incremental()
+        self._catalog = None
+        return len(gone)
+
+    # -- history and maintenance -------------------------------------------------------------------
+    def history(self) -> list[dict[str, Any]]:
+        """The table's commits, newest first (version, timestamp, operation, ...)."""
+        note_io()
+        return list(self._dt.history())
+
+    def restore(self, version: int | str | dt.datetime) -> None:
+        """Make ``version``'s contents the newest version (one commit; history is kept)."""
+        if self.mode != "w":
+            raise ReadOnlyError(f"{self.url} is open read-only; open it with mode='w'")
+        note_io()
+        self._dt.restore(version)
+        self._dt.update_incremental()
+        self._catalog = None
+
+    def optimize(self, target_file_bytes: int | None = None) -> dict[str, Any]:
+        """Compact small files into files of about ``target_file_bytes`` (one commit)."""
+        if self.mode != "w":
+            raise ReadOnlyError(f"{self.url} is open read-only; open it with mode='w'")
+        note_io()
+        metrics = self._dt.optimize.compact(
+            target_size=target_file_bytes or self.config.target_file_bytes,
+            writer_properties=writer_properties(self.config.codec, 1))
+        self._dt.update_incremental()
+        self._catalog = None
+        return dict(metrics)
+
+    def vacuum(self, retention_hours: float = 168, *, dry_run: bool = True,
+               force: bool = False) -> list[str]:
+        """Files no version younger than ``retention_hours`` needs (deleted unless
+        ``dry_run``). Below Delta's 168 hours only with ``force=True``: reads of older
+        versions then fail with ``HistoryVacuumedError``."""
+        if self.mode != "w" and not dry_run:
+            raise ReadOnlyError(f"{self.url} is open read-only; open it with mode='w'")
+        if retention_hours < 168 and not force:
+            raise InvalidArgumentError(f"retention_hours={retention_hours} is under Delta's "
+                                       "168-hour minimum; pass force=True to vacuum anyway")
+        note_io()
+        return list(self._dt.vacuum(retention_hours=int(retention_hours), dry_run=dry_run,
+                                    enforce_retention_duration=not force))
+
+    # -- reading rows -------------------------------------------------------------------
+    def plan(self, header: Header, needs: list[Need]) -> list[tuple[DataFile, Any, list[int]]]:
+        files = [f for f in self._files() if f.may_hold(header.id)]
+        metas = self._run(gather(*(footer(self.store.aio, f) for f in files)))
+        out = []
+        for f, meta in zip(files, metas, strict=True):
+            groups = sorted({g for need in needs for g in select_row_groups(
+                meta, tensor_id=header.id, kind="data", write_id=header.write_id, need=need)})
+            if groups:
+                out.append((f, meta, groups))
+        return out
+
+    def read_rows(self, header: Header, need: Need, report: TableRead) -> list[DataRow]:
+        """The data rows of ``header``'s write that ``need`` asks for (exactly)."""
+        plan = self.plan(header, [need])
+        tables = self._run(gather(*(read_groups(self.store.aio, f, meta, groups, DATA_COLUMNS)
+                                    for f, meta, groups in plan)))
+        for f, meta, groups in plan:
+            report.reads.append(RowGroupRead(f, tuple(groups), tuple(merge_ranges(
+                chunk_ranges(meta, groups, DATA_COLUMNS)))))
+        rows = []
+        for table in tables:
+            for r in table.to_pylist():
+                if r["id"] != header.id or r["write_id"] != header.write_id \
+                        or r["kind"] != "data" or r["part"] != need.part:
+                    continue
+                row = DataRow(r["part"], r["chunk_index"], r["lo"], r["hi"], r["start"],
+                              r["stop"], r["count"], r["indices"], r["values"])
+                key = {"lead": (row.lo, row.hi), "chunk": (row.chunk_index, row.chunk_index),
+                       "pos": (row.start, row.stop - 1)}[need.key]
+                if need.wants(*key):
+                    rows.append(row)
+        return rows
+
+    def aux(self, header: Header) -> Header:
+        """``header`` with its ``aux`` arrays (read from its header row, once)."""
+        if not header.needs_aux:
+            return header
+        found: bytes | None = None
+        files = [f for f in self._files() if f.may_hold(header.id)]
+        metas = self._run(gather(*(footer(self.store.aio, f) for f in files)))
+        for f, meta in zip(files, metas, strict=True):
+            groups = select_row_groups(meta, tensor_id=header.id, kind="header",
+                                       write_id=header.write_id)
+            table = self._run(read_groups(self.store.aio, f, meta, groups,
+                                          ["id", "write_id", "kind", "aux"]))
+            for r in table.to_pylist():
+                if (r["id"], r["write_id"], r["kind"]) == (header.id, header.write_id,
+                                                           "header"):
+                    found = r["aux"]
+        if found is None:
+            raise FormatError(f"tensor {header.id!r}: its header row's aux arrays are "
+                              "missing; the table is damaged")
+        arrays, _ = parse_aux(found, header.aux_layout)
+        full = dataclasses.replace(header, aux=arrays)
+        if self._catalog is not None and self._catalog.get(header.id) is header:
+            self._catalog[header.id] = full
+        return full
+
+    def collecting(self) -> contextlib.AbstractContextManager[IOStats]:
+        """A context collecting the data plane's requests."""
+        return collect_stats()
+
+    def __repr__(self) -> str:
+        return f"<tessera.TensorTable {self.url} version {self.version}>"
+
+
+def _header(row: dict[str, Any]) -> Header:
+    doc = json.loads(row["aux_layout"]) if row.get("aux_layout") else {}
+    created = row["created_at"]
+    stamp = int(created.timestamp() * 1e6) if created is not None else 0
+    return Header(row["id"], row["write_id"], row["layout"], row["dtype"],
+                  tuple(int(n) for n in row["dense_shape"] or []), int(row["nnz"] or 0), stamp,
+                  row["chunk_dim_count"],
+                  None if row["flattened_shape"] is None else tuple(row["flattened_shape"]),
+                  None if row["block_shape"] is None else tuple(row["block_shape"]),
+                  {}, dict(doc.get("params", {})), json.loads(row["metadata"] or "{}"),
+                  row.get("aux_layout"))
+
+
+def _metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:
+    out = dict(metadata or {})
+    bad = [k for k, v in out.items() if not isinstance(k, str) or not isinstance(v, str)]
+    if bad:
+        raise InvalidArgumentError(f"metadata must map strings to strings (as safetensors' "
+                                   f"__metadata__); not: {bad[:3]}")
+    return out
+
+
+def _layout_hint(x: Any) -> str | None:
+    if type(x).__module__.split(".")[0] == "torch":
+        import torch
+
+        return {torch.sparse_csr: "csr", torch.sparse_csc: "csc"}.get(x.layout)
+    return None
+
+
+def _create_only_works(store: Store) -> bool:
+    """Whether the store refuses a second create-only put of one key."""
+    key = f"_tessera/probe-{uuid.uuid4().hex}"
+    store.put(key, b"1", mode="create")
+    try:
+        store.put(key, b"2", mode="create")
+    except ObjectExistsError:
+        return True
+    finally:
+        store.delete(key)
+    return False
+
+
+def create_table(url: str, **kwargs: Any) -> TensorTable:
+    """:meth:`TensorTable.create`."""
+    return TensorTable.create(url, **kwargs)
+
+
+def open_table(url: str, mode: str = "r", version: int | str | dt.datetime | None = None,
+               **kwargs: Any) -> TensorTable:
+    """:meth:`TensorTable.open`."""
+    return TensorTable.open(url, mode, version, **kwargs)
+

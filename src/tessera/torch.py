@@ -4,10 +4,12 @@
 regions of samples (crops around boxes, e.g. MegaDetector detections). A DataLoader batch is
 read as one plan. See :mod:`tessera.integrations.torch_data`. ``FrequencyDataset`` and
 ``GroupShuffleSampler`` read image columns at the k each phase needs
-(:mod:`tessera.integrations.frequency_data`).
+(:mod:`tessera.integrations.frequency_data`). ``TensorTableDataset`` gives the samples of a
+tensor table's tensors (:mod:`tessera.integrations.tensor_table_data`).
 """
 
 from tessera.integrations.frequency_data import FrequencyDataset, GroupShuffleSampler
+from tessera.integrations.tensor_table_data import TensorTableDataset
 from tessera.integrations.torch_data import (
     ArrayDataset,
     RegionDataset,
@@ -16,4 +18,4 @@ from tessera.integrations.torch_data import (
 )
 
 __all__ = ["ArrayDataset", "FrequencyDataset", "GroupShuffleSampler", "RegionDataset", "Resize",
-           "regions_from_megadetector"]
+           "TensorTableDataset", "regions_from_megadetector"]

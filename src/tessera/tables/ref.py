@@ -2,7 +2,8 @@
 then only the rows (row groups, byte ranges) that hold the slice are fetched.
 
 Selections are numpy's basic ones: ints (negative count from the end), slices with steps,
-``...``; fewer indices than dimensions select the rest whole.
+``...``, plus lists of distinct ints per dimension (orthogonal, as ``oindex``); fewer indices
+than dimensions select the rest whole.
 
 >>> normalize((1, slice(None, None, 2)), (3, 5))[0]
 (array([1]), array([0, 2, 4]))
@@ -88,8 +89,19 @@ def normalize(sel: Any, shape: tuple[int, ...]) -> tuple[Selection, tuple[int, .
             if s.step == 0:
                 raise SelectionError(f"slice step 0 on dimension {axis}")
             out.append(np.arange(n)[s])
+        elif isinstance(s, (list, np.ndarray)) and np.asarray(s).ndim == 1 and (
+                np.asarray(s).dtype.kind in "iu" or not len(s)):
+            idx = np.asarray(s, dtype=np.int64)
+            if len(idx) and (idx.min() < -n or idx.max() >= n):
+                raise SelectionError(f"an index of {s!r:.60} is out of bounds for dimension "
+                                     f"{axis} of size {n}")
+            idx = idx % n if n else idx
+            if len(np.unique(idx)) != len(idx):
+                raise SelectionError(f"indices on dimension {axis} repeat; give each once")
+            out.append(idx)
         else:
-            raise SelectionError(f"index {s!r} on dimension {axis}: use ints, slices or '...'")
+            raise SelectionError(f"index {s!r:.60} on dimension {axis}: use ints, slices, "
+                                 "lists of ints or '...'")
     return tuple(out), tuple(dropped)
 
 

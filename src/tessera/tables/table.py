@@ -84,6 +84,8 @@ from tessera.tables.tensors import DTYPES, canonical
 
 FORMATS = ("auto", "ftsf", "coo", "csr", "csc", "csf", "bsgs")
 WRITE_MODES = ("error", "overwrite", "ignore")
+#: Commit attempts delta-rs makes for one write before giving up (appends retry safely).
+COMMIT_RETRIES = 1000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -359,21 +361,25 @@ class TensorTable:
 
     def _commit(self, table: pa.Table, replaced: list[str], blob_bytes: int) -> None:
         note_io()
-        from deltalake import write_deltalake
+        from deltalake import CommitProperties, write_deltalake
         from deltalake.exceptions import CommitFailedError
 
         data_rows = max(1, table.num_rows)
         per_group = max(1, self.config.chunk_bytes // max(1, blob_bytes // data_rows))
         props = writer_properties(self.config.codec, per_group)
+        # An append never conflicts in Delta: under many writers delta-rs retries its commit
+        # at the next version; its default of 15 tries ran out with 8 processes writing.
+        commit = CommitProperties(max_commit_retries=COMMIT_RETRIES)
         try:
             if replaced:  # one commit replaces the old rows; every new row must match
                 predicate = "id IN (" + ", ".join(
                     sql_string(i) for i in sorted(set(table.column("id").to_pylist()))) + ")"
                 write_deltalake(self._dt, table, mode="overwrite", predicate=predicate,
-                                writer_properties=props,
+                                writer_properties=props, commit_properties=commit,
                                 target_file_size=self.config.target_file_bytes)
             else:
                 write_deltalake(self._dt, table, mode="append", writer_properties=props,
+                                commit_properties=commit,
                                 target_file_size=self.config.target_file_bytes)
         except CommitFailedError as err:
             raise CommitConflictError(f"{self.url}: the write conflicted with a concurrent "

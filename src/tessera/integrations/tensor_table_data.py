@@ -1,0 +1,142 @@
+"""PyTorch over tensor tables (import from :mod:`tessera.torch`): :class:`TensorTableDataset`
+gives one sample per leading index of each tensor (or one per tensor), reads a DataLoader
+batch with one read per tensor it touches (the batch's indices of a tensor as one
+selection: only their rows), pins the table version it was made at, and starts workers
+with ``spawn`` (delta-rs panics in a forked child).
+
+>>> import numpy as np, tempfile
+>>> from tessera.tables import TensorTable
+>>> url = "file://" + tempfile.mkdtemp() + "/t"
+>>> tt = TensorTable.create(url)
+>>> _ = tt.write_many({"a": np.arange(6.0).reshape(3, 2), "b": np.ones((2, 2))})
+>>> ds = TensorTableDataset(url)
+>>> len(ds), ds[3].tolist(), ds.index[3]
+(5, [1.0, 1.0], ('b', 0))
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from tessera.errors import InvalidArgumentError
+from tessera.tables import TensorTable
+
+
+class TensorTableDataset(Dataset[Any]):
+    """Samples of the tensors of a table.
+
+    Args:
+        url: the table.
+        ids: the tensors (a list, or a prefix string; default all).
+        whole_tensors: one sample per tensor instead of one per leading index.
+        transform: applied to each sample.
+        version: the table version to read (default: the newest when made).
+        dense: sparse tensors' samples as dense tensors instead of sparse COO ones.
+    """
+
+    def __init__(self, url: str, ids: Sequence[str] | str | None = None, *,
+                 whole_tensors: bool = False, transform: Callable[[Any], Any] | None = None,
+                 version: int | None = None, dense: bool = False,
+                 storage_options: dict[str, Any] | None = None) -> None:
+        self.url, self.storage_options = url, dict(storage_options or {})
+        self.whole_tensors, self.transform, self.dense = whole_tensors, transform, dense
+        self._table: TensorTable | None = None
+        self._pid: int | None = None
+        table = TensorTable.open(url, version=version, storage_options=self.storage_options)
+        self.version = table.version
+        self._table, self._pid = table, os.getpid()
+        known = table.ids()
+        if ids is None:
+            chosen = known
+        elif isinstance(ids, str):
+            chosen = table.ids(prefix=ids)
+        else:
+            chosen = list(ids)
+            missing = [i for i in chosen if i not in table]
+            if missing:
+                raise InvalidArgumentError(f"no tensor {missing[0]!r} in {url} at version "
+                                           f"{self.version}")
+        self.ids = chosen
+        self.index: list[tuple[str, int | None]] = []
+        for tensor_id in chosen:
+            ref = table[tensor_id]
+            if whole_tensors or not ref.shape:
+                self.index.append((tensor_id, None))
+            else:
+                self.index.extend((tensor_id, i) for i in range(ref.shape[0]))
+
+    @property
+    def table(self) -> TensorTable:
+        """The table, opened in this process at the dataset's version."""
+        if self._table is None or self._pid != os.getpid():
+            self._table = TensorTable.open(self.url, version=self.version,
+                                           storage_options=self.storage_options)
+            self._pid = os.getpid()
+        return self._table
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, position: int) -> Any:
+        return self.__getitems__([position])[0]
+
+    def __getitems__(self, positions: Sequence[int]) -> list[Any]:
+        """The samples of one batch: one read per tensor the batch touches."""
+        wanted: dict[str, list[int]] = {}
+        for p in positions:
+            if not -len(self.index) <= int(p) < len(self.index):
+                raise IndexError(f"index {p} is out of range: the dataset has "
+                                 f"{len(self.index)} samples")
+            tensor_id, lead = self.index[int(p)]
+            if lead is not None:
+                wanted.setdefault(tensor_id, []).append(lead)
+        got: dict[tuple[str, int | None], Any] = {}
+        out_kind = "numpy" if self.dense else "torch"
+        for tensor_id, leads in wanted.items():
+            unique = sorted(set(leads))
+            ref = self.table[tensor_id]
+            values = ref.read((unique,), out=out_kind if ref.layout == "ftsf" or self.dense
+                              else "torch", force=self.dense)
+            for n, lead in enumerate(unique):
+                got[(tensor_id, lead)] = values[n]
+        items = []
+        for p in positions:
+            key = self.index[int(p)]
+            if key not in got:  # a whole tensor (or a 0-d one)
+                ref = self.table[key[0]]
+                got[key] = ref.read((), out=out_kind if ref.layout == "ftsf" or self.dense
+                                    else "torch", force=self.dense)
+            value = got[key]
+            if not isinstance(value, torch.Tensor):
+                value = torch.from_numpy(value.copy() if not value.flags.writeable else value)
+            items.append(value if self.transform is None else self.transform(value))
+        return items
+
+    def shard(self, rank: int, world_size: int) -> TensorTableDataset:
+        """The part of this dataset that ``rank`` of ``world_size`` reads: whole tensors
+        assigned by a hash of their id (the same on every machine and run)."""
+        if not 0 <= rank < world_size:
+            raise InvalidArgumentError(f"rank must be 0..{world_size - 1}, got {rank}")
+        mine = [i for i in self.ids if zlib.crc32(i.encode()) % world_size == rank]
+        return TensorTableDataset(self.url, mine, whole_tensors=self.whole_tensors,
+                                  transform=self.transform, version=self.version,
+                                  dense=self.dense, storage_options=self.storage_options)
+
+    def loader(self, batch_size: int = 32, *, shuffle: bool = False, num_workers: int = 0,
+               **kwargs: Any) -> DataLoader[Any]:
+        """A DataLoader whose workers start with ``spawn``."""
+        if num_workers > 0:
+            kwargs.setdefault("multiprocessing_context", "spawn")
+        return DataLoader(self, batch_size=batch_size, shuffle=shuffle,
+                          num_workers=num_workers, **kwargs)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_table"], state["_pid"] = None, None  # reopened in the worker
+        return state

@@ -13,10 +13,20 @@ from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 import tessera
+from tessera.cli.common import (
+    AllowHttpOpt,
+    EndpointOpt,
+    OptionOpt,
+    RegionOpt,
+    err,
+    out,
+)
+from tessera.cli.common import human as _human
+from tessera.cli.common import options as _options
+from tessera.cli.tables import import_pt, is_table, print_summary, tables_app
 from tessera.errors import InvalidURLError, TesseraError
 from tessera.format.codecs import codec_names
 from tessera.format.parse import parse_selection
@@ -32,16 +42,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
-
-EndpointOpt = Annotated[str | None, typer.Option(help="S3-compatible endpoint URL.")]
-RegionOpt = Annotated[str | None, typer.Option(help="Bucket region.")]
-AllowHttpOpt = Annotated[bool, typer.Option("--allow-http", help="Allow plain-HTTP endpoints.")]
-OptionOpt = Annotated[list[str] | None, typer.Option(
-    "--option", "-o", help="Extra storage option KEY=VALUE (repeatable).")]
-
-
 def _version(value: bool) -> None:
     if value:
         out.print(f"tessera {tessera.__version__}")
@@ -56,23 +56,6 @@ def _root(
     """Tessera's command line."""
 
 
-def _options(endpoint: str | None, region: str | None, allow_http: bool,
-             extra: list[str] | None) -> dict[str, Any]:
-    opts: dict[str, Any] = {}
-    for item in extra or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise typer.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--option")
-        opts[key.strip()] = value
-    if endpoint:
-        opts["endpoint"] = endpoint
-    if region:
-        opts["region"] = region
-    if allow_http:
-        opts["allow_http"] = True
-    return opts
-
-
 def _split_object_url(url: str) -> tuple[str, str]:
     """``s3://b/a/k`` -> (``s3://b``, ``a/k``); ``file:///d/k`` -> (``file:///d``, ``k``)."""
     parsed = parse_store_url(url)
@@ -84,15 +67,6 @@ def _split_object_url(url: str) -> tuple[str, str]:
     if not parsed.prefix:
         raise InvalidURLError(f"{url!r} names a bucket, not an object: add the key")
     return str(StoreURL(parsed.scheme, bucket=parsed.bucket)), parsed.prefix
-
-
-def _human(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"  # pragma: no cover
 
 
 def _object_rows(table: Table, objects: list[ObjectInfo]) -> None:
@@ -159,9 +133,13 @@ def info(
     allow_http: AllowHttpOpt = False,
     option: OptionOpt = None,
 ) -> None:
-    """Print an array's schema, its metadata and its fragments."""
-    arr = tessera.open_array(uri, timestamp=timestamp, storage_options=_options(
-        endpoint, region, allow_http, option))
+    """Print an array's schema, its metadata and its fragments (or a tensor table's
+    summary)."""
+    opts = _options(endpoint, region, allow_http, option)
+    if timestamp is None and is_table(tessera.open_store(uri, **opts)):
+        print_summary(uri, None, opts)
+        return
+    arr = tessera.open_array(uri, timestamp=timestamp, storage_options=opts)
     schema = arr.schema
     kind = "sparse" if schema.sparse else "dense"
     out.print(f"[bold]{uri}[/]  {kind}, cell order {schema.cell_order}, tile order "
@@ -475,6 +453,25 @@ def import_images_cmd(
         out.print(f"  skipped {path}: {why}")
 
 
+@app.command("import-pt")
+def import_pt_cmd(
+    source: Annotated[Path, typer.Argument(help="A torch.save file: a tensor or a dict of them.")],
+    url: Annotated[str, typer.Argument(help="The tensor table (made if missing).")],
+    tensor_id: Annotated[str | None, typer.Option(
+        "--id", help="The tensor's id (a dict's tensors go below it as ID/name).")] = None,
+    endpoint: EndpointOpt = None,
+    region: RegionOpt = None,
+    allow_http: AllowHttpOpt = False,
+    option: OptionOpt = None,
+) -> None:
+    """Import the tensors of a .pt file into a tensor table (one commit), loaded with
+    weights_only=True so no pickled code runs."""
+    ids = import_pt(source, url, tensor_id, _options(endpoint, region, allow_http, option))
+    out.print(f"import-pt: {len(ids)} tensor(s) -> {url}: {', '.join(ids[:5])}"
+              + (" ..." if len(ids) > 5 else ""))
+
+
+app.add_typer(tables_app, name="tables")
 images_app = typer.Typer(help="Image columns: images stored by frequency (docs/images.md).",
                          no_args_is_help=True)
 app.add_typer(images_app, name="images")

@@ -205,7 +205,8 @@ class TensorTable:
             self._dt.update_incremental()
             self._catalog = None
 
-    def _files(self) -> list[DataFile]:
+    def files(self) -> list[DataFile]:
+        """The data files of this version (path, size, id range from the log)."""
         adds = pa.table(self._dt.get_add_actions(flatten=True))
         names = adds.column_names
         rows = adds.to_pylist()
@@ -217,7 +218,7 @@ class TensorTable:
         """The visible header of every tensor at this version (its newest write)."""
         if self._catalog is not None:
             return self._catalog
-        files = self._files()
+        files = self.files()
         tables = self._run(gather(*(self._file_headers(f) for f in files)))
         newest: dict[str, tuple[tuple[Any, str], dict[str, Any]]] = {}
         for rows in tables:
@@ -459,7 +460,7 @@ class TensorTable:
 
     # -- reading rows -------------------------------------------------------------------
     def plan(self, header: Header, needs: list[Need]) -> list[tuple[DataFile, Any, list[int]]]:
-        files = [f for f in self._files() if f.may_hold(header.id)]
+        files = [f for f in self.files() if f.may_hold(header.id)]
         metas = self._run(gather(*(footer(self.store.aio, f) for f in files)))
         out = []
         for f, meta in zip(files, metas, strict=True):
@@ -496,7 +497,7 @@ class TensorTable:
         if not header.needs_aux:
             return header
         found: bytes | None = None
-        files = [f for f in self._files() if f.may_hold(header.id)]
+        files = [f for f in self.files() if f.may_hold(header.id)]
         metas = self._run(gather(*(footer(self.store.aio, f) for f in files)))
         for f, meta in zip(files, metas, strict=True):
             groups = select_row_groups(meta, tensor_id=header.id, kind="header",

@@ -343,6 +343,21 @@ def test_classes_and_format_checks_on_open(tmp_path) -> None:
         ImageColumns.open(url, fmt=FrequencyFormat(q=20))
     with pytest.raises(InvalidArgumentError, match=r"-1 \(none\)"):
         cols.append(_images(1), labels=[-5])
+    import json
+
+    from tessera import open_store
+
+    store = open_store(url)
+    header = json.loads(bytes(store.get("__images.json")))
+    store.put("__images.json", json.dumps(dict(header, version=99)).encode())
+    with pytest.raises(SchemaError, match=r"header version 99, newer .* upgrade"):
+        ImageColumns.open(url)
+    store.put("__images.json", b'{"format": "something else"}')
+    with pytest.raises(SchemaError, match="not an image-set header"):
+        ImageColumns.open(url)
+    store.put("__images.json", b"{not json")
+    with pytest.raises(SchemaError, match="not valid JSON"):
+        ImageColumns.open(url)
 
 
 def test_reduced_output_fetches_only_the_diagonals_that_reach_it(columns) -> None:

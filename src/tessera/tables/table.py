@@ -86,6 +86,9 @@ FORMATS = ("auto", "ftsf", "coo", "csr", "csc", "csf", "bsgs")
 WRITE_MODES = ("error", "overwrite", "ignore")
 #: Commit attempts delta-rs makes for one write before giving up (appends retry safely).
 COMMIT_RETRIES = 1000
+#: Data files whose header rows the process keeps (oldest out first).
+HEADER_CACHE_FILES = 100_000
+_HEADER_ROWS: dict[tuple[str, str], list[dict[str, Any]]] = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,10 +233,19 @@ class TensorTable:
         return self._catalog
 
     async def _file_headers(self, f: DataFile) -> list[dict[str, Any]]:
+        """The header rows of one data file (read once per process: files never change)."""
+        key = (str(self.store.url), f.path)
+        cached = _HEADER_ROWS.get(key)
+        if cached is not None:
+            return cached
         meta = await footer(self.store.aio, f)
         groups = select_header_groups(meta)
         table = await read_groups(self.store.aio, f, meta, groups, HEADER_COLUMNS)
-        return [r for r in table.to_pylist() if r["kind"] == "header"]
+        rows = [r for r in table.to_pylist() if r["kind"] == "header"]
+        if len(_HEADER_ROWS) >= HEADER_CACHE_FILES:
+            _HEADER_ROWS.pop(next(iter(_HEADER_ROWS)))
+        _HEADER_ROWS[key] = rows
+        return rows
 
     def _run(self, coro: Any) -> Any:
         try:

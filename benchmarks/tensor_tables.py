@@ -140,7 +140,9 @@ def npy_header(blob: bytes) -> tuple[int, tuple[int, ...], np.dtype[Any]]:
     """Offset of the data, shape and dtype of a .npy file from its first bytes."""
     f = io.BytesIO(blob)
     version = np.lib.format.read_magic(f)
-    shape, _, dtype = np.lib.format._read_array_header(f, version)  # type: ignore[attr-defined]
+    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+            else np.lib.format.read_array_header_2_0)
+    shape, _, dtype = read(f)
     return f.tell(), shape, dtype
 
 

@@ -344,8 +344,11 @@ class TablesConfig:
     Attributes:
         sparsity_threshold: ``format="auto"`` stores a tensor sparse below this density
             (the Delta Tensor paper's 10%).
-        chunk_bytes: bytes per data row (an FTSF fiber, a run of COO entries or BSGS
-            blocks): a read moves whole rows, so about this much at least.
+        chunk_bytes: bytes per data row of dense tensors (an FTSF fiber): a read moves
+            whole rows, so about this much at least.
+        sparse_row_bytes: bytes (before compression) per data row of sparse tensors (a run
+            of COO/CSR/CSF entries or BSGS blocks): smaller rows let a slice read less; a
+            whole read merges neighbouring rows into one request.
         codec: Parquet compression of the tables' files: zstd, snappy, lz4, gzip or none.
         max_row_bytes: the largest row a write may make (an FTSF fiber that cannot be
             split further is refused above it).
@@ -359,6 +362,7 @@ class TablesConfig:
 
     sparsity_threshold: float = 0.10
     chunk_bytes: int = 4 << 20
+    sparse_row_bytes: int = 256 << 10
     codec: str = "zstd"
     max_row_bytes: int = 64 << 20
     max_dense_bytes: int = 2 << 30
@@ -368,7 +372,8 @@ class TablesConfig:
         if not 0.0 <= float(self.sparsity_threshold) <= 1.0:
             raise ConfigError(f"tables sparsity_threshold must be in 0..1, got "
                               f"{self.sparsity_threshold!r}")
-        for name in ("chunk_bytes", "max_row_bytes", "max_dense_bytes", "target_file_bytes"):
+        for name in ("chunk_bytes", "sparse_row_bytes", "max_row_bytes", "max_dense_bytes",
+                     "target_file_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"tables {name} must be a positive number of bytes, got "

@@ -17,7 +17,7 @@ from tessera.torch import TensorTableDataset  # noqa: E402
 def table(tmp_path):
     url = (tmp_path / "t").as_uri()
     tt = TensorTable.create(url)
-    tt.config = type(tt.config)(chunk_bytes=64)  # one 64-byte row per row group
+    tt.config = type(tt.config)(chunk_bytes=64, sparse_row_bytes=64)  # a row per group
     rng = np.random.default_rng(0)
     tt.write_many({"emb/a": rng.random((20, 8)), "emb/b": rng.random((5, 8))})
     sparse = np.zeros((6, 30, 30), np.float32)

@@ -60,7 +60,7 @@ def test_every_format_round_trips_and_slices(table, fmt) -> None:
 
 
 def test_a_slice_reads_only_its_row_groups(table) -> None:
-    table.config = type(table.config)(chunk_bytes=4096)
+    table.config = type(table.config)(chunk_bytes=4096, sparse_row_bytes=4096)
     x = np.arange(64 * 32 * 16, dtype=np.float32).reshape(64, 32, 16)  # 2 KiB fibers
     table.write("dense", x, format="ftsf", chunk_dim=1)  # rows of 64 B: many per group
     big = np.random.default_rng(0).random((40, 1024))  # incompressible 8 KiB rows

@@ -359,7 +359,8 @@ class TensorTable:
         layout = get_layout(format)
         if not layout.dense and tensor.dtype in ("complex64", "complex128"):
             raise FormatError(f"{tensor.dtype} tensors are stored dense only (format='ftsf')")
-        opts = EncodeOptions(self.config.chunk_bytes, self.config.max_row_bytes,
+        row_bytes = self.config.chunk_bytes if layout.dense else self.config.sparse_row_bytes
+        opts = EncodeOptions(row_bytes, self.config.max_row_bytes,
                              chunk_dim=options.get("chunk_dim"),
                              block_shape=options.get("block_shape"),
                              flatten_at=options.get("flatten_at"),
@@ -367,7 +368,8 @@ class TensorTable:
         enc = layout.encode(tensor, opts)
         dense_bytes = math.prod(tensor.shape) * DTYPES[tensor.dtype].itemsize
         if reason.endswith(format) and not layout.dense and enc.stored_bytes >= dense_bytes:
-            enc = get_layout("ftsf").encode(tensor, opts)
+            enc = get_layout("ftsf").encode(tensor, dataclasses.replace(
+                opts, chunk_bytes=self.config.chunk_bytes))
             format, reason = "ftsf", (f"{reason}, but {enc.stored_bytes:,} sparse bytes >= "
                                       f"{dense_bytes:,} dense -> ftsf")
         return format, reason, tensor, enc
@@ -377,8 +379,10 @@ class TensorTable:
         from deltalake import CommitProperties, write_deltalake
         from deltalake.exceptions import CommitFailedError
 
+        # row groups of about one sparse row: big rows get a group each (a read takes
+        # exactly its rows), small rows (many small tensors) share one
         data_rows = max(1, table.num_rows)
-        per_group = max(1, self.config.chunk_bytes // max(1, blob_bytes // data_rows))
+        per_group = max(1, self.config.sparse_row_bytes // max(1, blob_bytes // data_rows))
         props = writer_properties(self.config.codec, per_group)
         # An append never conflicts in Delta: under many writers delta-rs retries its commit
         # at the next version; its default of 15 tries ran out with 8 processes writing.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -184,6 +185,9 @@ def take_coo(coo: CooTensor, sel: Selection, offset: Sequence[int] | None = None
     (indices unique per dimension, as ints and slices give), renumbered to their positions
     in the selection, in C order."""
     coords = coo.coords + (np.asarray(offset, np.int64) if offset is not None else 0)
+    if all(len(idx) == n and (n == 0 or (idx[0] == 0 and idx[-1] == n - 1 and bool(
+            (np.diff(idx) == 1).all()))) for idx, n in zip(sel, coo.shape, strict=True)):
+        return _c_order(CooTensor(coo.shape, coords, coo.values, coo.dtype))  # everything
     keep = np.ones(len(coords), bool)
     new = np.zeros_like(coords)
     for axis, idx in enumerate(sel):
@@ -203,6 +207,17 @@ def take_coo(coo: CooTensor, sel: Selection, offset: Sequence[int] | None = None
         order = np.argsort(np.ravel_multi_index(tuple(new.T), shape), kind="stable")
         new, values = new[order], values[order]
     return CooTensor(shape, new.astype(np.int64), np.ascontiguousarray(values), coo.dtype)
+
+
+def _c_order(coo: CooTensor) -> CooTensor:
+    """``coo`` with its entries in C order (sorted only if they are not)."""
+    if len(coo.coords) < 2 or not coo.shape:
+        return coo
+    linear = np.ravel_multi_index(tuple(coo.coords.T), coo.shape)
+    if bool((np.diff(linear) > 0).all()):
+        return coo
+    order = np.argsort(linear, kind="stable")
+    return CooTensor(coo.shape, coo.coords[order], coo.values[order], coo.dtype)
 
 
 def blob(array: np.ndarray, dtype: np.dtype[Any] | str) -> bytes:
@@ -242,6 +257,39 @@ def parse_aux(data: bytes | None, layout: str | None) -> tuple[dict[str, np.ndar
     arrays = {e["name"]: np.frombuffer(raw[e["offset"]:e["offset"] + e["length"]],
                                        dtype=np.dtype(e["dtype"])) for e in doc["arrays"]}
     return arrays, dict(doc.get("params", {}))
+
+
+def linear_deltas(coords: np.ndarray, shape: tuple[int, ...],
+                  bounds: Sequence[tuple[int, int]]) -> tuple[list[bytes], str] | None:
+    """C-order coordinates as each row's first linear index and then the gaps to the next
+    (rows ``bounds``), in the narrowest unsigned width that holds them all: sorted
+    coordinates become small numbers, which compress far better than ``(nnz, N)`` indices.
+    None when the linear index would not fit int64.
+
+    >>> blobs, width = linear_deltas(np.array([[0, 1], [0, 3], [2, 0]]), (3, 4), [(0, 3)])
+    >>> width, np.frombuffer(blobs[0], width).tolist()
+    ('<u1', [1, 2, 5])
+    """
+    if not shape or math.prod(shape) >= 2**63:
+        return None
+    linear = np.ravel_multi_index(tuple(coords.T), shape).astype(np.int64) if len(coords) \
+        else np.zeros(0, np.int64)
+    deltas = np.empty_like(linear)
+    for a, b in bounds:
+        if b > a:
+            deltas[a] = linear[a]
+            deltas[a + 1:b] = np.diff(linear[a:b])
+    top = int(deltas.max()) if len(deltas) else 0
+    width = next(w for w in ("<u1", "<u2", "<u4", "<u8") if top <= np.iinfo(w).max)
+    return [deltas[a:b].astype(width).tobytes() for a, b in bounds], width
+
+
+def undo_deltas(blob: bytes | None, width: str, shape: tuple[int, ...], what: str
+                ) -> np.ndarray:
+    """Inverse of :func:`linear_deltas` for one row: coordinates ``(count, N)``."""
+    linear = np.cumsum(unblob(blob, width, what).astype(np.int64))
+    return np.stack(np.unravel_index(linear, shape), axis=1).astype(np.int64) if len(
+        linear) else np.zeros((0, len(shape)), np.int64)
 
 
 def group_rows(n_items: int, item_bytes: int, chunk_bytes: int) -> list[tuple[int, int]]:

@@ -2,7 +2,8 @@
 into blocks of a full-rank ``block_shape`` (the paper's text and figure disagree on its rank;
 block coordinates have one entry per dimension, so must it), only blocks holding a non-zero
 kept, edge blocks zero-padded (clipped on read). Rows of about ``chunk_bytes`` of blocks
-(``part="blocks"``): block coordinates in ``indices``, the flattened blocks in ``values``,
+(``part="blocks"``): block coordinates in ``indices`` (as gaps between their C-order
+numbers over the block grid), the flattened blocks in ``values``,
 ``lo..hi`` = the leading indices the row's blocks cover, so a leading slice reads only the
 rows of its block rows (the paper's slice steps 1-5, step 4 pushed into row pruning).
 
@@ -16,8 +17,9 @@ index never shares a block with its neighbours.
 >>> t = coo_tensor((4, 6), np.array([[0, 0], [0, 2], [1, 1], [3, 5]]), np.array([1, 2, 3, 4]))
 >>> enc = BSGS.encode(t, EncodeOptions(chunk_bytes=1 << 20, max_row_bytes=1 << 20,
 ...                                    block_shape=(2, 3)))
->>> np.frombuffer(enc.rows[0].indices, "<i4").reshape(-1, 2).tolist()
-[[0, 0], [1, 1]]
+>>> enc.params["index_encoding"], undo_deltas(enc.rows[0].indices, enc.params["index_dtype"],
+...                                           (2, 2), "doc").tolist()
+('linear-deltas', [[0, 0], [1, 1]])
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ from tessera.tables.layouts.base import (
     group_rows,
     index_dtype,
     lead_window,
+    linear_deltas,
     take_coo,
     unblob,
+    undo_deltas,
 )
 from tessera.tables.layouts.coo import coo_of
 from tessera.tables.tensors import CooTensor, Tensor
@@ -127,15 +131,18 @@ class BsgsLayout:
         data = np.zeros((len(keys), cells), coo.values.dtype)
         data[inverse, within] = coo.values
         idx = index_dtype(shape)
+        bounds = group_rows(len(keys), cells * itemsize + n * idx.itemsize, opts.chunk_bytes)
+        deltas = linear_deltas(keys, grid, bounds)
         rows = []
-        for i, (s, e) in enumerate(group_rows(len(keys), cells * itemsize + n * idx.itemsize,
-                                              opts.chunk_bytes)):
+        for i, (s, e) in enumerate(bounds):
             lo = int(keys[s:e, 0].min()) * block[0]
             hi = min(shape[0] - 1, int(keys[s:e, 0].max()) * block[0] + block[0] - 1)
-            rows.append(DataRow("blocks", i, lo, hi, s, e, e - s,
-                                indices=blob(keys[s:e], idx), values=blob(data[s:e],
-                                                                          data.dtype)))
-        return Encoded(rows, block_shape=block, params={"index_dtype": idx.str})
+            indices = blob(keys[s:e], idx) if deltas is None else deltas[0][i]
+            rows.append(DataRow("blocks", i, lo, hi, s, e, e - s, indices=indices,
+                                values=blob(data[s:e], data.dtype)))
+        params = {"index_dtype": idx.str} if deltas is None else {
+            "index_encoding": "linear-deltas", "index_dtype": deltas[1]}
+        return Encoded(rows, block_shape=block, params=params)
 
     def needs(self, header: Header, sel: Selection) -> list[Need]:
         window = lead_window(sel) if header.shape else (0, 0)
@@ -153,7 +160,12 @@ class BsgsLayout:
             return CooTensor((), np.zeros((len(values), 0), np.int64), values, header.dtype)
         cells = math.prod(block)
         idx = np.dtype(header.params.get("index_dtype", "<i8"))
-        if rows:
+        grid = tuple(-(-n_ // k) for n_, k in zip(shape, block, strict=True))
+        if rows and header.params.get("index_encoding") == "linear-deltas":
+            keys = np.concatenate([undo_deltas(r.indices, str(idx), grid, what) for r in rows])
+            data = np.concatenate([unblob(r.values, header.bits, what).reshape(-1, cells)
+                                   for r in rows])
+        elif rows:
             keys = np.concatenate([unblob(r.indices, idx, what).reshape(-1, n) for r in rows])
             data = np.concatenate([unblob(r.values, header.bits, what).reshape(-1, cells)
                                    for r in rows])

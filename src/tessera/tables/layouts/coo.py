@@ -1,7 +1,9 @@
 """COO (the Delta Tensor paper, section IV.C), made practical: the non-zeros in C order,
 coalesced (duplicates summed, as torch's ``coalesce``), in rows of about ``chunk_bytes``
 (``part="entries"``: coordinates ``(count, N)`` as int32/int64 in ``indices``, values in
-``values``) instead of one row per non-zero, with ``lo..hi`` = the leading coordinates the
+``values``; coordinates as gaps between C-order linear indices, which compress to a
+fraction of ``(count, N)`` integers) instead of one row per non-zero, with ``lo..hi`` = the
+leading coordinates the
 row holds, so ``t[i]`` reads only the rows around ``i``. A tensor with no non-zero keeps its
 shape in its header (the paper's one-row-per-nnz loses it).
 
@@ -29,8 +31,10 @@ from tessera.tables.layouts.base import (
     group_rows,
     index_dtype,
     lead_window,
+    linear_deltas,
     take_coo,
     unblob,
+    undo_deltas,
 )
 from tessera.tables.tensors import CooTensor, DenseTensor, Tensor
 
@@ -47,14 +51,18 @@ class CooLayout:
         coo = coo_of(t)
         n = len(coo.shape)
         idx = index_dtype(coo.shape)
+        bounds = group_rows(coo.nnz, n * idx.itemsize + coo.values.itemsize, opts.chunk_bytes)
+        deltas = linear_deltas(coo.coords, coo.shape, bounds)
         rows = []
-        for i, (a, b) in enumerate(group_rows(coo.nnz, n * idx.itemsize
-                                              + coo.values.itemsize, opts.chunk_bytes)):
+        for i, (a, b) in enumerate(bounds):
             lead = coo.coords[a:b, 0] if n else np.zeros(1, np.int64)
+            indices = blob(coo.coords[a:b], idx) if deltas is None else deltas[0][i]
             rows.append(DataRow("entries", i, int(lead.min()), int(lead.max()), a, b, b - a,
-                                indices=blob(coo.coords[a:b], idx),
-                                values=blob(coo.values[a:b], coo.values.dtype)))
-        return Encoded(rows, params={"index_dtype": idx.str})
+                                indices=indices, values=blob(coo.values[a:b],
+                                                             coo.values.dtype)))
+        params = {"index_dtype": idx.str} if deltas is None else {
+            "index_encoding": "linear-deltas", "index_dtype": deltas[1]}
+        return Encoded(rows, params=params)
 
     def needs(self, header: Header, sel: Selection) -> list[Need]:
         window = lead_window(sel) if header.shape else (0, 0)
@@ -66,7 +74,10 @@ class CooLayout:
         idx = np.dtype(header.params.get("index_dtype", "<i8"))
         n = len(header.shape)
         what = f"tensor {header.id!r} COO entries"
-        coords = [unblob(r.indices, idx, what).reshape(-1, n) for r in rows]
+        if header.params.get("index_encoding") == "linear-deltas":
+            coords = [undo_deltas(r.indices, str(idx), header.shape, what) for r in rows]
+        else:
+            coords = [unblob(r.indices, idx, what).reshape(-1, n) for r in rows]
         values = [unblob(r.values, header.bits, what) for r in rows]
         coo = CooTensor(header.shape,
                         np.concatenate(coords).astype(np.int64) if coords

@@ -153,7 +153,7 @@ def dense_part(b: Bench, n: int, reps: int, rng: np.random.Generator) -> list[di
 
     x = faces_like(n, seed=1)
     per_image = x[0].nbytes
-    width = min(100, max(1, n // 4))
+    width = min(100, max(1, n // 4))  # the paper: 100 of 5,000 images
     rows: list[dict] = []
 
     def row(system: str, op: str, m: dict[str, Any], **extra: Any) -> None:

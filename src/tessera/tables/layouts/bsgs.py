@@ -65,7 +65,10 @@ def block_ids(coords: np.ndarray, block: tuple[int, ...], shape: tuple[int, ...]
 def block_cost(coords: np.ndarray, block: tuple[int, ...], itemsize: int,
                shape: tuple[int, ...]) -> float:
     """Estimated stored bytes with ``block``: blocks x (cells x itemsize + 8 N)."""
-    blocks = len(np.unique(block_ids(coords, block, shape))) if len(coords) else 0
+    if not shape or not len(coords):
+        return min(1, len(coords)) * 8.0
+    ids = np.sort(block_ids(coords, block, shape))  # sorting counts faster than np.unique
+    blocks = 1 + int(np.count_nonzero(np.diff(ids)))
     return blocks * (math.prod(block) * itemsize + 8 * len(block))
 
 
@@ -177,6 +180,10 @@ class BsgsLayout:
             keep = (keys[:, 0] >= window[0] // block[0]) & (keys[:, 0] <= window[1] // block[0])
             keys, data = keys[keep], data[keep]
         mask = (data & 0x7FFF) != 0 if header.dtype == "bfloat16" else data != 0
+        if cells == 1:  # blocks of one cell: the block coordinates are the cells'
+            nz = mask[:, 0]
+            return take_coo(CooTensor(shape, keys[nz].astype(np.int64),
+                                      np.ascontiguousarray(data[nz, 0]), header.dtype), sel)
         which, within = np.nonzero(mask)
         coords = keys[which].astype(np.int64) * np.asarray(block) + np.stack(
             np.unravel_index(within, block), axis=1)

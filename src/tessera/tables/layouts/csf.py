@@ -57,9 +57,10 @@ class CsfLayout:
                               f"{opts.mode_order!r}")
         if n == 0:
             return Encoded([], params={"mode_order": []})
-        coords = coo.coords[:, order]
-        perm = np.lexsort(coords.T[::-1]) if len(coords) else np.zeros(0, np.int64)
-        coords, values = coords[perm], coo.values[perm]
+        coords, values = coo.coords[:, order], coo.values
+        if order != tuple(range(n)) and len(coords):  # canonical COO is in C order already
+            perm = np.lexsort(coords.T[::-1])
+            coords, values = coords[perm], values[perm]
         # a node starts wherever the prefix of its level changes
         starts = []
         change = np.zeros(len(coords), bool)

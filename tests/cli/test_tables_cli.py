@@ -59,3 +59,22 @@ def test_import_pt(tmp_path) -> None:
     torch.save(torch.ones(2), single)
     refused = runner.invoke(app, ["import-pt", str(single), url])
     assert refused.exit_code != 0 and "--id" in str(refused.exception)
+
+
+def test_import_safetensors(tmp_path) -> None:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("safetensors")
+    from safetensors.torch import save_file
+
+    from tessera.tables import TensorTable
+
+    path = tmp_path / "m.safetensors"
+    weights = {"w": torch.arange(12.0).reshape(3, 4), "b": torch.ones(4, dtype=torch.bfloat16)}
+    save_file(weights, str(path), metadata={"format": "pt"})
+    url = (tmp_path / "t").as_uri()
+    result = runner.invoke(app, ["import-safetensors", str(path), url, "--id", "net"])
+    assert result.exit_code == 0, result.output
+    tt = TensorTable.open(url)
+    assert tt.ids() == ["net/b", "net/w"] and tt["net/w"].metadata == {"format": "pt"}
+    assert torch.equal(tt["net/b"].torch(), weights["b"])
+    assert np.array_equal(tt["net/w"].numpy(), weights["w"].numpy())

@@ -26,7 +26,13 @@ from tessera.cli.common import (
 )
 from tessera.cli.common import human as _human
 from tessera.cli.common import options as _options
-from tessera.cli.tables import import_pt, is_table, print_summary, tables_app
+from tessera.cli.tables import (
+    import_pt,
+    import_safetensors,
+    is_table,
+    print_summary,
+    tables_app,
+)
 from tessera.errors import InvalidURLError, TesseraError
 from tessera.format.codecs import codec_names
 from tessera.format.parse import parse_selection
@@ -468,6 +474,24 @@ def import_pt_cmd(
     weights_only=True so no pickled code runs."""
     ids = import_pt(source, url, tensor_id, _options(endpoint, region, allow_http, option))
     out.print(f"import-pt: {len(ids)} tensor(s) -> {url}: {', '.join(ids[:5])}"
+              + (" ..." if len(ids) > 5 else ""))
+
+
+@app.command("import-safetensors")
+def import_safetensors_cmd(
+    source: Annotated[Path, typer.Argument(help="A .safetensors file.")],
+    url: Annotated[str, typer.Argument(help="The tensor table (made if missing).")],
+    prefix: Annotated[str | None, typer.Option(
+        "--id", help="Put the tensors below this id (ID/name).")] = None,
+    endpoint: EndpointOpt = None,
+    region: RegionOpt = None,
+    allow_http: AllowHttpOpt = False,
+    option: OptionOpt = None,
+) -> None:
+    """Import the tensors of a safetensors file into a tensor table (one commit; the file's
+    metadata goes with each tensor)."""
+    ids = import_safetensors(source, url, prefix, _options(endpoint, region, allow_http, option))
+    out.print(f"import-safetensors: {len(ids)} tensor(s) -> {url}: {', '.join(ids[:5])}"
               + (" ..." if len(ids) > 5 else ""))
 
 

@@ -149,3 +149,31 @@ def import_pt(source: Path, url: str, tensor_id: str | None, opts: dict[str, Any
         tt = TensorTable.create(url, storage_options=opts)
     tt.write_many(tensors)
     return sorted(tensors)
+
+
+def import_safetensors(source: Path, url: str, prefix: str | None,
+                       opts: dict[str, Any]) -> list[str]:
+    """Store the tensors of a safetensors file in the table at ``url`` (made if missing), one
+    commit, each under ``prefix/name`` (torch reads them when installed, so bfloat16 keeps
+    its bits; else numpy); the file's ``__metadata__`` goes with every tensor."""
+    from safetensors import safe_open
+
+    from tessera.errors import TableNotFoundError
+    from tessera.tables import TensorTable
+
+    try:
+        import torch  # noqa: F401
+
+        framework = "pt"
+    except ImportError:
+        framework = "np"
+    base = f"{prefix.rstrip('/')}/" if prefix else ""
+    with safe_open(str(source), framework=framework) as f:
+        metadata = dict(f.metadata() or {})
+        tensors = {f"{base}{name}": f.get_tensor(name) for name in f.keys()}  # noqa: SIM118
+    try:
+        tt = TensorTable.open(url, "w", storage_options=opts)
+    except TableNotFoundError:
+        tt = TensorTable.create(url, storage_options=opts)
+    tt.write_many(tensors, metadata=metadata)
+    return sorted(tensors)

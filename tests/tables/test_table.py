@@ -111,6 +111,13 @@ def test_inputs_from_torch_and_scipy(table) -> None:
     info = table.write("csr", csr)
     assert info.layout == "csr"
     assert np.array_equal(table["csr"].numpy(), csr.to_dense().numpy())
+    csc = sparse_rows.to_sparse_csc()
+    assert table.write("csc", csc).layout == "csc"
+    assert np.array_equal(table["csc"][2], sparse_rows[2].numpy())
+    bsr = torch.zeros(8, 8)
+    bsr[0:2, 4:6] = 3.0
+    table.write("bsr", bsr.to_sparse_bsr((2, 2)))
+    assert np.array_equal(table["bsr"].numpy(), bsr.numpy())
     m = scipy.sparse.random(30, 40, density=0.02, random_state=1, format="csr")
     table.write("scipy", m)
     assert np.allclose(table["scipy"].numpy(), m.toarray())
@@ -235,3 +242,73 @@ def test_a_delta_table_that_is_not_a_tensor_table_is_refused(tmp_path) -> None:
     write_deltalake(str(tmp_path / "other"), pa.table({"a": [1, 2]}))
     with pytest.raises(SchemaError, match="not a tensor table"):
         TensorTable.open((tmp_path / "other").as_uri())
+
+
+def test_more_bad_inputs_name_what_is_wrong(table, tmp_path, monkeypatch) -> None:
+    torch = pytest.importorskip("torch")
+    from deltalake import DeltaTable
+
+    from tessera.errors import CommitConflictError, ConfigError
+    from tessera.tables.tensors import coo_tensor
+
+    with pytest.raises(TensorNotFoundError, match="no tensor 'nope'"):
+        table.delete("nope")
+    with pytest.raises(FormatError, match="NaN"):
+        coo_tensor((3,), np.array([[np.nan]]), np.array([1.0]))
+    with pytest.raises(FormatError, match=r"coordinates must be \(nnz, 2\)"):
+        coo_tensor((3, 3), np.array([[0, 1], [1, 1]]), np.array([1.0]))
+    with pytest.raises(FormatError, match="meta device"):
+        table.write("m", torch.empty(3, device="meta"))
+    q = torch.quantize_per_tensor(torch.ones(3), 0.1, 0, torch.quint8)
+    with pytest.raises(FormatError, match=r"\.dequantize\(\)"):
+        table.write("q", q)
+    with pytest.raises(ConfigError, match=r"unknown storage option.*bogus"):
+        TensorTable.create("s3://bucket/x", storage_options={"bogus": "1"})
+    # a newer format version in the table's description
+    url = (tmp_path / "newer").as_uri()
+    TensorTable.create(url)
+    dt_ = DeltaTable(str(tmp_path / "newer"))
+    dt_.alter.set_table_description('{"format": "tensor-table", "version": 99}')
+    with pytest.raises(SchemaError, match="format version 99, newer"):
+        TensorTable.open(url)
+    # a lost race on a non-append commit
+    from deltalake.exceptions import CommitFailedError
+
+    import tessera.tables.table as module
+
+    table.write("race", np.ones(2))
+
+    def lose(*args, **kwargs):
+        raise CommitFailedError("version 7 already exists")
+
+    monkeypatch.setattr("deltalake.write_deltalake", lose)
+    with pytest.raises(CommitConflictError, match="retry"):
+        table.write("race", np.zeros(2), mode="overwrite")
+    assert module.COMMIT_RETRIES >= 100
+
+
+FORKED = """
+import os, sys, numpy as np
+from tessera.tables import TensorTable
+t = TensorTable.create(sys.argv[1])
+t.write("a", np.ones(2))
+pid = os.fork()
+if pid == 0:
+    try:
+        TensorTable.open(sys.argv[1])["a"].numpy()
+        os._exit(3)
+    except Exception as err:
+        print(type(err).__name__, str(err)[:60], flush=True)
+        os._exit(0)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_forked_child_gets_a_fork_safety_error(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", FORKED, (tmp_path / "t").as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "ForkSafetyError" in done.stdout, done.stdout + done.stderr

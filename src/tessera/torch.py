@@ -8,8 +8,9 @@ read as one plan. See :mod:`tessera.integrations.torch_data`. ``FrequencyDataset
 tensor table's tensors (:mod:`tessera.integrations.tensor_table_data`).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from tessera.integrations.frequency_data import FrequencyDataset, GroupShuffleSampler
-from tessera.integrations.tensor_table_data import TensorTableDataset
 from tessera.integrations.torch_data import (
     ArrayDataset,
     RegionDataset,
@@ -17,5 +18,18 @@ from tessera.integrations.torch_data import (
     regions_from_megadetector,
 )
 
+if TYPE_CHECKING:  # imported on first use (see __getattr__)
+    from tessera.integrations.tensor_table_data import TensorTableDataset
+
 __all__ = ["ArrayDataset", "FrequencyDataset", "GroupShuffleSampler", "RegionDataset", "Resize",
            "TensorTableDataset", "regions_from_megadetector"]
+
+
+def __getattr__(name: str) -> Any:
+    """``TensorTableDataset`` is imported on first use: it needs the ``tables`` extra, which
+    the other datasets do not."""
+    if name == "TensorTableDataset":
+        from tessera.integrations.tensor_table_data import TensorTableDataset
+
+        return TensorTableDataset
+    raise AttributeError(f"module 'tessera.torch' has no attribute {name!r}")

@@ -312,3 +312,21 @@ def test_a_forked_child_gets_a_fork_safety_error(tmp_path) -> None:
     done = subprocess.run([sys.executable, "-c", FORKED, (tmp_path / "t").as_uri()],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "ForkSafetyError" in done.stdout, done.stdout + done.stderr
+
+
+def test_without_the_extra_the_import_names_it() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['deltalake'] = None\n"
+            "import tessera.torch, tessera.dask  # need no tables extra until used\n"
+            "try:\n    import tessera.tables\nexcept ImportError as e:\n    print(e)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert "pip install 'tessera[tables]'" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_table_explains_a_read(table) -> None:
+    table.write("e", np.arange(40.0).reshape(10, 4))
+    text = table.explain("e", slice(2, 4))
+    assert "tensor 'e' (10, 4) float64 as ftsf" in text and "request" in text

@@ -4,9 +4,21 @@ travel, and slice reads that fetch only the rows holding the slice. Needs the ``
 extra (deltalake, pyarrow). See docs/tables.md.
 """
 
+try:
+    import deltalake  # noqa: F401
+    import pyarrow  # noqa: F401
+except ImportError as _missing:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(f"tensor tables need the 'tables' extra ({_missing.name} is missing): "
+                      "pip install 'tessera[tables]'") from _missing
+
 from tessera.tables.reader import TableRead
 from tessera.tables.ref import SparseTensor, TensorRef
-from tessera.tables.table import TensorInfo, TensorTable, create_table, open_table
+from tessera.tables.table import (
+    TensorInfo,
+    TensorTable,
+    create_table,
+    open_table,
+)
 
 __all__ = ["SparseTensor", "TableRead", "TensorInfo", "TensorRef", "TensorTable",
            "create_table", "open_table"]

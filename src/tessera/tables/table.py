@@ -288,6 +288,11 @@ class TensorTable:
         """A lazy reference to ``tensor_id``: nothing is read until it is sliced."""
         return TensorRef(self, self.header(tensor_id))
 
+    def explain(self, tensor_id: str, sel: Any = ()) -> str:
+        """The files, row groups and byte ranges a read of ``sel`` of ``tensor_id`` takes
+        (:meth:`TensorRef.explain`)."""
+        return self[tensor_id].explain(sel)
+
     # -- writing ---------------------------------------------------------------------------------
     def write(self, tensor_id: str, x: Any, format: str = "auto", *, mode: str = "error",
               metadata: Mapping[str, str] | None = None, **options: Any) -> TensorInfo:

@@ -4,7 +4,7 @@ forward pass is a list of named **layers** in the paper's sense (a residual or d
 one layer), so layers ``1..s`` can run in one place and ``s+1..`` in another.
 
 >>> sorted(ARCHS)
-['alexnet', 'resnet18', 'resnet50', 'vgg11', 'vgg19']
+['alexnet', 'densenet121', 'resnet18', 'resnet50', 'vgg11', 'vgg19', 'vit_b_16']
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ from tessera.errors import InvalidArgumentError
 #: name -> "module:function" building it (``num_classes=`` as torchvision's).
 ARCHS = {
     "alexnet": "tessera.frozen.arch.alexnet:alexnet",
+    "densenet121": "tessera.frozen.arch.densenet:densenet121",
     "resnet18": "tessera.frozen.arch.resnet:resnet18",
     "resnet50": "tessera.frozen.arch.resnet:resnet50",
     "vgg11": "tessera.frozen.arch.vgg:vgg11",
     "vgg19": "tessera.frozen.arch.vgg:vgg19",
+    "vit_b_16": "tessera.frozen.arch.vit:vit_b_16",
 }
 
 

@@ -242,6 +242,23 @@ class ServerConfig:
         max_output_bytes: selected bytes one request may ask for (413 beyond).
         max_tile_bytes: largest stored or decoded tile (413 beyond).
         request_timeout_s: seconds one read request may take (504 beyond).
+        models_dir: the operator's models folder (``models.json`` + weights; see
+            :mod:`tessera.frozen.manifest`); empty: the server runs no model and has no
+            ``/v1/infer``.
+        infer_concurrency: infer requests computing at once (the paper's 4); they hold one
+            admission slot each too, so tile reads keep the others.
+        infer_queue: infer requests that may wait for a compute slot; beyond, 503.
+        infer_threads: torch threads of one infer request's forward pass.
+        infer_memory_bytes: memory one infer request may use for activations; the server's
+            batch shrinks to fit, and a split that needs more for one sample is refused (413).
+        model_cache_bytes: loaded model prefixes kept between requests (0: load per request,
+            the paper's default).
+        cos_batch: the server's batch inside an infer request (the paper's 16; halved on an
+            allocation failure, down to 1).
+        max_infer_samples: samples in one infer request (413 beyond).
+        emulate_compute: testing only: a JSON file of per-layer seconds per sample; the
+            server then sleeps that long instead of computing and returns zeros of the right
+            shape (real bytes, emulated compute; see :mod:`tessera.frozen.emulate`).
     """
 
     max_concurrency: int = 8
@@ -252,14 +269,26 @@ class ServerConfig:
     max_output_bytes: int = 256 << 20
     max_tile_bytes: int = 256 << 20
     request_timeout_s: float = 30.0
+    models_dir: str = ""
+    infer_concurrency: int = 4
+    infer_queue: int = 16
+    infer_threads: int = 1
+    infer_memory_bytes: int = 2 << 30
+    model_cache_bytes: int = 1 << 30
+    cos_batch: int = 16
+    max_infer_samples: int = 512
+    emulate_compute: str = ""
 
     def __post_init__(self) -> None:
         for name in ("max_concurrency", "max_body_bytes", "max_items", "max_output_bytes",
-                     "max_tile_bytes"):
+                     "max_tile_bytes", "infer_concurrency", "infer_threads",
+                     "infer_memory_bytes", "cos_batch", "max_infer_samples"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"server {name} must be >= 1, got {getattr(self, name)}")
         if self.queue < 0 or self.cache_bytes < 0:
             raise ConfigError("server queue and cache_bytes must be >= 0")
+        if self.infer_queue < 0 or self.model_cache_bytes < 0:
+            raise ConfigError("server infer_queue and model_cache_bytes must be >= 0")
         if not self.request_timeout_s > 0:
             raise ConfigError(f"server request_timeout_s must be > 0, got "
                               f"{self.request_timeout_s}")

@@ -231,6 +231,38 @@ class LimitError(ProtocolError):
     status = 413
 
 
+class UnknownModelError(ProtocolError):
+    """An infer request names a model the server does not host (HTTP 404)."""
+
+    status = 404
+
+
+class WeightsMismatchError(ProtocolError):
+    """An infer request pins other weights than the server's (HTTP 409): features would
+    differ from the client's own computation."""
+
+    status = 409
+
+
+class ServerBusyError(ProtocolError):
+    """The server cannot take the request now (HTTP 503, with ``Retry-After``): its infer
+    slots and queue are full, or memory ran out even at the smallest batch."""
+
+    status = 503
+
+
+class UnprocessableError(ProtocolError):
+    """The request is well formed but its input cannot be used (HTTP 422): a damaged or
+    missing tile of the samples, samples outside the array, an array of another shape."""
+
+    status = 422
+
+
+class FeatureMismatchError(TesseraError):
+    """Features computed beside the store differ from the same layers computed here; the
+    message names the model, the split, both sides' weights and the likely cause."""
+
+
 class PushdownError(TesseraError):
     """A pushdown server could not answer (unreachable, refused, timed out, or answered
     something malformed). Reads catch it and fetch the tiles themselves; the message says

@@ -21,6 +21,7 @@ import httpx
 from tessera.config import PushdownConfig
 from tessera.errors import ProtocolError, PushdownError
 from tessera.pushdown.framing import PROTOCOL_VERSION, ReadResponse, decode_response
+from tessera.pushdown.infer_items import InferRequest, encode_infer_request
 from tessera.pushdown.read_items import ReadItem, encode_read_request
 from tessera.storage.stats import RequestRecord
 from tessera.storage.url import StoreURL, parse_store_url
@@ -130,17 +131,31 @@ class PushdownClient:
                    memory_gb: float = 0.0) -> ReadResponse:
         """Send one batch; ``record`` receives the request's accounting (bytes both ways,
         latency, and ``memory_gb`` x the server's seconds as compute)."""
-        body = encode_read_request(items)
+        return await self._post("/v1/read", encode_read_request(items), len(items), record,
+                                memory_gb)
+
+    async def infer(self, req: InferRequest,
+                    record: Callable[[RequestRecord], None] | None = None,
+                    memory_gb: float = 0.0) -> ReadResponse:
+        """Run a model's frozen layers beside the store (``POST /v1/infer``): the response's
+        one result holds ``features``; ``extra`` holds the server's phase timings,
+        ``cos_batch_used``, ``model_cache`` and ``weights_sha256``. ``record`` as
+        :meth:`read` (kind ``pushdown``, priced as a pushdown request)."""
+        return await self._post("/v1/infer", encode_infer_request(req), 1, record, memory_gb)
+
+    async def _post(self, path: str, body: bytes, expected: int,
+                    record: Callable[[RequestRecord], None] | None,
+                    memory_gb: float) -> ReadResponse:
         started = time.monotonic()
         ok = False
         received = 0
         server_s = 0.0
         try:
-            response = await self._send("POST", "/v1/read", content=body,
+            response = await self._send("POST", path, content=body,
                                         headers={"Content-Type": "application/json"})
             received = len(response.content)
             try:
-                decoded = decode_response(response.content, len(items))
+                decoded = decode_response(response.content, expected)
             except ProtocolError as err:
                 raise PushdownError(f"pushdown server {self.url}: {err}") from None
             ok = True
@@ -148,7 +163,7 @@ class PushdownClient:
             return decoded
         finally:
             if record is not None:
-                record(RequestRecord("pushdown", f"{self.url}/v1/read", received, len(body),
+                record(RequestRecord("pushdown", f"{self.url}{path}", received, len(body),
                                      time.monotonic() - started, ok, started,
                                      memory_gb * server_s))
 

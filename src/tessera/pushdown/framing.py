@@ -190,9 +190,11 @@ class ItemError:
 ItemResult = dict[str, np.ndarray] | ItemError
 
 
-def encode_response(results: list[ItemResult], server_s: float) -> list[bytes | memoryview]:
+def encode_response(results: list[ItemResult], server_s: float,
+                    extra: dict[str, Any] | None = None) -> list[bytes | memoryview]:
     """The response body for ``results`` as a list of chunks (header first, then buffers,
-    no copy of the buffers)."""
+    no copy of the buffers); ``extra`` adds keys to the header (a handler's own, e.g. the
+    infer handler's ``phases``; readers ignore keys they do not know)."""
     entries: list[dict[str, Any]] = []
     chunks: list[bytes | memoryview] = []
     offset = 0
@@ -211,17 +213,19 @@ def encode_response(results: list[ItemResult], server_s: float) -> list[bytes | 
             chunks.append(view)
             offset += a.nbytes
         entries.append({"ok": True, "buffers": bufs})
-    header = json.dumps({"protocol": PROTOCOL_VERSION, "server_s": server_s,
+    header = json.dumps({**(extra or {}), "protocol": PROTOCOL_VERSION, "server_s": server_s,
                          "results": entries}, separators=(",", ":")).encode()
     return [_PREFIX.pack(MAGIC, PROTOCOL_VERSION, len(header)), header, *chunks]
 
 
 @dataclasses.dataclass(frozen=True)
 class ReadResponse:
-    """A decoded response: one result per item and the server's working seconds."""
+    """A decoded response: one result per item, the server's working seconds, and the
+    header's other keys (``extra``)."""
 
     results: list[ItemResult]
     server_s: float
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def decode_response(body: bytes | memoryview, expected: int) -> ReadResponse:
@@ -260,4 +264,5 @@ def decode_response(body: bytes | memoryview, expected: int) -> ReadResponse:
             results.append(out)
     except (ValueError, KeyError, TypeError) as err:
         raise ProtocolError(f"malformed pushdown response: {err}") from None
-    return ReadResponse(results, server_s)
+    extra = {k: v for k, v in header.items() if k not in ("protocol", "server_s", "results")}
+    return ReadResponse(results, server_s, extra)

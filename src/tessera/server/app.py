@@ -11,13 +11,17 @@ Routes:
   token needed.
 - ``GET /v1/info``: version, protocol, served root, limits and handlers.
 - ``GET /metrics``: Prometheus text.
-- ``POST /v1/read``: a batch of tile and cell reads (:mod:`tessera.pushdown.read_items`); it is
-  the one handler of :mod:`tessera.server.handlers` today, admitted like any other.
+- ``POST /v1/read``: a batch of tile and cell reads (:mod:`tessera.pushdown.read_items`).
+- ``POST /v1/infer``: the frozen layers of a registered model on samples of an array
+  (:mod:`tessera.pushdown.infer_items`, :mod:`tessera.server.infer`); only when the server
+  has a models folder. Handlers are listed in :mod:`tessera.server.handlers` and admitted
+  alike.
 
 Every route but health needs ``Authorization: Bearer <token>`` unless the app was built
 without a token (``--insecure-no-auth``, loopback only). Status codes: 400 malformed, 401
-no or wrong token, 403 a key outside the served root, 404 unknown route, 413 over a limit,
-503 busy (with ``Retry-After``), 504 over the request timeout. Each response carries the
+no or wrong token, 403 a key outside the served root, 404 unknown route (or model), 409
+other weights than the client's, 413 over a limit, 422 unusable input (a damaged tile), 503
+busy (with ``Retry-After``), 504 over the request timeout. Each response carries the
 request's id in ``X-Request-ID`` (the client's, when it sent a sane one).
 
 >>> import tessera
@@ -70,7 +74,9 @@ class PushdownApp:
         self.cache = TileCache(config.cache_bytes)
         self.service = ReadService(store.aio, self.cache)
         #: The handlers this server serves (:mod:`tessera.server.handlers`), by name.
-        self.handlers = {name: handler(name) for name in handler_names()}
+        self.handlers = {name: h for name in handler_names()
+                         if (h := handler(name)).enabled(config)}
+        self.info_sections: dict[str, Any] = {}
         self.metrics = ServerMetrics(histograms=tuple(self.handlers))
         self._by_path = {h.path: name for name, h in self.handlers.items()}
         self.readiness = Readiness(store.aio)
@@ -144,7 +150,8 @@ class PushdownApp:
                        "max_concurrency": self.config.max_concurrency,
                        "queue": self.config.queue,
                        "request_timeout_s": self.config.request_timeout_s},
-            "cache_bytes": self.config.cache_bytes, "auth": self.token is not None})
+            "cache_bytes": self.config.cache_bytes, "auth": self.token is not None,
+            **self.info_sections})
 
     async def metrics_text(self, request: Request, rid: str) -> Response:
         stats = self.store.stats
@@ -179,9 +186,11 @@ class PushdownApp:
                         finally:
                             self.active -= 1
             except ProtocolError as err:
-                self.metrics.reject({400: "bad_request", 403: "forbidden",
-                                     413: "too_large"}.get(err.status, "bad_request"))
-                return _error(err.status, str(err))
+                self.metrics.reject({400: "bad_request", 403: "forbidden", 404: "not_found",
+                                     409: "conflict", 413: "too_large", 422: "unprocessable",
+                                     503: "busy"}.get(err.status, "bad_request"))
+                return _error(err.status, str(err),
+                              {"Retry-After": "1"} if err.status == 503 else None)
             except TimeoutError:
                 self.metrics.reject("timeout")
                 return _error(504, f"the request took longer than {cfg.request_timeout_s} s; "

@@ -16,7 +16,7 @@ handler is one new module and one line in :data:`KNOWN_HANDLERS` (or a call to
 :func:`register_handler` from a plug-in):
 
 >>> [h.path for h in (handler(n) for n in handler_names())]
-['/v1/read']
+['/v1/read', '/v1/infer']
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tessera.errors import ConfigError
 
@@ -48,6 +48,8 @@ class ServerContext(Protocol):
     cache: TileCache
     metrics: ServerMetrics
     service: ReadService
+    #: What handlers add to ``GET /v1/info`` (the infer handler: its models), by name.
+    info_sections: dict[str, Any]
 
 
 #: One admitted request: ``(body, request id) -> response``.
@@ -63,17 +65,21 @@ class Handler:
         path: the route (``/v1/read``).
         build: makes the request coroutine for one server's state.
         timeout_advice: what the 504 answer advises (e.g. "send fewer tiles per request").
+        enabled: whether a server with this configuration serves the handler (the infer
+            handler only when a models folder is given).
     """
 
     name: str
     path: str
     build: Callable[[ServerContext], HandlerFn]
     timeout_advice: str = "send less per request"
+    enabled: Callable[[ServerConfig], bool] = lambda config: True
 
 
 #: The handlers every server has: name -> ``"module:attribute"`` of its :class:`Handler`.
 KNOWN_HANDLERS: dict[str, str] = {
     "read": "tessera.server.read_handler:HANDLER",
+    "infer": "tessera.server.infer_handler:HANDLER",
 }
 
 

@@ -45,6 +45,7 @@ class ServerMetrics:
         self.item_errors: collections.Counter[int] = collections.Counter()  # by status
         self.histograms = histograms
         self._latency: dict[str, _Histogram] = {}
+        self.counters: dict[str, tuple[str, float]] = {}  # name -> (help, value)
 
     def observe(self, path: str, status: int, seconds: float, *, bytes_in: int = 0,
                 bytes_out: int = 0, histogram: str | None = None) -> None:
@@ -65,6 +66,11 @@ class ServerMetrics:
         ``bad_request``, ``timeout``)."""
         with self._lock:
             self.rejections[reason] += 1
+
+    def count(self, name: str, help: str, n: float = 1) -> None:
+        """Add ``n`` to a handler's own counter, rendered as ``tessera_<name>_total``."""
+        with self._lock:
+            self.counters[name] = (help, self.counters.get(name, (help, 0))[1] + n)
 
     def served(self, items: int, error_statuses: list[int]) -> None:
         """Count the items of one read request and those that failed (one status each:
@@ -129,6 +135,10 @@ class ServerMetrics:
                 "# TYPE tessera_active_peak gauge",
                 f"tessera_active_peak {active_peak}",
             ]
+            for name, (text, value) in sorted(self.counters.items()):
+                lines += [f"# HELP tessera_{name}_total {text}",
+                          f"# TYPE tessera_{name}_total counter",
+                          f"tessera_{name}_total {value:g}"]
             for name in dict.fromkeys((*self.histograms, *self._latency)):
                 h = self._latency.get(name, _Histogram())
                 metric = f"tessera_{name}_seconds"

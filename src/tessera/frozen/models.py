@@ -1,0 +1,54 @@
+"""Registering models in a models folder: :func:`init_model` (random weights from a seed,
+for tests and benchmarks; there is no download), :func:`register` (weights you have) and
+:func:`check_models` (every entry's hash, names and shapes). ``tessera models init|check|
+convert`` are these functions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from tessera.frozen.arch import build
+from tessera.frozen.manifest import InputSpec, ModelSpec, add_to_manifest, read_manifest
+from tessera.frozen.weights import WeightsReport, check_weights, save_weights, sha256_file
+
+
+def init_model(arch: str, folder: str | Path, *, seed: int = 0, name: str | None = None,
+               num_classes: int = 1000, input: InputSpec | None = None,
+               max_split: int | None = None) -> ModelSpec:
+    """Build ``arch`` with random weights drawn from ``seed`` (torchvision's initialisation),
+    write them as ``folder/NAME.safetensors`` and register them in ``folder/models.json``
+    with their sha256. The same seed gives the same bytes on every machine."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    name = name or f"{arch.replace('_', '-')}-seed{seed}"
+    gen = torch.random.fork_rng(devices=[])
+    with gen:
+        torch.manual_seed(seed)
+        model = build(arch, num_classes)
+    file = f"{name}.safetensors"
+    spec = ModelSpec(name, arch, file, "0" * 64, num_classes, input or InputSpec(), max_split)
+    ModelSpec.from_json(spec.to_json(), "init_model")  # the name and fields are valid
+    sha = save_weights(model, folder / file)
+    spec = ModelSpec(name, arch, file, sha, num_classes, spec.input, max_split)
+    add_to_manifest(folder, spec)
+    return spec
+
+
+def register(folder: str | Path, name: str, arch: str, weights: str, *,
+             num_classes: int = 1000, input: InputSpec | None = None,
+             max_split: int | None = None) -> ModelSpec:
+    """Register weights already in ``folder`` (their sha256 is computed now and pinned)."""
+    sha = sha256_file(Path(folder) / weights)
+    spec = ModelSpec.from_json(ModelSpec(name, arch, weights, sha, num_classes,
+                                         input or InputSpec(), max_split).to_json(), "register")
+    check_weights(spec, folder)
+    add_to_manifest(folder, spec)
+    return spec
+
+
+def check_models(folder: str | Path) -> list[tuple[ModelSpec, WeightsReport]]:
+    """Every model of ``folder``'s manifest with its checked weights; the first problem
+    raises :class:`~tessera.errors.ConfigError` naming the file."""
+    return [(spec, check_weights(spec, folder)) for spec in read_manifest(folder)]

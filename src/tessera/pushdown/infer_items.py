@@ -1,0 +1,153 @@
+"""The ``POST /v1/infer`` request of the pushdown wire (protocol 1): run the frozen layers
+``1..split`` of a registered model on samples of an array below the served root.
+
+Request body (JSON; every key but the optional ones is required, **unknown keys are refused**
+so nothing like code or weights can ride along)::
+
+    {"protocol": 1, "model": "resnet18-in1k", "split": 8,
+     "input": {"array": "datasets/imagenet224u8", "samples": [17, 4, 99], "sample_dim": 0},
+     "weights_sha256": "4e0c...",      # optional: 409 when the server's weights differ
+     "cos_batch": 16,                  # optional: the server's batch (it may use less)
+     "output_dtype": "<f4",            # optional: "<f4" (default) or "<f2" (lossy)
+     "timings": "phases"}              # optional: "phases" (default) or "layers"
+
+The response is the framing of :mod:`tessera.pushdown.framing` with one result holding the
+buffer ``features`` ``(n, ...)`` in the request's sample order; the header adds ``phases``
+(seconds per phase: ``queue``, ``read``, ``load``, ``prep``, ``forward``, ``copy``), ``layers``
+(seconds per layer, with ``timings: "layers"``), ``cos_batch_used``, ``model_cache`` (``hit``
+or ``miss``) and ``weights_sha256``.
+
+>>> body = encode_infer_request(InferRequest("r18", 4, "imgs", (3, 1)))
+>>> req = parse_infer_request(body, Limits(), max_samples=512)
+>>> req.model, req.split, req.samples, req.output_dtype
+('r18', 4, (3, 1), '<f4')
+>>> parse_infer_request(body.replace(b'"split"', b'"code": 1, "split"'), Limits(), 512)
+Traceback (most recent call last):
+tessera.errors.ProtocolError: unknown field(s) 'code' in the infer request; allowed: ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Any
+
+from tessera.pushdown.framing import (
+    PROTOCOL_VERSION,
+    LimitError,
+    Limits,
+    ProtocolError,
+    array_path,
+    is_int,
+)
+
+MODEL_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+OUTPUT_DTYPES = ("<f4", "<f2")
+TIMINGS = ("phases", "layers")
+_TOP = {"protocol", "model", "split", "input", "weights_sha256", "cos_batch", "output_dtype",
+        "timings"}
+_INPUT = {"array", "samples", "sample_dim"}
+
+
+@dataclasses.dataclass(frozen=True)
+class InferRequest:
+    """One frozen-prefix request: model ``model`` runs layers ``1..split`` on samples
+    ``samples`` (indices along ``sample_dim``) of the array at ``array`` below the root."""
+
+    model: str
+    split: int
+    array: str
+    samples: tuple[int, ...]
+    sample_dim: int = 0
+    weights_sha256: str | None = None
+    cos_batch: int | None = None
+    output_dtype: str = "<f4"
+    timings: str = "phases"
+
+
+def encode_infer_request(req: InferRequest) -> bytes:
+    """The JSON body of ``req``."""
+    doc: dict[str, Any] = {"protocol": PROTOCOL_VERSION, "model": req.model, "split": req.split,
+                           "input": {"array": req.array, "samples": list(req.samples),
+                                     "sample_dim": req.sample_dim}}
+    if req.weights_sha256 is not None:
+        doc["weights_sha256"] = req.weights_sha256
+    if req.cos_batch is not None:
+        doc["cos_batch"] = req.cos_batch
+    if req.output_dtype != "<f4":
+        doc["output_dtype"] = req.output_dtype
+    if req.timings != "phases":
+        doc["timings"] = req.timings
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def _unknown(raw: dict[str, Any], known: set[str], where: str) -> None:
+    extra = sorted(set(raw) - known)
+    if extra:
+        raise ProtocolError(f"unknown field(s) {', '.join(map(repr, extra))} in {where}; "
+                            f"allowed: {', '.join(sorted(known))}")
+
+
+def parse_infer_request(body: bytes, limits: Limits, max_samples: int) -> InferRequest:
+    """Check an infer request body; raises :class:`ProtocolError` (400), ``ForbiddenKeyError``
+    (403, an array outside the root) or ``LimitError`` (413, too many samples) naming the
+    field. Whether the model exists and the split fits it is the server's check."""
+    if len(body) > limits.max_body_bytes:
+        raise LimitError(f"request body of {len(body)} bytes exceeds the limit of "
+                         f"{limits.max_body_bytes}")
+    try:
+        doc = json.loads(body, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as err:
+        raise ProtocolError(f"request body is not valid JSON: {err}") from None
+    if not isinstance(doc, dict):
+        raise ProtocolError("request body must be a JSON object")
+    if doc.get("protocol") != PROTOCOL_VERSION:
+        raise ProtocolError(f"unsupported protocol {doc.get('protocol')!r}; this server "
+                            f"speaks {PROTOCOL_VERSION}")
+    _unknown(doc, _TOP, "the infer request")
+    model = doc.get("model")
+    if not isinstance(model, str) or not MODEL_NAME.match(model):
+        raise ProtocolError(f"model must be a registered model's name "
+                            f"({MODEL_NAME.pattern}), got {model!r}")
+    split = doc.get("split")
+    if not is_int(split) or split < 1:
+        raise ProtocolError(f"split must be a positive integer (the last layer the server "
+                            f"runs), got {split!r}")
+    inp = doc.get("input")
+    if not isinstance(inp, dict):
+        raise ProtocolError("input must be an object {array, samples, sample_dim}")
+    _unknown(inp, _INPUT, "input")
+    array = array_path(inp, "input")
+    samples = inp.get("samples")
+    if not isinstance(samples, list) or not samples:
+        raise ProtocolError("input.samples must be a non-empty list of sample indices")
+    if len(samples) > max_samples:
+        raise LimitError(f"{len(samples)} samples in one infer request; this server takes at "
+                         f"most {max_samples}")
+    if not all(is_int(s) and 0 <= s < 1 << 62 for s in samples):
+        raise ProtocolError("input.samples must hold non-negative integers")
+    sample_dim = inp.get("sample_dim", 0)
+    if not is_int(sample_dim) or not 0 <= sample_dim < 32:
+        raise ProtocolError(f"input.sample_dim must be an integer in 0..31, got "
+                            f"{sample_dim!r}")
+    sha = doc.get("weights_sha256")
+    if sha is not None and (not isinstance(sha, str) or not _SHA.match(sha)):
+        raise ProtocolError("weights_sha256 must be 64 lowercase hex digits")
+    cos = doc.get("cos_batch")
+    if cos is not None and (not is_int(cos) or not 1 <= cos <= 4096):
+        raise ProtocolError(f"cos_batch must be an integer in 1..4096, got {cos!r}")
+    dtype = doc.get("output_dtype", "<f4")
+    if dtype not in OUTPUT_DTYPES:
+        raise ProtocolError(f"output_dtype must be one of {', '.join(OUTPUT_DTYPES)}, got "
+                            f"{dtype!r}")
+    timings = doc.get("timings", "phases")
+    if timings not in TIMINGS:
+        raise ProtocolError(f"timings must be one of {', '.join(TIMINGS)}, got {timings!r}")
+    return InferRequest(model, split, array, tuple(samples), sample_dim, sha, cos, dtype,
+                        timings)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed")

@@ -1,0 +1,335 @@
+"""The frozen layers of registered models, run beside the store (``POST /v1/infer``).
+
+- :class:`ModelRegistry`: the operator's models folder, checked when the server starts (the
+  manifest, every weights file's sha256, then its tensors' names and shapes); a bad entry
+  stops the server naming the file.
+- :class:`ModelCache`: loaded model prefixes (only the tensors of layers ``1..s``), least
+  recently used first out, bounded in bytes; ``model_cache_bytes=0`` loads per request (the
+  paper's evaluation).
+- :class:`InferService`: one request: checks (split, weights, output and memory limits, all
+  before any compute), reads the samples through the engine at one snapshot, normalises them
+  as the manifest says, runs layers ``1..s`` in eval mode under ``inference_mode`` with the
+  server's batch (halved on an allocation failure, down to 1) and times every phase.
+
+Emulated compute (``ServerConfig.emulate_compute``, testing only): the forward pass sleeps
+its profiled seconds under one device lock (forward passes take turns, as on the paper's
+time-shared GPU) and returns zeros of the true shape, so the link carries real bytes while
+two cores play the paper's grid (:mod:`tessera.frozen.emulate`).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import logging
+import math
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tessera.config import ServerConfig
+from tessera.errors import (
+    ConfigError,
+    CorruptDataError,
+    LimitError,
+    ProtocolError,
+    ServerBusyError,
+    TesseraError,
+    UnknownModelError,
+    UnprocessableError,
+    WeightsMismatchError,
+)
+from tessera.frozen.manifest import ModelSpec, read_manifest, writable_warning
+from tessera.pushdown.infer_items import InferRequest
+from tessera.storage.blocking import Store
+
+log = logging.getLogger("tessera.server")
+
+
+@dataclasses.dataclass(frozen=True)
+class HostedModel:
+    """A registered model as the server knows it: its spec, layers and their output shapes
+    for the manifest's input size, and the last layer requests may ask for."""
+
+    spec: ModelSpec
+    layers: tuple[Any, ...]  # LayerInfo
+    max_split: int
+    parameters: int
+
+    def describe(self) -> dict[str, Any]:
+        """The model's entry in ``GET /v1/info``."""
+        return {"name": self.spec.name, "arch": self.spec.arch,
+                "num_classes": self.spec.num_classes, "weights_sha256": self.spec.sha256,
+                "input": self.spec.input.to_json(), "max_split": self.max_split,
+                "parameters": self.parameters,
+                "layers": [[i.name, list(i.shape)] for i in self.layers]}
+
+
+class ModelRegistry:
+    """The models of ``folder``, each checked now (raises :class:`ConfigError` naming the
+    file at fault, so ``tessera serve`` does not start)."""
+
+    def __init__(self, folder: str | Path) -> None:
+        from tessera.frozen.inventory import layer_infos
+        from tessera.frozen.weights import check_weights
+
+        self.folder = Path(folder)
+        if not self.folder.is_dir():
+            raise ConfigError(f"models folder {self.folder} does not exist")
+        if (warning := writable_warning(self.folder)) is not None:
+            log.warning(json.dumps({"event": "warning", "message": warning}))
+        self.models: dict[str, HostedModel] = {}
+        for spec in read_manifest(self.folder):
+            report = check_weights(spec, self.folder)
+            infos = layer_infos(spec.arch, spec.num_classes, spec.input.sample_shape)
+            last = len(infos) - 1
+            if spec.max_split is not None and spec.max_split > last:
+                raise ConfigError(f"{self.folder / 'models.json'}: model {spec.name!r} has "
+                                  f"max_split {spec.max_split}, but {spec.arch} has {len(infos)} "
+                                  f"layers (at most {last})")
+            self.models[spec.name] = HostedModel(spec, infos, spec.max_split or last,
+                                                 report.parameters)
+
+    def get(self, name: str) -> HostedModel:
+        """The model ``name``, or :class:`UnknownModelError` (404) listing the hosted ones."""
+        try:
+            return self.models[name]
+        except KeyError:
+            raise UnknownModelError(f"no model {name!r}; this server hosts: "
+                                    f"{', '.join(sorted(self.models)) or 'none'}") from None
+
+
+class ModelCache:
+    """Loaded model prefixes by name, least recently used out first, at most ``capacity``
+    bytes of tensors. A request for a later split than the cached prefix loads a longer one."""
+
+    def __init__(self, registry: ModelRegistry, capacity: int) -> None:
+        self.registry = registry
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._models: collections.OrderedDict[str, tuple[int, Any, int]] = \
+            collections.OrderedDict()  # name -> (split, model, bytes)
+        self.nbytes = 0
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, hosted: HostedModel, split: int) -> tuple[Any, bool, int]:
+        """``(model with layers 1..split loaded, hit, bytes loaded now)``."""
+        from tessera.frozen.weights import load_model
+
+        name = hosted.spec.name
+        with self._lock:
+            found = self._models.get(name)
+            if found is not None and found[0] >= split:
+                self._models.move_to_end(name)
+                self.hits += 1
+                return found[1], True, 0
+            self.misses += 1
+        # the registry checked the file's hash at start; check again: it may have changed
+        model = load_model(hosted.spec, self.registry.folder, split)
+        nbytes = sum(t.nbytes for t in model.state_dict().values() if t.device.type != "meta")
+        with self._lock:
+            if self.capacity and nbytes <= self.capacity:
+                old = self._models.pop(name, None)
+                if old is not None:
+                    self.nbytes -= old[2]
+                self._models[name] = (split, model, nbytes)
+                self.nbytes += nbytes
+                while self.nbytes > self.capacity:
+                    _, (_, _, n) = self._models.popitem(last=False)
+                    self.nbytes -= n
+        return model, False, nbytes
+
+
+@dataclasses.dataclass
+class InferResult:
+    """Features of one request, in its sample order, and the header's extra keys."""
+
+    features: np.ndarray
+    header: dict[str, Any]
+
+
+class InferService:
+    """Runs infer requests for one server (blocking: the handler calls :meth:`run` in a
+    worker thread)."""
+
+    def __init__(self, store: Store, config: ServerConfig) -> None:
+        import torch
+
+        self.store = store
+        self.config = config
+        self.registry = ModelRegistry(config.models_dir)
+        self.cache = ModelCache(self.registry, config.model_cache_bytes)
+        self.device_lock = threading.Lock()  # emulated compute: forward passes take turns
+        self.emulation = None
+        if config.emulate_compute:
+            from tessera.frozen.emulate import Emulation
+
+            self.emulation = Emulation.load(config.emulate_compute)
+        self._arrays: dict[str, Any] = {}
+        self._arrays_lock = threading.Lock()
+        torch.set_num_threads(config.infer_threads)
+        torch.set_flush_denormal(True)
+
+    # -- checks, before any compute --------------------------------------------------------
+    def check(self, req: InferRequest, max_output_bytes: int) -> tuple[HostedModel, int]:
+        """The model and the server batch for ``req``; raises the 404/400/409/413 errors."""
+        hosted = self.registry.get(req.model)
+        spec = hosted.spec
+        if not 1 <= req.split <= hosted.max_split:
+            names = [i.name for i in hosted.layers[:hosted.max_split]]
+            raise ProtocolError(f"split {req.split} is outside 1..{hosted.max_split} for "
+                                f"{spec.name} (layers: {names[0]} ... {names[-1]})")
+        if req.weights_sha256 is not None and req.weights_sha256 != spec.sha256:
+            raise WeightsMismatchError(f"weights sha256 {spec.sha256[:12]}... of {spec.name} on "
+                                       f"this server != client's {req.weights_sha256[:12]}...")
+        layer = hosted.layers[req.split - 1]
+        itemsize = np.dtype(req.output_dtype).itemsize
+        per_sample = math.prod(layer.shape) * itemsize
+        n = len(req.samples)
+        if n * per_sample > max_output_bytes:
+            raise LimitError(f"{n} samples of {spec.name} at split {req.split} ({layer.name}) "
+                             f"are {n * per_sample:,} bytes; at split {req.split} at most "
+                             f"{max_output_bytes // per_sample} samples fit "
+                             f"{max_output_bytes:,} bytes")
+        from tessera.frozen.inventory import peak_bytes_per_sample
+
+        peak = peak_bytes_per_sample(hosted.layers, spec.input.sample_shape, 1, req.split)
+        budget = self.config.infer_memory_bytes
+        if peak > budget:
+            raise LimitError(f"split {req.split} of {spec.name} needs {peak / 2**20:.1f} MiB per "
+                             f"sample (2 x the largest input + output of layers 1..{req.split}); "
+                             f"the budget per request is {budget / 2**20:.1f} MiB")
+        cos = min(req.cos_batch or self.config.cos_batch, self.config.cos_batch, n,
+                  max(1, budget // max(peak, 1)))
+        return hosted, cos
+
+    # -- one request ------------------------------------------------------------------------
+    def run(self, req: InferRequest, hosted: HostedModel, cos: int) -> InferResult:
+        """Read, normalise, compute and time one request."""
+        phases: dict[str, float] = {}
+        spec = hosted.spec
+        t = time.perf_counter()
+        stored = self._read(req, spec)
+        phases["read"] = time.perf_counter() - t
+        layers_s: list[float] | None = None
+        if self.emulation is not None:
+            t = time.perf_counter()
+            phases["load"] = self.emulation.load_s(spec.name, req.split) \
+                if self.cache.capacity == 0 else 0.0
+            time.sleep(phases["load"])
+            t = time.perf_counter()
+            with self.device_lock:
+                seconds = self.emulation.forward_s(spec.name, req.split, len(req.samples))
+                time.sleep(seconds)
+            phases["prep"] = 0.0
+            phases["forward"] = time.perf_counter() - t
+            t = time.perf_counter()
+            shape = hosted.layers[req.split - 1].shape
+            features = np.zeros((len(req.samples), *shape), req.output_dtype)
+            phases["copy"] = time.perf_counter() - t
+            hit = self.cache.capacity > 0
+            used = cos
+        else:
+            t = time.perf_counter()
+            model, hit, _ = self.cache.get(hosted, req.split)
+            phases["load"] = time.perf_counter() - t
+            t = time.perf_counter()
+            x = _normalise(stored, spec)
+            phases["prep"] = time.perf_counter() - t
+            t = time.perf_counter()
+            out, used, layers_s = self._forward(model, x, req, cos)
+            phases["forward"] = time.perf_counter() - t
+            t = time.perf_counter()
+            features = np.ascontiguousarray(out.numpy().astype(req.output_dtype, copy=False))
+            phases["copy"] = time.perf_counter() - t
+        header: dict[str, Any] = {"phases": phases, "cos_batch_used": used,
+                                  "model_cache": "hit" if hit else "miss",
+                                  "weights_sha256": spec.sha256}
+        if layers_s is not None:
+            header["layers"] = layers_s
+        return InferResult(features, header)
+
+    def _array(self, path: str) -> Any:
+        from tessera.array.array import open_array
+
+        with self._arrays_lock:
+            arr = self._arrays.get(path)
+        if arr is None:
+            url = self.store.url.child(path) if path else str(self.store.url)
+            try:
+                arr = open_array(url, storage_options=self.store.aio.storage_options)
+            except TesseraError as err:
+                raise UnprocessableError(f"input.array {path!r}: {err}") from None
+            with self._arrays_lock:
+                self._arrays[path] = arr
+        return arr
+
+    def _read(self, req: InferRequest, spec: ModelSpec) -> np.ndarray:
+        arr = self._array(req.array)
+        shape = arr.shape
+        want = spec.input.sample_shape
+        rest = tuple(s for d, s in enumerate(shape) if d != req.sample_dim)
+        if req.sample_dim >= len(shape) or rest != want:
+            raise UnprocessableError(
+                f"array {req.array!r} has shape {shape}; {spec.name} takes samples of "
+                f"{want} along input.sample_dim {req.sample_dim}")
+        n = shape[req.sample_dim]
+        bad = [s for s in req.samples if s >= n]
+        if bad:
+            raise UnprocessableError(f"samples {bad[:5]} are outside 0..{n - 1} of array "
+                                     f"{req.array!r}")
+        sel: list[Any] = [slice(None)] * len(shape)
+        sel[req.sample_dim] = list(req.samples)
+        try:
+            data = np.asarray(arr.oindex[tuple(sel)])
+        except CorruptDataError as err:
+            raise UnprocessableError(f"input of array {req.array!r} is damaged: {err}") \
+                from None
+        return np.moveaxis(data, req.sample_dim, 0)
+
+    def _forward(self, model: Any, x: Any, req: InferRequest, cos: int,
+                 ) -> tuple[Any, int, list[float] | None]:
+        import torch
+
+        per_layer = [0.0] * req.split if req.timings == "layers" else None
+        while True:
+            try:
+                outs = []
+                with torch.inference_mode():
+                    for start in range(0, x.shape[0], cos):
+                        h = x[start:start + cos]
+                        if per_layer is None:
+                            outs.append(model.forward_to(h, req.split))
+                            continue
+                        for k, (_, fn) in enumerate(model.layers()[:req.split]):
+                            t = time.perf_counter()
+                            h = fn(h)
+                            per_layer[k] += time.perf_counter() - t
+                        outs.append(h)
+                return torch.cat(outs), cos, per_layer
+            except RuntimeError as err:
+                if "alloc" not in str(err).lower() or cos == 1:
+                    if "alloc" in str(err).lower():
+                        raise ServerBusyError(f"insufficient memory for split {req.split} of "
+                                              f"{req.model} even at a server batch of 1") \
+                            from None
+                    raise
+                cos = max(1, cos // 2)
+                per_layer = [0.0] * req.split if per_layer is not None else None
+
+
+def _normalise(stored: np.ndarray, spec: ModelSpec) -> Any:
+    """``(stored * scale - mean) / std`` per channel, float32 (the manifest's recipe)."""
+    import torch
+
+    inp = spec.input
+    x = torch.from_numpy(np.ascontiguousarray(stored)).to(torch.float32)
+    x.mul_(inp.scale)
+    mean = torch.tensor(inp.mean, dtype=torch.float32).view(1, -1, 1, 1)
+    std = torch.tensor(inp.std, dtype=torch.float32).view(1, -1, 1, 1)
+    return (x - mean) / std

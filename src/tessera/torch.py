@@ -5,7 +5,9 @@ regions of samples (crops around boxes, e.g. MegaDetector detections). A DataLoa
 read as one plan. See :mod:`tessera.integrations.torch_data`. ``FrequencyDataset`` and
 ``GroupShuffleSampler`` read image columns at the k each phase needs
 (:mod:`tessera.integrations.frequency_data`). ``TensorTableDataset`` gives the samples of a
-tensor table's tensors (:mod:`tessera.integrations.tensor_table_data`).
+tensor table's tensors (:mod:`tessera.integrations.tensor_table_data`). ``SplitTrainer`` and
+``FrozenFeatureDataset`` train on features of frozen layers computed beside the store
+(:mod:`tessera.integrations.split_training`, docs/frozen.md).
 """
 
 from typing import TYPE_CHECKING, Any
@@ -19,17 +21,24 @@ from tessera.integrations.torch_data import (
 )
 
 if TYPE_CHECKING:  # imported on first use (see __getattr__)
+    from tessera.integrations.split_training import FrozenFeatureDataset, SplitTrainer
     from tessera.integrations.tensor_table_data import TensorTableDataset
 
-__all__ = ["ArrayDataset", "FrequencyDataset", "GroupShuffleSampler", "RegionDataset", "Resize",
-           "TensorTableDataset", "regions_from_megadetector"]
+__all__ = ["ArrayDataset", "FrequencyDataset", "FrozenFeatureDataset", "GroupShuffleSampler",
+           "RegionDataset", "Resize", "SplitTrainer", "TensorTableDataset",
+           "regions_from_megadetector"]
 
 
 def __getattr__(name: str) -> Any:
-    """``TensorTableDataset`` is imported on first use: it needs the ``tables`` extra, which
-    the other datasets do not."""
+    """``TensorTableDataset`` (the ``tables`` extra), ``SplitTrainer`` and
+    ``FrozenFeatureDataset`` (the ``frozen`` extra) are imported on first use: the other
+    datasets need neither extra."""
     if name == "TensorTableDataset":
         from tessera.integrations.tensor_table_data import TensorTableDataset
 
         return TensorTableDataset
+    if name in ("SplitTrainer", "FrozenFeatureDataset"):
+        from tessera.integrations import split_training
+
+        return getattr(split_training, name)
     raise AttributeError(f"module 'tessera.torch' has no attribute {name!r}")

@@ -90,6 +90,19 @@ def load_request(body: bytes, limits: Limits, field: str) -> list[Any]:
     >>> load_request(b'{"protocol": 1, "reads": [{"kind": "tile"}]}', Limits(), "reads")
     [{'kind': 'tile'}]
     """
+    doc = load_document(body, limits)
+    items = doc.get(field)
+    if not isinstance(items, list) or not items:
+        raise ProtocolError(f"{field!r} must be a non-empty list")
+    if len(items) > limits.max_items:
+        raise LimitError(f"{len(items)} {field} in one request; the limit is "
+                         f"{limits.max_items}")
+    return items
+
+
+def load_document(body: bytes, limits: Limits) -> dict[str, Any]:
+    """A request body's JSON object once its size, its JSON (no NaN or Infinity) and its
+    protocol version are checked; raises :class:`ProtocolError` or :class:`LimitError`."""
     if len(body) > limits.max_body_bytes:
         raise LimitError(f"request body of {len(body)} bytes exceeds the limit of "
                          f"{limits.max_body_bytes}")
@@ -102,13 +115,7 @@ def load_request(body: bytes, limits: Limits, field: str) -> list[Any]:
     if doc.get("protocol") != PROTOCOL_VERSION:
         raise ProtocolError(f"unsupported protocol {doc.get('protocol')!r}; this server "
                             f"speaks {PROTOCOL_VERSION}")
-    items = doc.get(field)
-    if not isinstance(items, list) or not items:
-        raise ProtocolError(f"{field!r} must be a non-empty list")
-    if len(items) > limits.max_items:
-        raise LimitError(f"{len(items)} {field} in one request; the limit is "
-                         f"{limits.max_items}")
-    return items
+    return doc
 
 
 def _no_constant(name: str) -> Any:

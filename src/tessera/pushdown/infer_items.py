@@ -40,6 +40,7 @@ from tessera.pushdown.framing import (
     ProtocolError,
     array_path,
     is_int,
+    load_document,
 )
 
 MODEL_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -94,18 +95,7 @@ def parse_infer_request(body: bytes, limits: Limits, max_samples: int) -> InferR
     """Check an infer request body; raises :class:`ProtocolError` (400), ``ForbiddenKeyError``
     (403, an array outside the root) or ``LimitError`` (413, too many samples) naming the
     field. Whether the model exists and the split fits it is the server's check."""
-    if len(body) > limits.max_body_bytes:
-        raise LimitError(f"request body of {len(body)} bytes exceeds the limit of "
-                         f"{limits.max_body_bytes}")
-    try:
-        doc = json.loads(body, parse_constant=_no_constant)
-    except (ValueError, RecursionError) as err:
-        raise ProtocolError(f"request body is not valid JSON: {err}") from None
-    if not isinstance(doc, dict):
-        raise ProtocolError("request body must be a JSON object")
-    if doc.get("protocol") != PROTOCOL_VERSION:
-        raise ProtocolError(f"unsupported protocol {doc.get('protocol')!r}; this server "
-                            f"speaks {PROTOCOL_VERSION}")
+    doc = load_document(body, limits)
     _unknown(doc, _TOP, "the infer request")
     model = doc.get("model")
     if not isinstance(model, str) or not MODEL_NAME.match(model):
@@ -148,6 +138,3 @@ def parse_infer_request(body: bytes, limits: Limits, max_samples: int) -> InferR
     return InferRequest(model, split, array, tuple(samples), sample_dim, sha, cos, dtype,
                         timings)
 
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not allowed")

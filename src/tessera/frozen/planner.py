@@ -1,0 +1,266 @@
+"""Choosing the split: HAPI's cost model with overlap (paper section 4.3; the spec's section
+5.4), the baselines' rules, and the table ``explain`` prints.
+
+Per training iteration of ``B`` samples sent as ``q = ceil(B / R)`` requests of ``R``, with
+``C`` requests served at once and forward passes taking turns on the server (``p = 1``, the
+paper's time-shared GPU; the parallel part overlaps)::
+
+    server   T_s = sum over waves of  P(s) + k_w * Phi(s)      P = R * (read + prep + o_s * copy)
+                                                               Phi = R * sum_{k<=s} t_srv[k]
+    network  T_n = B * o_s / bandwidth + waves * rtt
+    client   T_c = B * (o_s * receive + sum_{s<k<=F} t_cli[k] + train)
+    NoSplit  T_s = 0, T_n = B * input bytes / bandwidth + rtt, T_c adds the client's own
+             decoding of stored samples
+    auto     max(T_c, T_s + T_n)       the storage side works on iteration i+1 meanwhile
+    sum      T_c + T_s + T_n           Neurosurgeon's rule (the paper's NSG baseline)
+    epoch    iterations * T_iter + (T_s + T_n)          (filling the pipeline)
+
+A split is infeasible when the client's memory estimate for it exceeds its budget, when one
+sample's features exceed the server's output limit, or when the server's memory per sample
+is over its budget; ``explain`` says which.
+
+Algorithm 1 of the paper is referenced by line in its text, but its body is not there: the
+profiling schedule :mod:`tessera.integrations.split_training` follows (epoch 0: first half at
+``s = F`` to profile the server, second half at the earliest client-feasible split to profile
+the client, then this planner) is **reconstructed from the prose** (spec section 1.5).
+
+>>> p = SplitProfile(names=("a", "b", "c"), out_bytes=(400, 100, 40), input_bytes=300,
+...                  freeze=2, server_fwd_s=(0.01, 0.01), client_fwd_s=(0.01, 0.01, 0.002),
+...                  train_s=0.004, bandwidth=1e5)
+>>> plan = choose(p, batch=8, request=4, samples=800)
+>>> plan.split, [round(c.iteration_s, 3) for c in plan.candidates]
+(1, [0.192, 0.113, 0.169])
+>>> choose(p, 8, 4, rule="sum", samples=800).split, choose(p, 8, 4, rule="min").split
+(2, 2)
+
+Split 1 wins although its server and client sum (0.225 s) is the largest: they overlap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Literal
+
+from tessera.errors import InvalidArgumentError
+
+Rule = Literal["auto", "sum", "freeze", "min", "nosplit"]
+RULES = ("auto", "sum", "freeze", "min", "nosplit")
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitProfile:
+    """What the planner knows about a job (seconds per sample, bytes per sample).
+
+    Attributes:
+        names: the model's layer names, 1..L.
+        out_bytes: bytes per sample of each layer's output as sent (float32 unless fp16).
+        input_bytes: bytes per sample as stored (what NoSplit fetches).
+        freeze: the last frozen layer F.
+        server_fwd_s: the server's forward seconds per sample of layers 1..F.
+        client_fwd_s: the client's forward seconds per sample of layers 1..L (those it never
+            ran may be NaN; splits needing them are then marked unprofiled).
+        train_s: the client's forward + backward + optimizer seconds per sample of the
+            trained layers (F+1..L and any head).
+        bandwidth: link bytes per second.
+        rtt_s: a request's round trip without payload.
+        server_sample_s: the server's per-sample read + normalise seconds.
+        server_byte_s: the server's seconds per byte of features (copy, framing).
+        client_byte_s: the client's seconds per received byte (decode, collate).
+        client_decode_s: the client's seconds per sample to read and normalise a stored
+            sample itself (NoSplit), beyond the link.
+        concurrency: requests the server computes at once.
+        max_output_bytes: the server's limit of feature bytes per request.
+        server_memory_bytes: the server's activation budget per request.
+        server_peak_bytes: per split 1..F, the server's memory estimate per sample.
+        client_peak_bytes: per split 0..F, the client's memory estimate per sample.
+        client_memory_bytes: the client's budget.
+        dollars_per_request: fee of one request (infer or read).
+        dollars_per_byte: egress fee per byte crossing the link.
+    """
+
+    names: tuple[str, ...]
+    out_bytes: tuple[int, ...]
+    input_bytes: int
+    freeze: int
+    server_fwd_s: tuple[float, ...]
+    client_fwd_s: tuple[float, ...]
+    train_s: float
+    bandwidth: float
+    rtt_s: float = 0.001
+    server_sample_s: float = 0.0
+    server_byte_s: float = 0.0
+    client_byte_s: float = 0.0
+    client_decode_s: float = 0.0
+    concurrency: int = 4
+    max_output_bytes: int = 256 << 20
+    server_memory_bytes: int = 2 << 30
+    server_peak_bytes: tuple[int, ...] = ()
+    client_peak_bytes: tuple[int, ...] = ()
+    client_memory_bytes: int = 16 << 30
+    dollars_per_request: float = 0.0
+    dollars_per_byte: float = 0.0
+
+    def __post_init__(self) -> None:
+        n = len(self.names)
+        if len(self.out_bytes) != n or len(self.client_fwd_s) != n:
+            raise InvalidArgumentError("names, out_bytes and client_fwd_s need one entry per "
+                                       "layer")
+        if not 1 <= self.freeze < n:
+            raise InvalidArgumentError(f"freeze must be 1..{n - 1} (the last layer trains), "
+                                       f"got {self.freeze}")
+        if len(self.server_fwd_s) < self.freeze:
+            raise InvalidArgumentError(f"server_fwd_s needs layers 1..{self.freeze}")
+        if not self.bandwidth > 0:
+            raise InvalidArgumentError(f"bandwidth must be > 0, got {self.bandwidth}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """One split's estimate, per training iteration (seconds) and per epoch."""
+
+    split: int
+    name: str
+    out_bytes: int
+    feasible: bool
+    why: str
+    server_s: float
+    network_s: float
+    client_s: float
+    iteration_s: float
+    sum_s: float
+    epoch_s: float
+    dollars: float
+    request_size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitPlan:
+    """The chosen split, every candidate, and what they were computed for."""
+
+    split: int
+    rule: str
+    candidates: tuple[Candidate, ...]
+    batch: int
+    request: int
+    samples: int
+    profile: SplitProfile
+
+    def candidate(self, split: int) -> Candidate:
+        """The estimate of ``split``."""
+        for c in self.candidates:
+            if c.split == split:
+                return c
+        raise InvalidArgumentError(f"split {split} is not a candidate (0..{self.profile.freeze})")
+
+    def explain(self, title: str = "") -> str:
+        """The table of every candidate: output per sample, feasibility, server, network and
+        client seconds per iteration, the epoch estimate and the ratio to NoSplit."""
+        p = self.profile
+        nosplit = self.candidate(0).epoch_s
+        head = (f"{title}freeze {p.freeze} {p.names[p.freeze - 1]}  batch {self.batch}  "
+                f"request {self.request}  concurrency {p.concurrency}  link "
+                f"{p.bandwidth * 8 / 1e6:.1f} Mbit/s  rule {self.rule}")
+        lines = [head, f"{'split':>5} {'layer':<22} {'out/sample':>11} {'fits':<16} "
+                       f"{'server s/it':>11} {'net s/it':>9} {'client s/it':>11} "
+                       f"{'est s/epoch':>11} {'vs NoSplit':>10} {'$/epoch':>9}"]
+        for c in self.candidates:
+            name = "(NoSplit)" if c.split == 0 else c.name
+            mark = "  <- chosen" if c.split == self.split else ""
+            ratio = nosplit / c.epoch_s if c.epoch_s > 0 and math.isfinite(c.epoch_s) else 0
+            lines.append(f"{c.split:>5} {name[:22]:<22} {_size(c.out_bytes):>11} "
+                         f"{'yes' if c.feasible else c.why:<16} {c.server_s:>11.3f} "
+                         f"{c.network_s:>9.3f} {c.client_s:>11.3f} {c.epoch_s:>11.2f} "
+                         f"{ratio:>9.2f}x {c.dollars:>9.4f}{mark}")
+        if self.rule != "sum":
+            nsg = _pick(self.candidates, "sum", p)
+            lines.append(f"NSG (sum rule) would pick {nsg}")
+        return "\n".join(lines)
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} B"
+
+
+def estimate(p: SplitProfile, split: int, batch: int, request: int, samples: int) -> Candidate:
+    """The cost model for one split (see the module's docstring)."""
+    iterations = math.ceil(samples / batch)
+    f = p.freeze
+    train = batch * p.train_s
+    why = ""
+    if split == 0:
+        o = p.input_bytes
+        server = 0.0
+        net = batch * o / p.bandwidth + p.rtt_s
+        client = batch * (p.client_decode_s + sum(p.client_fwd_s[:f])) + train
+        size = batch
+        requests = 1
+    else:
+        o = p.out_bytes[split - 1]
+        size = max(1, min(request, p.max_output_bytes // max(o, 1)))
+        if o > p.max_output_bytes:
+            why = "output limit"
+        if p.server_peak_bytes and p.server_peak_bytes[split - 1] > p.server_memory_bytes:
+            why = "server memory"
+        q = math.ceil(batch / size)
+        waves = [min(p.concurrency, q - w * p.concurrency)
+                 for w in range(math.ceil(q / p.concurrency))]
+        parallel = size * (p.server_sample_s + o * p.server_byte_s)
+        forward = size * sum(p.server_fwd_s[:split])
+        server = sum(parallel + k * forward for k in waves)
+        net = batch * o / p.bandwidth + len(waves) * p.rtt_s
+        client = batch * (o * p.client_byte_s + sum(p.client_fwd_s[split:f])) + train
+        requests = q
+    if p.client_peak_bytes and batch * p.client_peak_bytes[split] > p.client_memory_bytes:
+        why = why or "client memory"
+    if math.isnan(client):
+        why = why or "unprofiled"
+    iteration = max(client, server + net)
+    total = client + server + net
+    dollars = iterations * (requests * p.dollars_per_request + batch * o * p.dollars_per_byte)
+    return Candidate(split, p.names[split - 1] if split else "", o, not why, why or "yes",
+                     server, net, client, iteration, total,
+                     iterations * iteration + (server + net), dollars, size)
+
+
+def _pick(cands: tuple[Candidate, ...], rule: str, p: SplitProfile, phi: float = 0.0) -> int:
+    ok = [c for c in cands if c.feasible]
+    if rule == "nosplit":
+        return 0
+    if rule == "freeze":
+        return p.freeze
+    if rule == "min":
+        inner = [c for c in cands if c.split >= 1]
+        return min(inner, key=lambda c: (c.out_bytes, c.split)).split
+    if rule == "sum":  # Neurosurgeon never falls back to NoSplit (paper section 5.4)
+        inner = [c for c in ok if c.split >= 1] or [c for c in cands if c.split >= 1]
+        return min(inner, key=lambda c: (c.sum_s, -c.split)).split
+    if not ok:
+        return p.freeze  # the paper: at F the client does least; the user is told
+    return min(ok, key=lambda c: (c.epoch_s + phi * c.dollars, -c.split)).split
+
+
+def choose(p: SplitProfile, batch: int, request: int = 128, rule: str | int = "auto",
+           samples: int | None = None, phi: float = 0.0) -> SplitPlan:
+    """Estimate every split ``0..F`` and pick one by ``rule``: ``"auto"`` (least epoch time
+    with overlap, plus ``phi`` x dollars), ``"sum"`` (NSG), ``"freeze"``, ``"min"`` (the
+    smallest output in ``1..F``, earliest on ties), ``"nosplit"``, or a layer index."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise InvalidArgumentError(f"batch must be a positive integer, got {batch!r}")
+    if isinstance(request, bool) or not isinstance(request, int) or request < 1:
+        raise InvalidArgumentError(f"request must be a positive integer, got {request!r}")
+    samples = samples or batch
+    cands = tuple(estimate(p, s, batch, request, samples) for s in range(p.freeze + 1))
+    if isinstance(rule, int) and not isinstance(rule, bool):
+        if not 0 <= rule <= p.freeze:
+            raise InvalidArgumentError(f"split {rule} is outside 0..{p.freeze} (the frozen "
+                                       f"layers {p.names[0]} ... {p.names[p.freeze - 1]})")
+        split = rule
+        name = str(rule)
+    elif rule in RULES:
+        split = _pick(cands, str(rule), p, phi)
+        name = str(rule)
+    else:
+        raise InvalidArgumentError(f"split must be one of {', '.join(RULES)} or a layer "
+                                   f"index, got {rule!r}")
+    return SplitPlan(split, name, cands, batch, request, samples, p)

@@ -1,0 +1,564 @@
+"""Transfer learning with the frozen layers beside the store (the HAPI paper):
+:class:`SplitTrainer` and :class:`FrozenFeatureDataset` (``tessera.frozen.materialize``
+writes features as an array).
+
+``SplitTrainer`` trains layers ``F+1..L`` of a registered model (and an optional new head in
+place of its last layer) on samples of a Tessera array. Each iteration's ``B`` samples, in
+the sampler's order, go to the server as ``ceil(B / R)`` infer requests for layers ``1..s``;
+the client runs ``s+1..F`` in eval mode under ``inference_mode`` and ``F+1..`` with gradients.
+The requests of the next ``prefetch`` iterations are in flight while the client computes one.
+Any failure of a request but a damaged input (422: :class:`~tessera.errors.CorruptDataError`)
+or other weights (409) computes that batch locally instead (counted in the report, the reason
+kept), after one retry when the server was busy.
+
+The split: ``"auto"`` (HAPI's overlap rule), ``"sum"`` (Neurosurgeon's), ``"freeze"``,
+``"min"``, ``"nosplit"`` or a layer index. ``"auto"`` and ``"sum"`` profile during epoch 0 as
+the paper's Algorithm 1 does -- **its body is not in the paper's text; this schedule is
+reconstructed from the prose** (spec section 1.5): a link probe, the first half of the epoch
+at ``s = F`` (the server's per-layer times), the second half at the earliest split the client's
+memory allows (the client's per-layer times), then :func:`tessera.frozen.planner.choose` for
+the later epochs. Training is the same at every split: the same samples in the same order
+through the same weights (frozen layers in eval mode).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import copy
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from tessera._sync import run_sync
+from tessera.array.array import Array, open_array
+from tessera.errors import (
+    CorruptDataError,
+    FeatureMismatchError,
+    InvalidArgumentError,
+    PushdownError,
+)
+from tessera.frozen.inventory import FLOAT_BYTES, peak_bytes_per_sample
+from tessera.frozen.planner import SplitPlan, SplitProfile, choose
+from tessera.frozen.remote import Features, FrozenModel, collate, features_of
+from tessera.frozen.weights import prefix_keys
+from tessera.pushdown.client import PushdownClient
+from tessera.storage.url import parse_store_url
+
+FATAL_STATUSES = (404, 409, 422)
+
+
+@dataclasses.dataclass
+class EpochReport:
+    """What one epoch did, measured, beside the planner's estimate when there is one.
+
+    Attributes:
+        epoch: its number (0 profiles under ``auto``/``sum``).
+        split: the split used (epoch 0 of ``auto``: the one chosen at its end).
+        seconds: wall time of the epoch.
+        iterations, samples: how much it trained.
+        losses: the loss of every iteration, in order.
+        fallbacks: batches computed locally after a server failure; ``last_error`` the latest
+            reason.
+        requests, bytes_received: infer requests and feature bytes that crossed the link.
+        wait_s: time the client waited for features; ``compute_s`` its own work.
+        estimate_s: the planner's epoch estimate for ``split`` (``None`` without a profile).
+        checked: the relative error of the feature check (``None`` when none ran).
+    """
+
+    epoch: int
+    split: int
+    seconds: float = 0.0
+    iterations: int = 0
+    samples: int = 0
+    losses: list[float] = dataclasses.field(default_factory=list)
+    fallbacks: int = 0
+    last_error: str | None = None
+    requests: int = 0
+    bytes_received: int = 0
+    wait_s: float = 0.0
+    compute_s: float = 0.0
+    estimate_s: float | None = None
+    checked: float | None = None
+
+    def __str__(self) -> str:
+        est = f", estimated {self.estimate_s:.2f} s" if self.estimate_s is not None else ""
+        loss = f", loss {np.mean(self.losses):.4f}" if self.losses else ""
+        fb = (f", {self.fallbacks} batch(es) computed locally ({self.last_error})"
+              if self.fallbacks else "")
+        return (f"epoch {self.epoch}: split {self.split}, {self.seconds:.2f} s{est}, "
+                f"{self.iterations} iterations, {self.requests} requests, "
+                f"{self.bytes_received / 2**20:.1f} MiB received, waited {self.wait_s:.2f} s"
+                f"{loss}{fb}")
+
+
+class _Tail(nn.Module):
+    """Layers ``F+1..L`` of a copy of the model (trainable), then ``head`` in place of the
+    last layer when given (it receives the previous layer's output flattened to ``(B, -1)``,
+    as every model's own last layer does)."""
+
+    def __init__(self, net: FrozenModel, freeze: int, head: nn.Module | None) -> None:
+        super().__init__()
+        self.body = copy.deepcopy(net.model)
+        self.freeze = freeze
+        self.last = len(net.layers) - (1 if head is not None else 0)
+        self.head = head
+        frozen = prefix_keys(self.body, freeze)
+        used = set(self.body.state_dict()) - frozen
+        if head is not None:
+            used -= set(prefix_keys(self.body, len(net.layers))) - set(
+                prefix_keys(self.body, len(net.layers) - 1))
+        self._trainable = [p for n, p in self.body.named_parameters() if n in used]
+        for p in self.body.parameters():
+            p.requires_grad_(False)
+        for p in self._trainable:
+            p.requires_grad_(True)
+        self.body.eval()
+
+    def trainable(self) -> list[nn.Parameter]:
+        own = list(self.head.parameters()) if self.head is not None else []
+        return [*self._trainable, *own]
+
+    def set_train(self, mode: bool) -> None:
+        """Train mode for the trained layers only (the frozen copy stays in eval)."""
+        for _, fn in self.body.layers()[self.freeze:self.last]:
+            if isinstance(fn, nn.Module):
+                fn.train(mode)
+        if self.head is not None:
+            self.head.train(mode)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        for _, fn in self.body.layers()[self.freeze:self.last]:
+            h = fn(h)
+        if self.head is None:
+            return h
+        out: torch.Tensor = self.head(torch.flatten(h, 1) if h.ndim > 2 else h)
+        return out
+
+
+def _server_of(net: FrozenModel, pushdown: Any) -> PushdownClient | None:
+    if pushdown is None:
+        return net.server
+    if isinstance(pushdown, PushdownClient):
+        return pushdown
+    return PushdownClient(str(pushdown))
+
+
+class SplitTrainer:
+    """Train the layers after ``freeze`` of ``net`` on ``data`` (an array ``(N, C, H, W)`` of
+    stored samples, or its URL) with ``labels``, the frozen layers split between the server and
+    here (see the module's docstring).
+
+    Args:
+        net: the registered model (:meth:`FrozenModel.from_server` or ``.local``).
+        head: a module replacing the model's last layer (``None``: train the model's own).
+        freeze: the last frozen layer F, by name or 1-based index.
+        data, labels: the samples and their integer classes.
+        pushdown: the server (URL or client); default ``net``'s; ``None`` with none: local.
+        batch_size: the training batch B; ``request_size``: samples per request R.
+        split: ``"auto"``, ``"sum"``, ``"freeze"``, ``"min"``, ``"nosplit"`` or an index.
+        prefetch: iterations whose requests are in flight ahead of the one computing.
+        check: ``"first"`` (the first request of epoch 0 is recomputed here and compared),
+            ``"always"`` (every request; for tests) or ``"never"``.
+        shuffle, seed: the sampler (a seeded permutation per epoch, as a DataLoader with a
+            seeded generator).
+        client_memory_bytes: the client's budget for the planner's memory estimate.
+        phi: dollars' weight in the objective (seconds per dollar; 0: fastest).
+        profile: a :class:`~tessera.frozen.planner.SplitProfile` from an earlier job: no
+            profiling epoch.
+        output_dtype: ``"<f4"`` (exact) or ``"<f2"`` (half the bytes, lossy).
+    """
+
+    def __init__(self, net: FrozenModel, head: nn.Module | None = None, *,
+                 freeze: str | int, data: Array | str, labels: Sequence[int] | np.ndarray,
+                 pushdown: Any = None, batch_size: int = 128, request_size: int = 128,
+                 split: str | int = "auto", prefetch: int = 1, check: str = "first",
+                 shuffle: bool = True, seed: int = 0, client_memory_bytes: int = 16 << 30,
+                 phi: float = 0.0, profile: SplitProfile | None = None,
+                 output_dtype: str = "<f4") -> None:
+        self.net = net
+        self.freeze = net.index(freeze)
+        if self.freeze >= len(net.layers):
+            raise InvalidArgumentError(f"freeze {freeze!r} leaves nothing to train: "
+                                       f"{net.spec.name} has {len(net.layers)} layers")
+        self.data = data if isinstance(data, Array) else open_array(str(data))
+        self.labels = torch.as_tensor(np.asarray(labels), dtype=torch.long)
+        n = self.data.shape[0]
+        if self.labels.shape != (n,):
+            raise InvalidArgumentError(f"labels must hold one class per sample ({n}), got "
+                                       f"shape {tuple(self.labels.shape)}")
+        if tuple(self.data.shape[1:]) != net.spec.input.sample_shape:
+            raise InvalidArgumentError(f"data of shape {self.data.shape} does not hold samples "
+                                       f"of {net.spec.input.sample_shape} for {net.spec.name}")
+        for name, v in (("batch_size", batch_size), ("request_size", request_size)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InvalidArgumentError(f"{name} must be a positive integer, got {v!r}")
+        if check not in ("first", "always", "never"):
+            raise InvalidArgumentError(f"check must be 'first', 'always' or 'never', got "
+                                       f"{check!r}")
+        if isinstance(split, int) and not isinstance(split, bool):
+            if not 0 <= split <= self.freeze:
+                raise InvalidArgumentError(
+                    f"split {split} is outside 0..{self.freeze} (the frozen layers "
+                    f"{net.layers[0].name} ... {net.layers[self.freeze - 1].name})")
+        elif split not in ("auto", "sum", "freeze", "min", "nosplit"):
+            raise InvalidArgumentError(f"split must be 'auto', 'sum', 'freeze', 'min', "
+                                       f"'nosplit' or a layer index, got {split!r}")
+        self.server = _server_of(net, pushdown)
+        self.batch_size, self.request_size = batch_size, request_size
+        self.rule = split
+        self.prefetch = max(0, int(prefetch))
+        self.check = check
+        self.shuffle, self.seed = shuffle, seed
+        self.client_memory_bytes = client_memory_bytes
+        self.phi = phi
+        self.output_dtype = output_dtype
+        self.profile = profile
+        self.plan: SplitPlan | None = None
+        self.tail = _Tail(net, self.freeze, head)
+        self.epoch = 0
+        self.reports: list[EpochReport] = []
+        self._array_path: str | None = None
+        self._checked = False
+        self._measure: dict[str, list[float]] = {}
+        if self.server is None and split not in ("nosplit", 0):
+            self.split = 0  # no server: everything here
+        else:
+            self.split = self._static_split()
+
+    # -- public -----------------------------------------------------------------------------
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        """The parameters an optimizer should train."""
+        return self.tail.trainable()
+
+    def order(self, epoch: int) -> list[int]:
+        """The sample order of ``epoch`` (a seeded permutation, or ``0..N-1``)."""
+        n = self.data.shape[0]
+        if not self.shuffle:
+            return list(range(n))
+        g = torch.Generator().manual_seed(self.seed + epoch)
+        return torch.randperm(n, generator=g).tolist()
+
+    def train_epoch(self, optimizer: torch.optim.Optimizer,
+                    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                    ) -> EpochReport:
+        """One epoch over the data; returns its :class:`EpochReport` (also in ``reports``)."""
+        order = self.order(self.epoch)
+        batches = [order[i:i + self.batch_size] for i in range(0, len(order),
+                                                               self.batch_size)]
+        profiling = self.plan is None and self.profile is None and \
+            self.rule in ("auto", "sum") and self.server is not None
+        if self.profile is not None and self.plan is None:
+            self._replan()
+        report = EpochReport(self.epoch, self.split)
+        t0 = time.perf_counter()
+        if profiling:
+            self._probe_link()
+            half = max(1, len(batches) // 2)
+            schedule = [self.freeze] * half + [self._earliest_feasible()] * (len(batches) - half)
+        else:
+            schedule = [self.split] * len(batches)
+        self.tail.set_train(True)
+        with concurrent.futures.ThreadPoolExecutor(
+                self.prefetch + 1, thread_name_prefix="tessera-split") as pool:
+            pending: list[concurrent.futures.Future[Any]] = [
+                pool.submit(self._fetch, batches[i], schedule[i], profiling)
+                for i in range(min(self.prefetch + 1, len(batches)))]
+            for i, batch in enumerate(batches):
+                tw = time.perf_counter()
+                fetched = pending.pop(0).result()
+                report.wait_s += time.perf_counter() - tw
+                nxt = i + self.prefetch + 1
+                if nxt < len(batches):  # the next requests fly while this batch computes
+                    pending.append(pool.submit(self._fetch, batches[nxt], schedule[nxt],
+                                               profiling))
+                tc = time.perf_counter()
+                loss = self._step(batch, schedule[i], fetched, optimizer, loss_fn, report,
+                                  profiling)
+                report.compute_s += time.perf_counter() - tc
+                report.losses.append(loss)
+                report.iterations += 1
+                report.samples += len(batch)
+        report.seconds = time.perf_counter() - t0
+        if profiling:
+            self.profile = self._profile_from_measurements()
+            self._replan()
+            report.split = self.split
+        elif self.plan is not None:
+            report.estimate_s = self.plan.candidate(self.split).epoch_s
+        self.epoch += 1
+        self.reports.append(report)
+        return report
+
+    # -- splits -----------------------------------------------------------------------------
+    def _static_split(self) -> int:
+        if isinstance(self.rule, int):
+            return self.rule
+        if self.rule == "nosplit":
+            return 0
+        if self.rule == "min":
+            sizes = [i.nbytes for i in self.net.layers[:self.freeze]]
+            return sizes.index(min(sizes)) + 1
+        return self.freeze  # freeze; auto/sum until profiled
+
+    def _client_peak(self) -> tuple[int, ...]:
+        layers, shape = self.net.layers, self.net.spec.input.sample_shape
+        tail = 2 * sum(i.nbytes for i in layers[self.freeze:])
+        return tuple(peak_bytes_per_sample(layers, shape, s + 1, self.freeze) + tail
+                     for s in range(self.freeze + 1))
+
+    def _earliest_feasible(self) -> int:
+        peaks = self._client_peak()
+        for s, peak in enumerate(peaks):
+            if self.batch_size * peak <= self.client_memory_bytes:
+                return s
+        return self.freeze
+
+    def _replan(self) -> None:
+        assert self.profile is not None
+        self.plan = choose(self.profile, self.batch_size, self.request_size, self.rule,
+                           samples=self.data.shape[0], phi=self.phi)
+        self.split = self.plan.split
+
+    # -- one iteration --------------------------------------------------------------------
+    def _path(self) -> str:
+        if self._array_path is None:
+            assert self.server is not None
+            self._array_path = run_sync(self.server.array_path(parse_store_url(self.data.uri)))
+        return self._array_path
+
+    def _stored(self, batch: list[int]) -> np.ndarray:
+        return np.asarray(self.data.oindex[batch])
+
+    def _fetch(self, batch: list[int], split: int, profiling: bool) -> dict[str, Any]:
+        """Runs in a prefetch thread: the features of layer ``split`` from the server, or the
+        stored samples (NoSplit, or a failed request)."""
+        t = time.perf_counter()
+        if split == 0 or self.server is None:
+            stored = self._stored(batch)
+            return {"stored": stored, "fetch_s": time.perf_counter() - t}
+        try:
+            feats = self._remote(batch, split, "layers" if profiling and split == self.freeze
+                                 else "phases")
+        except PushdownError as err:
+            if err.status in FATAL_STATUSES:
+                return {"fatal": err}
+            return {"stored": self._stored(batch), "error": str(err),
+                    "fetch_s": time.perf_counter() - t}
+        return {"features": feats, "fetch_s": time.perf_counter() - t}
+
+    def _remote(self, batch: list[int], split: int, timings: str) -> list[Features]:
+        path = self._path()
+        chunks = [batch[i:i + self.request_size] for i in range(0, len(batch),
+                                                                 self.request_size)]
+
+        async def one(chunk: list[int]) -> Features:
+            try:
+                return await self.net.remote_features(path, chunk, split, timings=timings,
+                                                      output_dtype=self.output_dtype)
+            except PushdownError as err:
+                if err.status != 503:
+                    raise
+                await asyncio.sleep(1.0)  # the server's Retry-After, then once more
+                return await self.net.remote_features(path, chunk, split, timings=timings,
+                                                      output_dtype=self.output_dtype)
+
+        async def all_of() -> list[Features]:
+            return list(await asyncio.gather(*(one(c) for c in chunks)))
+
+        return run_sync(all_of())
+
+    def _step(self, batch: list[int], split: int, fetched: dict[str, Any],
+              optimizer: torch.optim.Optimizer,
+              loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+              report: EpochReport, profiling: bool) -> float:
+        if "fatal" in fetched:
+            err = fetched["fatal"]
+            if err.status == 422:
+                raise CorruptDataError(str(err)) from err
+            if err.status == 409:
+                raise FeatureMismatchError(str(err)) from err
+            raise err
+        if "features" in fetched:
+            parts: list[Features] = fetched["features"]
+            report.requests += len(parts)
+            report.bytes_received += sum(p.nbytes for p in parts)
+            h = collate([p.features for p in parts])
+            if profiling and split == self.freeze:
+                self._note_server(parts, split)
+            if self.check == "always" or (self.check == "first" and not self._checked):
+                first = parts[0]
+                local = self.net.local_features(self._stored(batch[:len(first.features)]),
+                                                split)
+                report.checked = self.net.compare(first.features, local, split,
+                                                  self.output_dtype,
+                                                  first.extra.get("weights_sha256"))
+                self._checked = True
+            with torch.inference_mode():
+                if profiling and split < self.freeze:
+                    h = self._timed_layers(h, split + 1)
+                else:
+                    h = self.net.forward_range(h, split + 1, self.freeze)
+        else:
+            if "error" in fetched:
+                report.fallbacks += 1
+                report.last_error = fetched["error"]
+            stored = fetched["stored"]
+            with torch.inference_mode():
+                td = time.perf_counter()
+                x = self.net.normalise(stored)
+                self._note("decode", (time.perf_counter() - td) / len(batch))
+                start = 1
+                if "error" in fetched:  # the server's layers, here
+                    x = self.net.forward_range(x, 1, split)
+                    start = split + 1
+                h = self._timed_layers(x, start) if profiling else \
+                    self.net.forward_range(x, start, self.freeze)
+        h = h.clone()  # leave inference mode: the trained layers need autograd
+        tt = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        out = self.tail(h)
+        loss = loss_fn(out, self.labels[batch])
+        loss.backward()  # type: ignore[no-untyped-call]
+        optimizer.step()
+        self._note("train", (time.perf_counter() - tt) / len(batch))
+        return float(loss.detach())
+
+    def _timed_layers(self, h: torch.Tensor, first: int) -> torch.Tensor:
+        n = h.shape[0]
+        for k in range(first, self.freeze + 1):
+            t = time.perf_counter()
+            h = self.net.forward_range(h, k, k)
+            self._note(f"client{k}", (time.perf_counter() - t) / n)
+        return h
+
+    # -- profiling ----------------------------------------------------------------------------
+    def _note(self, key: str, value: float) -> None:
+        self._measure.setdefault(key, []).append(value)
+
+    def _note_server(self, parts: list[Features], split: int) -> None:
+        for p in parts:
+            n = len(p.features)
+            layers = p.extra.get("layers") or []
+            for k, t in enumerate(layers[:split], 1):
+                self._note(f"server{k}", float(t) / n)
+            ph = p.extra.get("phases", {})
+            self._note("server_sample", (float(ph.get("read", 0)) + float(ph.get("prep", 0))) / n)
+            self._note("server_byte", float(ph.get("copy", 0)) / max(1, p.nbytes))
+
+    def _probe_link(self) -> None:
+        """Bandwidth and round trip from two requests at split 1 of 1 and of several
+        samples: ``(wall - server seconds)`` is ``rtt + bytes / bandwidth``."""
+        assert self.server is not None
+        n = min(self.request_size, 8, self.data.shape[0])
+        points = []
+        for count in (1, n, 1, n):
+            t = time.perf_counter()
+            got = self._remote(list(range(count)), 1, "phases")[0]
+            wall = time.perf_counter() - t
+            points.append((got.nbytes, max(0.0, wall - got.server_s)))
+        small = min(p[1] for p in points[0::2])
+        large = min(p[1] for p in points[1::2])
+        extra = points[1][0] - points[0][0]
+        self._link = (extra / (large - small) if large > small and extra > 0 else 1e12,
+                      max(small - points[0][0] / (extra / (large - small)) if large > small
+                          and extra > 0 else small, 0.0))
+
+    def _profile_from_measurements(self) -> SplitProfile:
+        m = self._measure
+
+        def mean(key: str) -> float:
+            v = m.get(key)
+            return float(np.median(v)) if v else math.nan
+
+        layers = self.net.layers
+        names = tuple(i.name for i in layers)
+        itemsize = 2 if self.output_dtype == "<f2" else 4
+        out_bytes = tuple(i.nbytes // FLOAT_BYTES * itemsize for i in layers)
+        client = tuple(mean(f"client{k}") if k <= self.freeze else 0.0
+                       for k in range(1, len(layers) + 1))
+        bandwidth, rtt = self._link
+        shape = self.net.spec.input.sample_shape
+        stored_bytes = math.prod(shape) * self.data.dtype.itemsize
+        server_peak = tuple(peak_bytes_per_sample(layers, shape, 1, s)
+                            for s in range(1, self.freeze + 1))
+        info = run_sync(self.server.info()) if self.server is not None else {}
+        infer = info.get("infer", {})
+        limits = info.get("limits", {})
+        return SplitProfile(
+            names=names, out_bytes=out_bytes, input_bytes=stored_bytes, freeze=self.freeze,
+            server_fwd_s=tuple(mean(f"server{k}") for k in range(1, self.freeze + 1)),
+            client_fwd_s=client, train_s=mean("train"), bandwidth=bandwidth, rtt_s=rtt,
+            server_sample_s=mean("server_sample"), server_byte_s=mean("server_byte"),
+            client_byte_s=_collate_cost(),
+            client_decode_s=mean("decode") if "decode" in m else 0.0,
+            concurrency=int(infer.get("concurrency", 4)),
+            max_output_bytes=int(limits.get("max_output_bytes", 256 << 20)),
+            server_memory_bytes=int(infer.get("memory_bytes", 2 << 30)),
+            server_peak_bytes=server_peak, client_peak_bytes=self._client_peak(),
+            client_memory_bytes=self.client_memory_bytes)
+
+
+def _collate_cost() -> float:
+    """The client's seconds per received byte of :func:`~tessera.frozen.remote.collate` (a
+    machine's constant, measured on 4 x 8 MiB: Table 1's "linear in data size" client
+    phases)."""
+    parts = [np.ones((1 << 21,), np.float32) for _ in range(4)]
+    collate(parts)
+    t = time.perf_counter()
+    collate(parts)
+    return (time.perf_counter() - t) / (4 << 23)
+
+
+class FrozenFeatureDataset(torch.utils.data.Dataset[tuple[torch.Tensor, Any]]):
+    """Layer-``split`` features of the samples of ``data`` computed by the server (locally
+    when there is none, or when a request fails), for users with their own training loop.
+    ``__getitems__`` (what a DataLoader with ``collate_fn=lambda b: b`` and a batch sampler
+    uses) sends one request per ``request_size`` samples; ``__getitem__`` one sample.
+
+    Items are ``(features, label)`` with ``labels``, else features alone.
+    """
+
+    def __init__(self, net: FrozenModel, data: Array | str, split: int, *,
+                 labels: Sequence[int] | np.ndarray | None = None, pushdown: Any = None,
+                 request_size: int = 128, output_dtype: str = "<f4") -> None:
+        self.net = net
+        self.data = data if isinstance(data, Array) else open_array(str(data))
+        self.split = net.index(split)
+        if self.split > net.max_split:
+            raise InvalidArgumentError(f"split {split} is beyond {net.spec.name}'s last "
+                                       f"server layer {net.max_split}")
+        self.labels = None if labels is None else np.asarray(labels)
+        self.server = _server_of(net, pushdown)
+        self.request_size = request_size
+        self.output_dtype = output_dtype
+        self.fallbacks = 0
+        self.last_error: str | None = None
+
+    def __len__(self) -> int:
+        return int(self.data.shape[0])
+
+    def features(self, indices: Sequence[int]) -> torch.Tensor:
+        """Features of ``indices``, in their order (computed here when the server fails, the
+        failure counted in ``fallbacks`` and kept in ``last_error``)."""
+        feats, error = features_of(self.net, self.data, [int(i) for i in indices], self.split,
+                                   self.server, self.request_size, self.output_dtype)
+        if error is not None:
+            self.fallbacks += 1
+            self.last_error = error
+        return feats
+
+    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+        feats = self.features(indices)
+        if self.labels is None:
+            return list(feats)
+        return [(f, int(self.labels[i])) for f, i in zip(feats, indices, strict=True)]
+
+    def __getitem__(self, index: int) -> Any:
+        return self.__getitems__([index])[0]

@@ -1,0 +1,154 @@
+"""``POST /v1/infer`` in-process: features equal local computation (G1), the limits and the
+fault table of the spec (section 6.3), each with its status and message, metrics and info."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tessera.frozen.emulate import Emulation, ModelTimes  # noqa: E402
+from tessera.frozen.manifest import read_manifest  # noqa: E402
+from tessera.frozen.remote import FrozenModel  # noqa: E402
+from tessera.pushdown.framing import decode_response  # noqa: E402
+from tessera.pushdown.infer_items import InferRequest, encode_infer_request  # noqa: E402
+
+
+def post(app: Any, body: bytes | list[bytes]) -> list[httpx.Response]:
+    bodies = body if isinstance(body, list) else [body]
+
+    async def go() -> list[httpx.Response]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app),
+                                     base_url="http://p") as c:
+            return list(await asyncio.gather(*(c.post("/v1/infer", content=b)
+                                               for b in bodies)))
+
+    return asyncio.run(go())
+
+
+def req(**kw: Any) -> bytes:
+    base: dict[str, Any] = dict(model="r18", split=8, array="imgs", samples=(3, 1, 5))
+    base.update(kw)
+    return encode_infer_request(InferRequest(**base))
+
+
+@pytest.mark.parametrize("split", range(1, 14))
+def test_features_equal_local_computation_at_every_split(served: Any, split: int) -> None:
+    [r] = post(served.app, req(split=split, cos_batch=2))
+    assert r.status_code == 200, r.text
+    got = decode_response(r.content, 1)
+    feats = got.results[0]["features"]
+    net = FrozenModel.local(read_manifest(served.models)[0], served.models)
+    ref = net.local_features(served.stored[[3, 1, 5]], split)
+    assert net.compare(feats, ref, split) <= 1e-4  # G1
+    assert got.extra["cos_batch_used"] == 2 and got.extra["model_cache"] in ("hit", "miss")
+    assert set(got.extra["phases"]) == {"queue", "read", "load", "prep", "forward", "copy"}
+
+
+def test_per_layer_timings_and_fp16(served: Any) -> None:
+    [r] = post(served.app, req(timings="layers", output_dtype="<f2"))
+    got = decode_response(r.content, 1)
+    assert len(got.extra["layers"]) == 8
+    assert got.results[0]["features"].dtype == np.float16
+
+
+def test_model_cache_hits_after_the_first_request(served: Any) -> None:
+    first, second = post(served.app, req()), post(served.app, req(split=4))
+    assert decode_response(first[0].content, 1).extra["model_cache"] == "miss"
+    assert decode_response(second[0].content, 1).extra["model_cache"] == "hit"
+
+
+@pytest.mark.parametrize("body, status, words", [
+    (req(model="resnet19"), 404, "no model 'resnet19'; this server hosts: alex, r18"),
+    (req(split=14), 400, "split 14 is outside 1..13 for r18 (layers: conv1 ... avgpool)"),
+    (req(weights_sha256="9" * 64), 409, "!= client's 999999999999"),
+    (req(array="../secret"), 403, "input.array"),
+    (req(samples=tuple(range(600))), 413, "600 samples in one infer request"),
+    (req(samples=(99,)), 422, "samples [99] are outside 0..47"),
+    (req(array="nothing-here"), 422, "input.array 'nothing-here'"),
+    (req().replace(b'"split"', b'"state_dict":{},"split"'), 400, "unknown field(s) 'state_dict'"),
+    (req(model="alex", split=3), 422, "takes samples of (3, 64, 64)"),
+])
+def test_fault_table(served: Any, body: bytes, status: int, words: str) -> None:
+    [r] = post(served.app, body)
+    assert r.status_code == status, r.text
+    assert words in r.json()["error"]
+
+
+def test_output_and_memory_limits(served: Any, make_app: Any) -> None:
+    app = make_app(served.root, served.models, max_output_bytes=200_000,
+                   infer_memory_bytes=100_000)
+    [r] = post(app, req(split=1, samples=tuple(range(8))))
+    assert r.status_code == 413
+    assert "at split 1 at most 3 samples fit" in r.json()["error"]  # 64 KiB per sample
+    [r] = post(app, req(split=1, samples=(1,)))  # 2 x (12 + 64) KiB per sample > 100 kB
+    assert r.status_code == 413 and "0.1 MiB per sample" in r.json()["error"]
+    [r] = post(app, req(split=8, samples=(1,)))  # every split runs conv1 first
+    assert r.status_code == 413
+
+
+def test_busy_server_answers_503_with_retry_after(served: Any, make_app: Any,
+                                                  tmp_path: Path) -> None:
+    spec = read_manifest(served.models)[0]
+    emu = tmp_path / "emu.json"
+    Emulation({spec.name: ModelTimes((0.5,) * 14)}).save(emu)  # 0.5 s per sample per layer
+    app = make_app(served.root, served.models, infer_concurrency=1, infer_queue=0,
+                   emulate_compute=str(emu))
+    first, second = post(app, [req(split=1, samples=(1,)), req(split=1, samples=(2,))])
+    assert sorted([first.status_code, second.status_code]) == [200, 503]
+    busy = first if first.status_code == 503 else second
+    assert busy.headers["retry-after"] == "1" and "busy computing" in busy.json()["error"]
+
+
+def test_emulated_compute_sends_real_bytes(served: Any, make_app: Any, tmp_path: Path) -> None:
+    emu = tmp_path / "emu.json"
+    Emulation({"r18": ModelTimes((0.001,) * 14)}).save(emu)
+    app = make_app(served.root, served.models, emulate_compute=str(emu))
+    [r] = post(app, req(split=4))
+    feats = decode_response(r.content, 1).results[0]["features"]
+    assert feats.shape == (3, 64, 8, 8) and not feats.any()
+
+
+def test_damaged_input_is_422_naming_the_tile(served: Any) -> None:
+    data = [p for p in (served.root / "imgs").rglob("*") if p.is_file()
+            and p.stat().st_size > 10_000]
+    target = max(data, key=lambda p: p.stat().st_size)
+    raw = bytearray(target.read_bytes())
+    for i in range(0, len(raw), 97):
+        raw[i] ^= 0xFF
+    target.write_bytes(bytes(raw))
+    [r] = post(served.app, req(samples=tuple(range(48))))
+    assert r.status_code == 422 and "damaged" in r.json()["error"]
+
+
+def test_info_lists_models_and_metrics_count(served: Any) -> None:
+    async def go() -> tuple[dict[str, Any], str]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(served.app),
+                                     base_url="http://p") as c:
+            await c.post("/v1/infer", content=req())
+            info = (await c.get("/v1/info")).json()
+            return info, (await c.get("/metrics")).text
+
+    info, metrics = asyncio.run(go())
+    assert info["handlers"] == ["read", "infer"]
+    r18 = next(m for m in info["models"] if m["name"] == "r18")
+    assert r18["layers"][10] == ["layer4.0", [512, 1, 1]] and r18["max_split"] == 13
+    assert "tessera_infer_samples_total 3" in metrics
+    assert "tessera_infer_seconds_count 1" in metrics
+    assert json.dumps(info)  # plain JSON
+
+
+def test_a_server_without_models_has_no_infer_route(served: Any) -> None:
+    import tessera
+    from tessera.server.app import create_app
+
+    app = create_app(tessera.open_store(served.root.as_uri()), token=None)
+    [r] = post(app, req())
+    assert r.status_code == 404

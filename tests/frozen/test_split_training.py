@@ -1,0 +1,178 @@
+"""SplitTrainer, FrozenFeatureDataset and materialize against the in-process server: the
+training trajectory equals local training at every split (G2), order survives responses
+arriving out of order (G3), failures fall back to local computation with identical results,
+a damaged input or other weights stop the job, and ``auto`` profiles epoch 0 and plans."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tessera.errors import (  # noqa: E402
+    CorruptDataError,
+    FeatureMismatchError,
+    InvalidArgumentError,
+)
+from tessera.frozen.materialize import materialize  # noqa: E402
+from tessera.frozen.remote import FrozenModel  # noqa: E402
+from tessera.torch import FrozenFeatureDataset, SplitTrainer  # noqa: E402
+
+
+def net_of(served: Any, transport: httpx.AsyncBaseTransport | None = None) -> FrozenModel:
+    return FrozenModel.from_server(served.client(transport), "r18",
+                                   served.models / "r18.safetensors")
+
+
+def train(net: FrozenModel, served: Any, split: Any, steps: int | None = None,
+          batch: int = 8, **kw: Any) -> tuple[SplitTrainer, list[float]]:
+    torch.manual_seed(0)
+    head = torch.nn.Linear(512, 4)
+    tr = SplitTrainer(net, head, freeze="layer4.0", data=served.array, labels=served.labels,
+                      batch_size=batch, request_size=4, split=split, **kw)
+    opt = torch.optim.SGD(tr.trainable_parameters(), lr=0.01, momentum=0.9)
+    losses: list[float] = []
+    while steps is None or len(losses) < steps:
+        losses += tr.train_epoch(opt, torch.nn.functional.cross_entropy).losses
+        if steps is None:
+            break
+    return tr, losses[:steps] if steps else losses
+
+
+@pytest.fixture
+def local_losses(served: Any) -> list[float]:
+    _, losses = train(net_of(served), served, "nosplit", steps=20, batch=4)
+    return losses
+
+
+@pytest.mark.parametrize("split", [1, 4, 8, 11])
+def test_twenty_steps_equal_local_training(served: Any, local_losses: list[float],
+                                           split: int) -> None:
+    tr, losses = train(net_of(served), served, split, steps=20, batch=4, check="always")
+    assert len(losses) == 20
+    np.testing.assert_allclose(losses, local_losses, rtol=1e-5)  # G2
+    assert tr.reports[0].requests == 12 and tr.reports[0].fallbacks == 0
+
+
+class Delayed(httpx.AsyncBaseTransport):
+    """The ASGI app, with the first request of every pair held back so that its answer
+    arrives after the second's."""
+
+    def __init__(self, app: Any) -> None:
+        self.inner = httpx.ASGITransport(app)
+        self.n = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.n += 1
+        if request.url.path == "/v1/infer" and self.n % 2 == 1:
+            await asyncio.sleep(0.05)
+        return await self.inner.handle_async_request(request)
+
+
+def test_order_is_kept_when_answers_arrive_out_of_order(served: Any,
+                                                        local_losses: list[float]) -> None:
+    _, losses = train(net_of(served, Delayed(served.app)), served, 8, steps=20, batch=4)
+    np.testing.assert_allclose(losses, local_losses, rtol=1e-5)  # G3
+
+
+class Failing(httpx.AsyncBaseTransport):
+    """Refuses connections, or cuts infer responses short, after the first request."""
+
+    def __init__(self, app: Any, how: str) -> None:
+        self.inner = httpx.ASGITransport(app)
+        self.how = how
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/v1/infer":
+            return await self.inner.handle_async_request(request)
+        if self.how == "down":
+            raise httpx.ConnectError("connection refused")
+        response = await self.inner.handle_async_request(request)
+        body = await response.aread()
+        return httpx.Response(200, content=body[:len(body) // 2],
+                              headers={"content-type": response.headers["content-type"]})
+
+
+@pytest.mark.parametrize("how", ["down", "reset"])
+def test_failures_fall_back_to_local_computation(served: Any, local_losses: list[float],
+                                                 how: str) -> None:
+    net = FrozenModel.local(net_of(served).spec, served.models)
+    net.server = served.client(Failing(served.app, how))
+    tr, losses = train(net, served, 8, steps=20, batch=4, check="never")
+    np.testing.assert_allclose(losses, local_losses, rtol=1e-5)
+    assert tr.reports[0].fallbacks == 12
+    assert ("unreachable" if how == "down" else "malformed") in str(tr.reports[0].last_error)
+
+
+def test_a_damaged_input_stops_the_epoch(served: Any) -> None:
+    target = max((p for p in (served.root / "imgs").rglob("*") if p.is_file()),
+                 key=lambda p: p.stat().st_size)
+    raw = bytearray(target.read_bytes())
+    for i in range(0, len(raw), 97):
+        raw[i] ^= 0xFF
+    target.write_bytes(bytes(raw))
+    with pytest.raises(CorruptDataError, match="damaged"):
+        train(net_of(served), served, 8, check="never")
+
+
+def test_other_weights_are_refused(served: Any, tmp_path: Path) -> None:
+    other = tmp_path / "r18.safetensors"
+    other.write_bytes((served.models / "alex.safetensors").read_bytes())
+    with pytest.raises(FeatureMismatchError, match="are not the ones"):
+        FrozenModel.from_server(served.client(), "r18", other)
+
+
+def test_the_feature_check_names_model_split_and_cause(served: Any) -> None:
+    net = net_of(served)
+    with torch.no_grad():
+        net.model.conv1.weight.mul_(1.5)  # the local copy drifted
+    with pytest.raises(FeatureMismatchError, match=r"r18 \(resnet18\) at split 8 "
+                                                   r"\(layer2.1\).*train mode"):
+        train(net, served, 8)
+
+
+def test_auto_profiles_epoch_zero_then_plans(served: Any) -> None:
+    tr, _ = train(net_of(served), served, "auto", batch=8)
+    assert tr.plan is not None and tr.profile is not None
+    assert len(tr.plan.candidates) == 12 and 0 <= tr.split <= 11
+    assert all(t >= 0 for t in tr.profile.server_fwd_s)
+    assert "<- chosen" in tr.plan.explain() and "NSG (sum rule) would pick" in tr.plan.explain()
+    torch.manual_seed(0)
+    opt = torch.optim.SGD(tr.trainable_parameters(), lr=0.01)
+    report = tr.train_epoch(opt, torch.nn.functional.cross_entropy)
+    assert report.estimate_s is not None and report.split == tr.split
+
+
+def test_bad_arguments(served: Any) -> None:
+    net = net_of(served)
+    for kw, words in [({"freeze": "fc"}, "leaves nothing to train"),
+                      ({"freeze": "nope"}, "no layer 'nope'"),
+                      ({"split": 12}, "split 12 is outside 0..11"),
+                      ({"split": "fast"}, "split must be"),
+                      ({"labels": [1, 2]}, "one class per sample"),
+                      ({"batch_size": 0}, "batch_size must be")]:
+        args: dict[str, Any] = dict(freeze="layer4.0", data=served.array, labels=served.labels)
+        args.update(kw)
+        with pytest.raises(InvalidArgumentError, match=words):
+            SplitTrainer(net, **args)
+
+
+def test_feature_dataset_and_materialize(served: Any, tmp_path: Path) -> None:
+    net = net_of(served)
+    ds = FrozenFeatureDataset(net, served.array, "layer2.1", labels=served.labels,
+                              request_size=5)
+    items = ds.__getitems__([7, 2, 30])
+    local = net.local_features(served.stored[[7, 2, 30]], 8)
+    assert torch.allclose(torch.stack([f for f, _ in items]), local, rtol=0, atol=1e-5)
+    assert [y for _, y in items] == served.labels[[7, 2, 30]].tolist() and ds.fallbacks == 0
+    seen: list[int] = []
+    out, local_chunks = materialize(net, served.array, "layer2.1", (tmp_path / "f").as_uri(),
+                                    chunk=20, progress=lambda d, n: seen.append(d))
+    assert out.shape == (48, 128, 4, 4) and seen == [20, 40, 48] and local_chunks == 0
+    np.testing.assert_allclose(out[[7, 2, 30]], local.numpy(), rtol=0, atol=1e-5)

@@ -176,3 +176,22 @@ def test_feature_dataset_and_materialize(served: Any, tmp_path: Path) -> None:
                                     chunk=20, progress=lambda d, n: seen.append(d))
     assert out.shape == (48, 128, 4, 4) and seen == [20, 40, 48] and local_chunks == 0
     np.testing.assert_allclose(out[[7, 2, 30]], local.numpy(), rtol=0, atol=1e-5)
+
+
+def test_emulated_compute_profiles_the_emulated_times(served: Any, make_app: Any,
+                                                      tmp_path: Path) -> None:
+    from tessera.frozen.emulate import Emulation, ModelTimes
+
+    emu = Emulation({"r18": ModelTimes(tuple(0.0005 * (k + 1) for k in range(14)), 0.0,
+                                       0.001)})
+    emu.save(tmp_path / "emu.json")
+    app = make_app(served.root, served.models, emulate_compute=str(tmp_path / "emu.json"))
+    net = FrozenModel.from_server(served.client(httpx.ASGITransport(app)), "r18",
+                                  served.models / "r18.safetensors")
+    tr, losses = train(net, served, "auto", batch=8, emulate=emu)
+    assert losses == [0.0] * 6 and tr.profile is not None
+    # the server reports exactly the emulated per-layer seconds (profiled at s = F)
+    np.testing.assert_allclose(tr.profile.server_fwd_s, emu.models["r18"].forward_s[:11])
+    # the client's sleeps are at least the emulated seconds
+    assert all(m >= e for m, e in zip(tr.profile.client_fwd_s[:11],
+                                      emu.models["r18"].forward_s[:11], strict=True))

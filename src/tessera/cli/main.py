@@ -26,6 +26,7 @@ from tessera.cli.common import (
 )
 from tessera.cli.common import human as _human
 from tessera.cli.common import options as _options
+from tessera.cli.models import explain_split, models_app, profile_model
 from tessera.cli.tables import (
     import_pt,
     import_safetensors,
@@ -303,19 +304,48 @@ def serve(
         help="Memory for decoded tiles kept between requests (default 256 MiB).")] = None,
     request_timeout: Annotated[float | None, typer.Option(
         help="Seconds one request may take before 504 (default 30).")] = None,
+    models: Annotated[Path | None, typer.Option(
+        help="Models folder (models.json + weights, see `tessera models`): serve "
+             "POST /v1/infer with them.")] = None,
+    infer_concurrency: Annotated[int | None, typer.Option(
+        help="Infer requests computing at once (default 4).")] = None,
+    infer_queue: Annotated[int | None, typer.Option(
+        help="Infer requests that may wait for a compute slot before 503 (default 16).")]
+    = None,
+    infer_threads: Annotated[int | None, typer.Option(
+        help="Torch threads of the server's forward passes (default 1).")] = None,
+    infer_memory: Annotated[int | None, typer.Option(
+        help="Activation bytes one infer request may use (default 2 GiB).")] = None,
+    model_cache_bytes: Annotated[int | None, typer.Option(
+        help="Loaded model prefixes kept between requests (default 1 GiB; 0: load per "
+             "request).")] = None,
+    cos_batch: Annotated[int | None, typer.Option(
+        help="The server's batch inside an infer request (default 16).")] = None,
+    max_infer_samples: Annotated[int | None, typer.Option(
+        help="Samples in one infer request (default 512).")] = None,
+    emulate_compute: Annotated[Path | None, typer.Option(
+        hidden=True, help="Testing only: sleep the per-layer seconds of this JSON file "
+                          "instead of computing.")] = None,
     endpoint: EndpointOpt = None,
     region: RegionOpt = None,
     allow_http: AllowHttpOpt = False,
     option: OptionOpt = None,
 ) -> None:
     """Serve pushdown reads beside the store: clients send tile reads, the server reads,
-    verifies, decodes and slices the tiles and returns only the selected cells. Logs are
-    JSON lines on stderr; SIGINT or SIGTERM stop it after requests in flight finish."""
+    verifies, decodes and slices the tiles and returns only the selected cells; with
+    --models, also the frozen layers of registered models on samples (POST /v1/infer). Logs
+    are JSON lines on stderr; SIGINT or SIGTERM stop it after requests in flight finish."""
     from tessera.config import ServerConfig
     from tessera.server.serve import serve as run_server
 
-    config = ServerConfig.from_env(max_concurrency=max_concurrency, queue=queue,
-                                   cache_bytes=cache_bytes, request_timeout_s=request_timeout)
+    config = ServerConfig.from_env(
+        max_concurrency=max_concurrency, queue=queue, cache_bytes=cache_bytes,
+        request_timeout_s=request_timeout, models_dir=str(models) if models else None,
+        infer_concurrency=infer_concurrency, infer_queue=infer_queue,
+        infer_threads=infer_threads, infer_memory_bytes=infer_memory,
+        model_cache_bytes=model_cache_bytes, cos_batch=cos_batch,
+        max_infer_samples=max_infer_samples,
+        emulate_compute=str(emulate_compute) if emulate_compute else None)
     run_server(root_url, host=host, port=port, token_file=token_file,
                insecure_no_auth=insecure_no_auth, config=config,
                storage_options=_options(endpoint, region, allow_http, option))
@@ -496,6 +526,9 @@ def import_safetensors_cmd(
 
 
 app.add_typer(tables_app, name="tables")
+app.add_typer(models_app, name="models")
+app.command("profile-model")(profile_model)
+app.command("explain-split")(explain_split)
 images_app = typer.Typer(help="Image columns: images stored by frequency (docs/images.md).",
                          no_args_is_help=True)
 app.add_typer(images_app, name="images")

@@ -25,10 +25,12 @@ from tessera.errors import ConfigError, UnknownModelError
 
 @dataclasses.dataclass(frozen=True)
 class ModelTimes:
-    """One model's emulated costs: per-layer forward seconds per sample, and its load."""
+    """One model's emulated costs: per-layer forward seconds per sample, its load, and the
+    client's forward + backward + optimizer seconds per sample of the trained layers."""
 
     forward_s: tuple[float, ...]
     load_s: float = 0.0
+    train_s: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +45,8 @@ class Emulation:
         try:
             doc = json.loads(Path(path).read_text())
             models = {str(name): ModelTimes(tuple(float(t) for t in m["forward_s"]),
-                                            float(m.get("load_s", 0.0)))
+                                            float(m.get("load_s", 0.0)),
+                                            float(m.get("train_s", 0.0)))
                       for name, m in doc["models"].items()}
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
             raise ConfigError(f"emulated-compute file {path} is not usable: {err}") from None
@@ -54,7 +57,7 @@ class Emulation:
     def save(self, path: str | Path) -> None:
         """Write this emulation as JSON."""
         Path(path).write_text(json.dumps({"models": {
-            n: {"forward_s": list(m.forward_s), "load_s": m.load_s}
+            n: {"forward_s": list(m.forward_s), "load_s": m.load_s, "train_s": m.train_s}
             for n, m in self.models.items()}}, indent=1))
 
     def _times(self, name: str) -> ModelTimes:
@@ -66,6 +69,18 @@ class Emulation:
     def forward_s(self, name: str, split: int, samples: int) -> float:
         """Seconds layers ``1..split`` take for ``samples`` samples."""
         return samples * sum(self._times(name).forward_s[:split])
+
+    def layer_s(self, name: str, split: int, samples: int) -> list[float]:
+        """Seconds of each layer ``1..split`` for ``samples`` samples."""
+        return [samples * t for t in self._times(name).forward_s[:split]]
+
+    def range_s(self, name: str, first: int, last: int, samples: int) -> float:
+        """Seconds of layers ``first..last`` (1-based, inclusive) for ``samples`` samples."""
+        return samples * sum(self._times(name).forward_s[first - 1:last])
+
+    def train_s(self, name: str, samples: int) -> float:
+        """The client's seconds to train on ``samples`` samples (after the frozen layers)."""
+        return samples * self._times(name).train_s
 
     def load_s(self, name: str, split: int) -> float:
         """Seconds to load the model (whole; prefix loading is not emulated)."""

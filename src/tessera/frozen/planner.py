@@ -2,18 +2,29 @@
 5.4), the baselines' rules, and the table ``explain`` prints.
 
 Per training iteration of ``B`` samples sent as ``q = ceil(B / R)`` requests of ``R``, with
-``C`` requests served at once and forward passes taking turns on the server (``p = 1``, the
-paper's time-shared GPU; the parallel part overlaps)::
+``c = min(C, q x (1 + prefetch))`` requests on the server at once (the next iterations'
+requests are already there)::
 
-    server   T_s = sum over waves of  P(s) + k_w * Phi(s)      P = R * (read + prep + o_s * copy)
-                                                               Phi = R * sum_{k<=s} t_srv[k]
-    network  T_n = B * o_s / bandwidth + waves * rtt
-    client   T_c = B * (o_s * receive + sum_{s<k<=F} t_cli[k] + train)
+    server   T_fwd = a_s * q * Phi(s)              Phi = R * sum_{k<=s} t_srv[k]  (take turns)
+             T_par = q * P(s) / c                  P   = R * (read + prep + o_s * copy)
+             T_s   = T_fwd + T_par
+    network  T_n   = B * o_s / bandwidth + ceil(q / c) * rtt
+    client   T_c   = a_c * B * (o_s * receive + sum_{s<k<=F} t_cli[k] + train)
     NoSplit  T_s = 0, T_n = B * input bytes / bandwidth + rtt, T_c adds the client's own
              decoding of stored samples
-    auto     max(T_c, T_s + T_n)       the storage side works on iteration i+1 meanwhile
-    sum      T_c + T_s + T_n           Neurosurgeon's rule (the paper's NSG baseline)
-    epoch    iterations * T_iter + (T_s + T_n)          (filling the pipeline)
+    auto     max(T_c, T_s + T_n)                 the paper's overlap rule (Alg. 1 line 18),
+                                                 when one request is on the server at a time
+             max(T_c, T_fwd, T_par, T_n)          when ``c >= 2``: the server's forward passes,
+                                                 its reads and the link overlap too (measured:
+                                                 the paper's rule over-estimated these
+                                                 pipelines by up to 2x)
+    sum      T_c + T_s + T_n                     Neurosurgeon's rule (the paper's NSG baseline)
+    epoch    iterations * T_iter + one request's latency          (filling the pipeline)
+
+``a_s`` and ``a_c`` calibrate the model to the machine: the ratio of the iteration time
+measured at the two profiled splits to the model's (1 when not profiled), which absorbs
+what per-layer timings cannot see (cores shared by concurrent requests, the client's fetch
+thread competing with its compute).
 
 A split is infeasible when the client's memory estimate for it exceeds its budget, when one
 sample's features exceed the server's output limit, or when the server's memory per sample
@@ -29,7 +40,7 @@ the client, then this planner) is **reconstructed from the prose** (spec section
 ...                  train_s=0.004, bandwidth=1e5)
 >>> plan = choose(p, batch=8, request=4, samples=800)
 >>> plan.split, [round(c.iteration_s, 3) for c in plan.candidates]
-(1, [0.192, 0.113, 0.169])
+(1, [0.192, 0.112, 0.16])
 >>> choose(p, 8, 4, rule="sum", samples=800).split, choose(p, 8, 4, rule="min").split
 (2, 2)
 
@@ -77,6 +88,8 @@ class SplitProfile:
         client_memory_bytes: the client's budget.
         dollars_per_request: fee of one request (infer or read).
         dollars_per_byte: egress fee per byte crossing the link.
+        prefetch: iterations whose requests are in flight ahead of the computing one.
+        server_scale, client_scale: the calibrations ``a_s`` and ``a_c``.
     """
 
     names: tuple[str, ...]
@@ -100,6 +113,9 @@ class SplitProfile:
     client_memory_bytes: int = 16 << 30
     dollars_per_request: float = 0.0
     dollars_per_byte: float = 0.0
+    prefetch: int = 1
+    server_scale: float = 1.0
+    client_scale: float = 1.0
 
     def __post_init__(self) -> None:
         n = len(self.names)
@@ -113,6 +129,20 @@ class SplitProfile:
             raise InvalidArgumentError(f"server_fwd_s needs layers 1..{self.freeze}")
         if not self.bandwidth > 0:
             raise InvalidArgumentError(f"bandwidth must be > 0, got {self.bandwidth}")
+
+    def to_json(self) -> dict[str, object]:
+        """This profile as a JSON object (``tessera profile-model`` saves it)."""
+        return {"profile": 1, **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, object]) -> SplitProfile:
+        """A profile saved by :meth:`to_json`."""
+        if doc.get("profile") != 1:
+            raise InvalidArgumentError("not a split profile (version 1) of tessera "
+                                       "profile-model")
+        fields = {f.name for f in dataclasses.fields(cls)}
+        kw = {k: tuple(v) if isinstance(v, list) else v for k, v in doc.items() if k in fields}
+        return cls(**kw)  # type: ignore[arg-type]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,9 +222,12 @@ def estimate(p: SplitProfile, split: int, batch: int, request: int, samples: int
         o = p.input_bytes
         server = 0.0
         net = batch * o / p.bandwidth + p.rtt_s
-        client = batch * (p.client_decode_s + sum(p.client_fwd_s[:f])) + train
+        client = p.client_scale * (batch * (p.client_decode_s + sum(p.client_fwd_s[:f]))
+                                   + train)
         size = batch
         requests = 1
+        fill = net
+        pipelined, t_fwd, t_par = False, 0.0, 0.0
     else:
         o = p.out_bytes[split - 1]
         size = max(1, min(request, p.max_output_bytes // max(o, 1)))
@@ -203,24 +236,27 @@ def estimate(p: SplitProfile, split: int, batch: int, request: int, samples: int
         if p.server_peak_bytes and p.server_peak_bytes[split - 1] > p.server_memory_bytes:
             why = "server memory"
         q = math.ceil(batch / size)
-        waves = [min(p.concurrency, q - w * p.concurrency)
-                 for w in range(math.ceil(q / p.concurrency))]
+        flying = max(1, min(p.concurrency, q * (1 + p.prefetch)))
         parallel = size * (p.server_sample_s + o * p.server_byte_s)
         forward = size * sum(p.server_fwd_s[:split])
-        server = sum(parallel + k * forward for k in waves)
-        net = batch * o / p.bandwidth + len(waves) * p.rtt_s
-        client = batch * (o * p.client_byte_s + sum(p.client_fwd_s[split:f])) + train
+        t_fwd, t_par = p.server_scale * q * forward, q * parallel / flying
+        server = t_fwd + t_par
+        net = batch * o / p.bandwidth + math.ceil(q / flying) * p.rtt_s
+        client = p.client_scale * (batch * (o * p.client_byte_s
+                                            + sum(p.client_fwd_s[split:f])) + train)
         requests = q
+        fill = p.server_scale * forward + parallel + size * o / p.bandwidth + p.rtt_s
+        pipelined = flying >= 2
     if p.client_peak_bytes and batch * p.client_peak_bytes[split] > p.client_memory_bytes:
         why = why or "client memory"
     if math.isnan(client):
         why = why or "unprofiled"
-    iteration = max(client, server + net)
+    iteration = max(client, t_fwd, t_par, net) if pipelined else max(client, server + net)
     total = client + server + net
     dollars = iterations * (requests * p.dollars_per_request + batch * o * p.dollars_per_byte)
     return Candidate(split, p.names[split - 1] if split else "", o, not why, why or "yes",
                      server, net, client, iteration, total,
-                     iterations * iteration + (server + net), dollars, size)
+                     iterations * iteration + fill, dollars, size)
 
 
 def _pick(cands: tuple[Candidate, ...], rule: str, p: SplitProfile, phi: float = 0.0) -> int:

@@ -44,8 +44,9 @@ from tessera.errors import (
     InvalidArgumentError,
     PushdownError,
 )
+from tessera.frozen.emulate import Emulation
 from tessera.frozen.inventory import FLOAT_BYTES, peak_bytes_per_sample
-from tessera.frozen.planner import SplitPlan, SplitProfile, choose
+from tessera.frozen.planner import SplitPlan, SplitProfile, choose, estimate
 from tessera.frozen.remote import Features, FrozenModel, collate, features_of
 from tessera.frozen.weights import prefix_keys
 from tessera.pushdown.client import PushdownClient
@@ -70,6 +71,8 @@ class EpochReport:
         wait_s: time the client waited for features; ``compute_s`` its own work.
         estimate_s: the planner's epoch estimate for ``split`` (``None`` without a profile).
         checked: the relative error of the feature check (``None`` when none ran).
+        server_phases: the server's seconds per phase (``read``, ``load``, ``prep``,
+            ``forward``, ``copy``, ``queue``), summed over the epoch's requests.
     """
 
     epoch: int
@@ -86,6 +89,7 @@ class EpochReport:
     compute_s: float = 0.0
     estimate_s: float | None = None
     checked: float | None = None
+    server_phases: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def __str__(self) -> str:
         est = f", estimated {self.estimate_s:.2f} s" if self.estimate_s is not None else ""
@@ -142,6 +146,14 @@ class _Tail(nn.Module):
         return out
 
 
+def _account(report: EpochReport, parts: list[Features]) -> None:
+    report.requests += len(parts)
+    report.bytes_received += sum(p.nbytes for p in parts)
+    for p in parts:
+        for phase, seconds in (p.extra.get("phases") or {}).items():
+            report.server_phases[phase] = report.server_phases.get(phase, 0.0) + float(seconds)
+
+
 def _server_of(net: FrozenModel, pushdown: Any) -> PushdownClient | None:
     if pushdown is None:
         return net.server
@@ -173,6 +185,9 @@ class SplitTrainer:
         profile: a :class:`~tessera.frozen.planner.SplitProfile` from an earlier job: no
             profiling epoch.
         output_dtype: ``"<f4"`` (exact) or ``"<f2"`` (half the bytes, lossy).
+        emulate: testing only (:mod:`tessera.frozen.emulate`): the client sleeps the
+            emulated seconds of its layers and of training instead of computing (losses are
+            0), to pair with a server started with the same emulation file.
     """
 
     def __init__(self, net: FrozenModel, head: nn.Module | None = None, *,
@@ -181,7 +196,7 @@ class SplitTrainer:
                  split: str | int = "auto", prefetch: int = 1, check: str = "first",
                  shuffle: bool = True, seed: int = 0, client_memory_bytes: int = 16 << 30,
                  phi: float = 0.0, profile: SplitProfile | None = None,
-                 output_dtype: str = "<f4") -> None:
+                 output_dtype: str = "<f4", emulate: Emulation | None = None) -> None:
         self.net = net
         self.freeze = net.index(freeze)
         if self.freeze >= len(net.layers):
@@ -219,6 +234,7 @@ class SplitTrainer:
         self.client_memory_bytes = client_memory_bytes
         self.phi = phi
         self.output_dtype = output_dtype
+        self.emulate = emulate
         self.profile = profile
         self.plan: SplitPlan | None = None
         self.tail = _Tail(net, self.freeze, head)
@@ -270,6 +286,8 @@ class SplitTrainer:
             pending: list[concurrent.futures.Future[Any]] = [
                 pool.submit(self._fetch, batches[i], schedule[i], profiling)
                 for i in range(min(self.prefetch + 1, len(batches)))]
+            durations: list[tuple[int, float]] = []  # (split, seconds) per iteration
+            last = time.perf_counter()
             for i, batch in enumerate(batches):
                 tw = time.perf_counter()
                 fetched = pending.pop(0).result()
@@ -281,13 +299,17 @@ class SplitTrainer:
                 tc = time.perf_counter()
                 loss = self._step(batch, schedule[i], fetched, optimizer, loss_fn, report,
                                   profiling)
-                report.compute_s += time.perf_counter() - tc
+                now = time.perf_counter()
+                report.compute_s += now - tc
+                if i and schedule[i] == schedule[i - 1]:  # not filling after a change
+                    durations.append((schedule[i], now - last))
+                last = now
                 report.losses.append(loss)
                 report.iterations += 1
                 report.samples += len(batch)
         report.seconds = time.perf_counter() - t0
         if profiling:
-            self.profile = self._profile_from_measurements()
+            self.profile = self._calibrated(self._profile_from_measurements(), durations)
             self._replan()
             report.split = self.split
         elif self.plan is not None:
@@ -385,10 +407,11 @@ class SplitTrainer:
             if err.status == 409:
                 raise FeatureMismatchError(str(err)) from err
             raise err
+        if self.emulate is not None:
+            return self._emulated_step(batch, split, fetched, report, profiling)
         if "features" in fetched:
             parts: list[Features] = fetched["features"]
-            report.requests += len(parts)
-            report.bytes_received += sum(p.nbytes for p in parts)
+            _account(report, parts)
             h = collate([p.features for p in parts])
             if profiling and split == self.freeze:
                 self._note_server(parts, split)
@@ -430,6 +453,39 @@ class SplitTrainer:
         self._note("train", (time.perf_counter() - tt) / len(batch))
         return float(loss.detach())
 
+    def _emulated_step(self, batch: list[int], split: int, fetched: dict[str, Any],
+                       report: EpochReport, profiling: bool) -> float:
+        """One iteration of emulated compute: the same bookkeeping, sleeps for compute."""
+        assert self.emulate is not None
+        name, n = self.net.spec.name, len(batch)
+        first = split + 1
+        if "features" in fetched:
+            parts: list[Features] = fetched["features"]
+            _account(report, parts)
+            collate([p.features for p in parts])
+            if profiling and split == self.freeze:
+                self._note_server(parts, split)
+        else:
+            if "error" in fetched:
+                report.fallbacks += 1
+                report.last_error = fetched["error"]
+                time.sleep(self.emulate.range_s(name, 1, split, n))
+            else:
+                first = 1
+            td = time.perf_counter()
+            self.net.normalise(fetched["stored"])
+            self._note("decode", (time.perf_counter() - td) / n)
+        for k in range(first, self.freeze + 1) if profiling else ():
+            t = time.perf_counter()
+            time.sleep(self.emulate.range_s(name, k, k, n))
+            self._note(f"client{k}", (time.perf_counter() - t) / n)
+        if not profiling:
+            time.sleep(self.emulate.range_s(name, first, self.freeze, n))
+        t = time.perf_counter()
+        time.sleep(self.emulate.train_s(name, n))
+        self._note("train", (time.perf_counter() - t) / n)
+        return 0.0
+
     def _timed_layers(self, h: torch.Tensor, first: int) -> torch.Tensor:
         n = h.shape[0]
         for k in range(first, self.freeze + 1):
@@ -470,6 +526,32 @@ class SplitTrainer:
                       max(small - points[0][0] / (extra / (large - small)) if large > small
                           and extra > 0 else small, 0.0))
 
+    def _calibrated(self, prof: SplitProfile, durations: list[tuple[int, float]],
+                    ) -> SplitProfile:
+        """``prof`` with the server's and the client's calibrations: the iteration times
+        measured at the two profiled splits over the model's (planner's ``a_s``, ``a_c``)."""
+        n = self.data.shape[0]
+        scales: dict[str, float] = {}
+        for side in ("server", "client"):
+            split = self.freeze if side == "server" else self._earliest_feasible()
+            seen = [d for s, d in durations if s == split]
+            if not seen or (side == "client" and split == self.freeze):
+                continue
+            measured = float(np.median(seen))
+            c = estimate(prof, split, self.batch_size, self.request_size, n)
+            if side == "server" and c.server_s > 0 and c.iteration_s > c.client_s:
+                # the server sets the pace at F: scale its forward passes to the measure
+                q = math.ceil(self.batch_size / c.request_size)
+                forward = q * c.request_size * sum(prof.server_fwd_s[:split])
+                sequential = math.isclose(c.iteration_s, c.server_s + c.network_s)
+                other = (c.server_s - forward + c.network_s) if sequential else 0.0
+                if forward > 0 and measured > other:
+                    scales["server_scale"] = (measured - other) / forward
+            if side == "client" and c.client_s > 0 and measured > c.server_s + c.network_s:
+                scales["client_scale"] = measured / c.client_s
+        return dataclasses.replace(prof, **{k: min(4.0, max(0.25, v))  # type: ignore[arg-type]
+                                            for k, v in scales.items()})
+
     def _profile_from_measurements(self) -> SplitProfile:
         m = self._measure
 
@@ -502,7 +584,7 @@ class SplitTrainer:
             max_output_bytes=int(limits.get("max_output_bytes", 256 << 20)),
             server_memory_bytes=int(infer.get("memory_bytes", 2 << 30)),
             server_peak_bytes=server_peak, client_peak_bytes=self._client_peak(),
-            client_memory_bytes=self.client_memory_bytes)
+            client_memory_bytes=self.client_memory_bytes, prefetch=self.prefetch)
 
 
 def _collate_cost() -> float:

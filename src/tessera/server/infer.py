@@ -228,6 +228,8 @@ class InferService:
                 time.sleep(seconds)
             phases["prep"] = 0.0
             phases["forward"] = time.perf_counter() - t
+            if req.timings == "layers":
+                layers_s = self.emulation.layer_s(spec.name, req.split, len(req.samples))
             t = time.perf_counter()
             shape = hosted.layers[req.split - 1].shape
             features = np.zeros((len(req.samples), *shape), req.output_dtype)

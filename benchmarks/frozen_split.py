@@ -8,11 +8,13 @@ Tessera's estimates) and Tessera auto (HAPI's overlap rule).
 Setup (spec section 6.1): the samples live in the S3 test server; the pushdown server
 (``tessera serve s3://... --models DIR``, one torch thread, server batch 16, model reuse
 off as in the paper's comparison) reads them there directly; the client (one torch thread)
-reaches both through emulated links (one-way 0.5 ms, the bandwidth of the run). Weights are
+reaches both through emulated links (one-way 0.5 ms, the bandwidth of the run). The two
+sides stand for two machines: the server and the S3 test server are pinned to one core, the
+client and its links to the other (``sched_setaffinity``). Weights are
 random from a seed (``tessera models init``); sizes and times do not depend on values.
 
 - **real** mode: real compute on both sides, ResNet18 (and AlexNet with ``--full``) at 64 x 64,
-  512 samples, batch 32/64, requests of 32, 20/100/400 Mbit/s (``--quick``: ResNet18, batch 64,
+  512 samples, batch 32/64, requests of 16, 20/100/400 Mbit/s (``--quick``: ResNet18, batch 32,
   100 Mbit/s). Two cores: the overlap can win at most 2x.
 - **emulated** mode (the paper's grid, scaled to two cores): both sides sleep each layer's
   seconds profiled on this CPU (normalised to 2 ms per sample for the whole forward pass, so
@@ -38,9 +40,11 @@ Writes ``frozen_split.csv``, ``frozen_goals.csv``, ``frozen_speedup.png`` (Fig. 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import itertools
 import math
+import os
 import statistics
 import sys
 import tempfile
@@ -76,6 +80,13 @@ class Rig:
     def bandwidth(self, bytes_per_s: float) -> None:
         self.link_data.configure(bandwidth=bytes_per_s)
         self.link_pd.configure(bandwidth=bytes_per_s)
+
+
+def pin(pid: int, cores: set[int]) -> None:
+    """Every thread of process ``pid`` (and those it starts later) on ``cores``."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # the thread ended meanwhile
+            os.sched_setaffinity(int(task.name), cores)
 
 
 def make_models(folder: Path, archs: list[str]) -> None:
@@ -198,7 +209,8 @@ def config(rig: Rig, mode: str, arch: str, batch: int, request: int, bandwidth: 
     print(plan.explain(f"{mode} {arch}  "), flush=True)
     print({k: v for k, v in dataclasses.asdict(prof).items()
            if k in ("bandwidth", "rtt_s", "server_sample_s", "server_byte_s", "client_byte_s",
-                    "client_decode_s", "train_s", "concurrency")}, flush=True)
+                    "client_decode_s", "train_s", "concurrency", "server_scale",
+                    "client_scale", "server_cores")}, flush=True)
     print(f"{mode:8} {arch:11} B={batch:4} {bandwidth * 8 / 1e6:7.1f} Mbit/s  auto s={plan.split} "
           f"{swept[plan.split]:.2f}s  optimum s={best} {swept[best]:.2f}s  NoSplit-u8 "
           f"{swept[0]:.2f}s f32 {f32.seconds:.2f}s  NSG s={picks['NSG (sum)']}", flush=True)
@@ -380,6 +392,9 @@ def main() -> None:
 
     torch.set_num_threads(1)
     torch.set_flush_denormal(True)
+    two_cores = len(os.sched_getaffinity(0)) >= 2
+    if two_cores:
+        pin(os.getpid(), {0})
     real_archs = ["resnet18", "alexnet"] if full else ["resnet18"]
     emu_archs = ["alexnet", "resnet18", "resnet50", "densenet121", "vgg11"] if full \
         else ["resnet18"]
@@ -418,13 +433,18 @@ def main() -> None:
                                         extra_args=extra, start_timeout_s=120) as srv, \
                         EmulatedLink(s3.port, one_way_delay_s=ONE_WAY_S) as ld, \
                         EmulatedLink(srv.port, one_way_delay_s=ONE_WAY_S) as lp:
+                    # two machines on two cores: the server and its store on one, the
+                    # client and its link on the other (no contention between the sides)
+                    if two_cores:
+                        pin(srv.pid, {1})
+                        pin(s3.pid or 0, {1})
                     rig = Rig(s3, srv, ld, lp, folder,
                               {"u8": s3.url(f"{mode}/u8"), "f32": s3.url(f"{mode}/f32")})
                     if mode == "real":
                         for arch in real_archs:
-                            for batch in ((32, 64) if full else (64,)):
+                            for batch in ((32, 64) if full else (32,)):
                                 for mbit in ((20, 100, 400) if full else (100,)):
-                                    summaries.append(config(rig, "real", arch, batch, 32,
+                                    summaries.append(config(rig, "real", arch, batch, 16,
                                                             mbit * 1e6 / 8, None, None, rows))
                     else:
                         for arch in emu_archs:

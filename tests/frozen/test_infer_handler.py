@@ -152,3 +152,47 @@ def test_a_server_without_models_has_no_infer_route(served: Any) -> None:
     app = create_app(tessera.open_store(served.root.as_uri()), token=None)
     [r] = post(app, req())
     assert r.status_code == 404
+
+
+class Fussy:
+    """A model whose forward pass runs out of memory above 2 samples at once."""
+
+    def forward_to(self, x: Any, split: int) -> Any:
+        if x.shape[0] > 2:
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to "
+                               "allocate 1000000000000 bytes")
+        return x * 2
+
+    def layers(self) -> list[Any]:
+        return [("double", lambda x: x * 2)]
+
+
+def test_the_server_batch_halves_on_allocation_failure(served: Any, make_app: Any) -> None:
+    from tessera.pushdown.infer_items import InferRequest
+    from tessera.server.infer import InferService
+
+    service = InferService(tessera_store(served), make_config(served))
+    x = torch.ones(7, 3)
+    out, used, _ = service._forward(Fussy(), x, InferRequest("r18", 1, "imgs", (0,)), 16)
+    assert used == 2 and torch.equal(out, x * 2)
+
+    class Broke(Fussy):
+        def forward_to(self, x: Any, split: int) -> Any:
+            raise RuntimeError("can't allocate memory")
+
+    from tessera.errors import ServerBusyError
+
+    with pytest.raises(ServerBusyError, match="even at a server batch of 1"):
+        service._forward(Broke(), x, InferRequest("r18", 1, "imgs", (0,)), 16)
+
+
+def tessera_store(served: Any) -> Any:
+    import tessera
+
+    return tessera.open_store(served.root.as_uri())
+
+
+def make_config(served: Any) -> Any:
+    from tessera.config import ServerConfig
+
+    return ServerConfig(models_dir=str(served.models))

@@ -7,7 +7,10 @@ requests are already there)::
 
     server   T_fwd = a_s * q * Phi(s)              Phi = R * sum_{k<=s} t_srv[k]  (take turns)
              T_par = q * P(s) / c                  P   = R * (read + prep + o_s * copy)
+                                                       + load(s) (without a model cache)
              T_s   = T_fwd + T_par
+             (a CPU server, whose reported per-layer times are wall times of c requests
+             sharing its cores: T_fwd = a_s * q * (Phi + P) / c, T_par = 0)
     network  T_n   = B * o_s / bandwidth + ceil(q / c) * rtt
     client   T_c   = a_c * B * (o_s * receive + sum_{s<k<=F} t_cli[k] + train)
     NoSplit  T_s = 0, T_n = B * input bytes / bandwidth + rtt, T_c adds the client's own
@@ -90,6 +93,12 @@ class SplitProfile:
         dollars_per_byte: egress fee per byte crossing the link.
         prefetch: iterations whose requests are in flight ahead of the computing one.
         server_scale, client_scale: the calibrations ``a_s`` and ``a_c``.
+        server_load_s: per split 1..F, the server's seconds per request to load the
+            weights of layers 1..s (zeros when it keeps models loaded; empty: not known).
+        server_cores: 0 for a server whose forward passes take turns on a device while
+            the rest of its work runs beside them (the paper's GPU; emulated compute); else
+            the CPU cores all of a CPU server's work shares (its timings are then wall times
+            of the requests in flight sharing them).
     """
 
     names: tuple[str, ...]
@@ -116,6 +125,8 @@ class SplitProfile:
     prefetch: int = 1
     server_scale: float = 1.0
     client_scale: float = 1.0
+    server_cores: int = 0
+    server_load_s: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         n = len(self.names)
@@ -237,9 +248,17 @@ def estimate(p: SplitProfile, split: int, batch: int, request: int, samples: int
             why = "server memory"
         q = math.ceil(batch / size)
         flying = max(1, min(p.concurrency, q * (1 + p.prefetch)))
-        parallel = size * (p.server_sample_s + o * p.server_byte_s)
+        load = p.server_load_s[split - 1] if len(p.server_load_s) >= split else 0.0
+        parallel = size * (p.server_sample_s + o * p.server_byte_s) + load
         forward = size * sum(p.server_fwd_s[:split])
-        t_fwd, t_par = p.server_scale * q * forward, q * parallel / flying
+        if p.server_cores:
+            # a CPU server: every phase of the c requests in flight shares its cores, and the
+            # per-layer times it reports are wall times under that sharing (profiled at the
+            # same c), so c requests' work takes one request's wall time
+            t_fwd = p.server_scale * q * (forward + parallel) / flying
+            t_par = 0.0
+        else:
+            t_fwd, t_par = p.server_scale * q * forward, q * parallel / flying
         server = t_fwd + t_par
         net = batch * o / p.bandwidth + math.ceil(q / flying) * p.rtt_s
         client = p.client_scale * (batch * (o * p.client_byte_s

@@ -49,17 +49,19 @@ class FrozenModel:
     that hosts the same weights."""
 
     def __init__(self, spec: ModelSpec, model: Staged, server: PushdownClient | None = None,
-                 ) -> None:
+                 folder: str | Path | None = None) -> None:
         self.spec = spec
         self.model = model.eval()
         self.server = server
+        #: where the weights file lies here (``None``: unknown)
+        self.folder = Path(folder) if folder is not None else None
         self.layers: tuple[LayerInfo, ...] = layer_infos(spec.arch, spec.num_classes,
                                                          spec.input.sample_shape)
 
     @classmethod
     def local(cls, spec: ModelSpec, folder: str | Path) -> FrozenModel:
         """The model of ``spec`` with the weights in ``folder`` (no server)."""
-        return cls(spec, load_model(spec, folder))
+        return cls(spec, load_model(spec, folder), folder=folder)
 
     @classmethod
     def from_server(cls, url: str | PushdownClient, name: str, weights: str | Path, *,
@@ -84,9 +86,26 @@ class FrozenModel:
         inp = InputSpec.from_json(m["input"], f"{client.url}/v1/info")
         spec = ModelSpec(name, m["arch"], path.name, sha, int(m["num_classes"]), inp,
                          int(m["max_split"]))
-        return cls(spec, load_model(spec, path.parent, verify=False), client)
+        return cls(spec, load_model(spec, path.parent, verify=False), client, path.parent)
 
     # -- description -------------------------------------------------------------------------
+    def load_seconds(self, splits: list[int]) -> dict[int, float]:
+        """Seconds to load the prefix of each split here (best of two), to scale the
+        server's measured load to other splits; empty without the weights file."""
+        import time
+
+        if self.folder is None:
+            return {}
+        out = {}
+        for s in splits:
+            best = float("inf")
+            for _ in range(2):
+                t = time.perf_counter()
+                load_model(self.spec, self.folder, s, verify=False)
+                best = min(best, time.perf_counter() - t)
+            out[s] = best
+        return out
+
     def inventory(self) -> list[str]:
         """The layers' names (index 1 first)."""
         return [i.name for i in self.layers]
@@ -182,7 +201,8 @@ def features_of(net: FrozenModel, data: Any, indices: list[int], split: int,
     if server is not None:
         try:
             path = run_sync(server.array_path(parse_store_url(data.uri)))
-            remote = net if net.server is server else FrozenModel(net.spec, net.model, server)
+            remote = net if net.server is server else FrozenModel(net.spec, net.model, server,
+                                                                  net.folder)
 
             async def all_of() -> list[Features]:
                 return list(await asyncio.gather(*(

@@ -301,7 +301,7 @@ class SplitTrainer:
                                   profiling)
                 now = time.perf_counter()
                 report.compute_s += now - tc
-                if i and schedule[i] == schedule[i - 1]:  # not filling after a change
+                if i >= 2 and schedule[i] == schedule[i - 2]:  # the pipeline is full
                     durations.append((schedule[i], now - last))
                 last = now
                 report.losses.append(loss)
@@ -506,6 +506,7 @@ class SplitTrainer:
                 self._note(f"server{k}", float(t) / n)
             ph = p.extra.get("phases", {})
             self._note("server_sample", (float(ph.get("read", 0)) + float(ph.get("prep", 0))) / n)
+            self._note("server_load", float(ph.get("load", 0)))
             self._note("server_byte", float(ph.get("copy", 0)) / max(1, p.nbytes))
 
     def _probe_link(self) -> None:
@@ -543,14 +544,34 @@ class SplitTrainer:
                 # the server sets the pace at F: scale its forward passes to the measure
                 q = math.ceil(self.batch_size / c.request_size)
                 forward = q * c.request_size * sum(prof.server_fwd_s[:split])
+                if prof.server_cores:  # T_fwd holds all the server's work
+                    forward = c.server_s / prof.server_scale
                 sequential = math.isclose(c.iteration_s, c.server_s + c.network_s)
                 other = (c.server_s - forward + c.network_s) if sequential else 0.0
                 if forward > 0 and measured > other:
                     scales["server_scale"] = (measured - other) / forward
             if side == "client" and c.client_s > 0 and measured > c.server_s + c.network_s:
                 scales["client_scale"] = measured / c.client_s
-        return dataclasses.replace(prof, **{k: min(4.0, max(0.25, v))  # type: ignore[arg-type]
+        return dataclasses.replace(prof, **{k: min(10.0, max(0.1, v))  # type: ignore[arg-type]
                                             for k, v in scales.items()})
+
+    def _load_profile(self) -> tuple[float, ...]:
+        """The server's load seconds per request for splits 1..F: measured at F, scaled to
+        the other splits by how long their prefixes take to load here (a + b x bytes fitted
+        on splits 1 and F); zeros when the server keeps its models loaded."""
+        seen = self._measure.get("server_load", [])
+        at_f = float(np.median(seen)) if seen else 0.0
+        if at_f < 1e-3:
+            return (0.0,) * self.freeze
+        here = self.net.load_seconds([1, self.freeze])
+        if len(here) < 2 or here[self.freeze] <= 0:
+            return (at_f,) * self.freeze
+        model = self.net.model
+        sizes = [sum(model.state_dict()[k].numel() for k in prefix_keys(model, s))
+                 for s in range(1, self.freeze + 1)]
+        slope = (here[self.freeze] - here[1]) / max(1, sizes[-1] - sizes[0])
+        base = here[1] - slope * sizes[0]
+        return tuple(at_f * max(0.0, base + slope * n) / here[self.freeze] for n in sizes)
 
     def _profile_from_measurements(self) -> SplitProfile:
         m = self._measure
@@ -584,7 +605,8 @@ class SplitTrainer:
             max_output_bytes=int(limits.get("max_output_bytes", 256 << 20)),
             server_memory_bytes=int(infer.get("memory_bytes", 2 << 30)),
             server_peak_bytes=server_peak, client_peak_bytes=self._client_peak(),
-            client_memory_bytes=self.client_memory_bytes, prefetch=self.prefetch)
+            client_memory_bytes=self.client_memory_bytes, prefetch=self.prefetch,
+            server_cores=int(infer.get("cores", 0)), server_load_s=self._load_profile())
 
 
 def _collate_cost() -> float:

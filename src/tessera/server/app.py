@@ -151,7 +151,7 @@ class PushdownApp:
                        "queue": self.config.queue,
                        "request_timeout_s": self.config.request_timeout_s},
             "cache_bytes": self.config.cache_bytes, "auth": self.token is not None,
-            **self.info_sections})
+            **{k: v() if callable(v) else v for k, v in self.info_sections.items()}})
 
     async def metrics_text(self, request: Request, rid: str) -> Response:
         stats = self.store.stats

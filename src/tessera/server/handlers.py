@@ -48,7 +48,8 @@ class ServerContext(Protocol):
     cache: TileCache
     metrics: ServerMetrics
     service: ReadService
-    #: What handlers add to ``GET /v1/info`` (the infer handler: its models), by name.
+    #: What handlers add to ``GET /v1/info`` (the infer handler: its models), by name; a
+    #: callable value is called at each ``/v1/info`` (for what may change, e.g. cores).
     info_sections: dict[str, Any]
 
 

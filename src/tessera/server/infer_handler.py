@@ -12,6 +12,7 @@ all slots. The forward pass runs in a worker thread (torch releases the GIL).
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 from starlette.responses import Response
@@ -32,11 +33,16 @@ def build(ctx: ServerContext) -> HandlerFn:
     slots = asyncio.Semaphore(cfg.infer_concurrency)
     waiting = 0
     ctx.info_sections["models"] = [m.describe() for m in service.registry.models.values()]
-    ctx.info_sections["infer"] = {
-        "max_samples": cfg.max_infer_samples, "concurrency": cfg.infer_concurrency,
-        "queue": cfg.infer_queue, "cos_batch": cfg.cos_batch,
-        "memory_bytes": cfg.infer_memory_bytes, "model_cache_bytes": cfg.model_cache_bytes,
-        "threads": cfg.infer_threads, "emulated": bool(cfg.emulate_compute)}
+    def limits() -> dict[str, object]:
+        return {"max_samples": cfg.max_infer_samples, "concurrency": cfg.infer_concurrency,
+                "queue": cfg.infer_queue, "cos_batch": cfg.cos_batch,
+                "memory_bytes": cfg.infer_memory_bytes,
+                "model_cache_bytes": cfg.model_cache_bytes, "threads": cfg.infer_threads,
+                "emulated": bool(cfg.emulate_compute),
+                # CPU cores the forward passes share (0: emulated, a time-shared device)
+                "cores": 0 if cfg.emulate_compute else len(os.sched_getaffinity(0))}
+
+    ctx.info_sections["infer"] = limits
 
     async def infer(body: bytes, request_id: str) -> Response:
         nonlocal waiting

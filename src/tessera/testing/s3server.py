@@ -113,6 +113,11 @@ class S3TestServer:
 
     # -- what clients need -----------------------------------------------------------------
     @property
+    def pid(self) -> int | None:
+        """The server process's id while it runs."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
     def endpoint(self) -> str:
         """The HTTP endpoint, ``http://127.0.0.1:PORT``."""
         return f"http://{self.host}:{self.port}"

@@ -1,0 +1,86 @@
+"""The split planner's cost model and rules on hand-made profiles (no torch): the overlap
+rule against the sum rule, pipelined and one-at-a-time servers, feasibility, dollars, the
+explain table and saved profiles."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from tessera.errors import InvalidArgumentError
+from tessera.frozen.planner import SplitProfile, choose, estimate
+
+BASE = SplitProfile(names=("a", "b", "c", "d"), out_bytes=(4000, 1000, 500, 40),
+                    input_bytes=3000, freeze=3, server_fwd_s=(0.01, 0.01, 0.01),
+                    client_fwd_s=(0.01, 0.01, 0.01, 0.002), train_s=0.004, bandwidth=1e6,
+                    rtt_s=0.001)
+
+
+def test_overlap_beats_sum_where_the_sides_balance() -> None:
+    plan = choose(BASE, batch=32, request=8, samples=3200)
+    assert plan.rule == "auto"
+    # the overlap rule balances server and client; the sum rule sees constant compute and
+    # goes for the fewest bytes, deepest split
+    assert plan.split == 2 and choose(BASE, 32, 8, "sum", samples=3200).split == 3
+    auto = plan.candidate(2)
+    assert auto.iteration_s == pytest.approx(max(auto.client_s, auto.server_s,
+                                                 auto.network_s))
+
+
+def test_one_request_at_a_time_keeps_the_papers_rule() -> None:
+    p = dataclasses.replace(BASE, prefetch=0, concurrency=1)
+    c = estimate(p, 2, batch=8, request=8, samples=800)
+    assert c.iteration_s == pytest.approx(max(c.client_s, c.server_s + c.network_s))
+
+
+def test_a_cpu_server_counts_all_its_work_against_its_cores() -> None:
+    p = dataclasses.replace(BASE, server_sample_s=0.005, server_cores=1)
+    gpu = estimate(dataclasses.replace(p, server_cores=0), 3, 32, 8, 3200)
+    cpu = estimate(p, 3, 32, 8, 3200)
+    assert cpu.server_s == pytest.approx((32 * 0.03 + 32 * 0.005) / 4)
+    assert gpu.server_s == pytest.approx(32 * 0.03 + 32 * 0.005 / 4)
+
+
+def test_infeasible_splits_say_why() -> None:
+    p = dataclasses.replace(BASE, max_output_bytes=2000, server_peak_bytes=(10, 10, 10**9),
+                            server_memory_bytes=10**6, client_peak_bytes=(10**9, 1, 1, 1),
+                            client_memory_bytes=10**9)
+    plan = choose(p, 32, 8, samples=3200)
+    assert [c.why for c in plan.candidates] == ["client memory", "output limit", "yes",
+                                                "server memory"]
+    assert plan.split == 2
+    assert "client memory" in plan.explain()
+
+
+def test_rules_and_bad_arguments() -> None:
+    assert choose(BASE, 32, rule="freeze").split == 3
+    assert choose(BASE, 32, rule="nosplit").split == 0
+    assert choose(BASE, 32, rule="min").split == 3
+    assert choose(BASE, 32, rule=1).split == 1
+    with pytest.raises(InvalidArgumentError, match="split 4 is outside 0..3"):
+        choose(BASE, 32, rule=4)
+    with pytest.raises(InvalidArgumentError, match="split must be one of"):
+        choose(BASE, 32, rule="fastest")
+    with pytest.raises(InvalidArgumentError, match="batch must be a positive integer"):
+        choose(BASE, 0)
+    with pytest.raises(InvalidArgumentError, match="freeze must be 1..3"):
+        dataclasses.replace(BASE, freeze=4)
+
+
+def test_dollars_move_the_choice_when_phi_is_set() -> None:
+    p = dataclasses.replace(BASE, dollars_per_byte=1e-3)
+    fast = choose(p, 32, 8, samples=3200)
+    cheap = choose(p, 32, 8, samples=3200, phi=1e6)
+    assert cheap.candidate(cheap.split).dollars < fast.candidate(fast.split).dollars
+
+
+def test_explain_and_saved_profiles() -> None:
+    text = choose(BASE, 32, 8, samples=3200).explain("m  ")
+    assert text.startswith("m  freeze 3 c") and "<- chosen" in text
+    assert "NSG (sum rule) would pick 3" in text
+    again = SplitProfile.from_json(json.loads(json.dumps(BASE.to_json())))
+    assert again == BASE
+    with pytest.raises(InvalidArgumentError, match="not a split profile"):
+        SplitProfile.from_json({"names": []})

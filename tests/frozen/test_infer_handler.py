@@ -196,3 +196,19 @@ def make_config(served: Any) -> Any:
     from tessera.config import ServerConfig
 
     return ServerConfig(models_dir=str(served.models))
+
+
+def test_weights_replaced_after_start_are_hashed_again_and_refused(served: Any,
+                                                                   make_app: Any,
+                                                                   tmp_path: Path) -> None:
+    import shutil
+
+    folder = tmp_path / "models"
+    shutil.copytree(served.models, folder)
+    app = make_app(served.root, folder, model_cache_bytes=0)
+    [r] = post(app, req())
+    assert r.status_code == 200
+    (folder / "r18.safetensors").write_bytes((folder / "alex.safetensors").read_bytes())
+    [r] = post(app, req())
+    assert r.status_code == 409 and "changed on disk since it started" in r.json()["error"]
+    assert "r18.safetensors has sha256" in r.json()["error"]

@@ -59,6 +59,9 @@ class HostedModel:
     layers: tuple[Any, ...]  # LayerInfo
     max_split: int
     parameters: int
+    #: the weights file as checked at start: (size, mtime_ns, inode); a load whose file no
+    #: longer matches re-checks the sha256 before reading it
+    checked: tuple[int, int, int] = (0, 0, 0)
 
     def describe(self) -> dict[str, Any]:
         """The model's entry in ``GET /v1/info``."""
@@ -91,8 +94,10 @@ class ModelRegistry:
                 raise ConfigError(f"{self.folder / 'models.json'}: model {spec.name!r} has "
                                   f"max_split {spec.max_split}, but {spec.arch} has {len(infos)} "
                                   f"layers (at most {last})")
+            st = (self.folder / spec.weights).stat()
             self.models[spec.name] = HostedModel(spec, infos, spec.max_split or last,
-                                                 report.parameters)
+                                                 report.parameters,
+                                                 (st.st_size, st.st_mtime_ns, st.st_ino))
 
     def get(self, name: str) -> HostedModel:
         """The model ``name``, or :class:`UnknownModelError` (404) listing the hosted ones."""
@@ -129,8 +134,17 @@ class ModelCache:
                 self.hits += 1
                 return found[1], True, 0
             self.misses += 1
-        # the registry checked the file's hash at start; check again: it may have changed
-        model = load_model(hosted.spec, self.registry.folder, split)
+        # the registry checked the file's hash at start; hash it again (before reading it)
+        # only if it changed since, so a model reloaded per request is not hashed each time
+        st = (self.registry.folder / hosted.spec.weights).stat()
+        same = (st.st_size, st.st_mtime_ns, st.st_ino) == hosted.checked
+        try:
+            model = load_model(hosted.spec, self.registry.folder, split, verify=not same)
+        except ConfigError as err:
+            log.error(json.dumps({"event": "weights_changed", "model": hosted.spec.name,
+                                  "reason": str(err)}))
+            raise WeightsMismatchError(f"the server's weights of {hosted.spec.name} changed "
+                                       f"on disk since it started: {err}") from None
         nbytes = sum(t.nbytes for t in model.state_dict().values() if t.device.type != "meta")
         with self._lock:
             if self.capacity and nbytes <= self.capacity:

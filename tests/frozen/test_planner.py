@@ -59,13 +59,13 @@ def test_rules_and_bad_arguments() -> None:
     assert choose(BASE, 32, rule="nosplit").split == 0
     assert choose(BASE, 32, rule="min").split == 3
     assert choose(BASE, 32, rule=1).split == 1
-    with pytest.raises(InvalidArgumentError, match="split 4 is outside 0..3"):
+    with pytest.raises(InvalidArgumentError, match=r"split 4 is outside 0\.\.3"):
         choose(BASE, 32, rule=4)
     with pytest.raises(InvalidArgumentError, match="split must be one of"):
         choose(BASE, 32, rule="fastest")
     with pytest.raises(InvalidArgumentError, match="batch must be a positive integer"):
         choose(BASE, 0)
-    with pytest.raises(InvalidArgumentError, match="freeze must be 1..3"):
+    with pytest.raises(InvalidArgumentError, match=r"freeze must be 1\.\.3"):
         dataclasses.replace(BASE, freeze=4)
 
 

@@ -212,3 +212,17 @@ def test_weights_replaced_after_start_are_hashed_again_and_refused(served: Any,
     [r] = post(app, req())
     assert r.status_code == 409 and "changed on disk since it started" in r.json()["error"]
     assert "r18.safetensors has sha256" in r.json()["error"]
+
+
+def test_serving_leaves_the_callers_floating_point_mode_alone(served: Any, make_app: Any) -> None:
+    """Regression: the service once flushed subnormals process-wide at start, which broke
+    every later hypothesis test in the same process (``allow_subnormal`` refused)."""
+    from tessera.pushdown.infer_items import InferRequest
+    from tessera.server.infer import InferService
+
+    tiny = np.array([1e-40], dtype=np.float32)
+    service = InferService(tessera_store(served), make_config(served))
+    service._forward(Fussy(), torch.ones(2, 3), InferRequest("r18", 1, "imgs", (0,)), 16)
+    assert (tiny * 1)[0] != 0
+    [r] = post(make_app(served.root, served.models), req())
+    assert r.status_code == 200 and (tiny * 1)[0] != 0

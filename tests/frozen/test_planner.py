@@ -84,3 +84,29 @@ def test_explain_and_saved_profiles() -> None:
     assert again == BASE
     with pytest.raises(InvalidArgumentError, match="not a split profile"):
         SplitProfile.from_json({"names": []})
+
+
+def test_calibration_reads_each_side_where_it_sets_the_pace() -> None:
+    from tessera.frozen.planner import calibrate
+
+    slow_link = dataclasses.replace(BASE, bandwidth=1e5)
+    raw = estimate(slow_link, 0, 32, 8, 3200)
+    # the client computed twice as long as modelled; NoSplit's iterations took longer than
+    # its client and link explain: the rest is the read path's
+    busy = [(0, 99.0)] + [(0, 2 * raw.client_s)] * 3
+    slow = 1.5 * 2 * raw.client_s
+    p = calibrate(slow_link, 32, 8, 3200, 0, [(0, slow)] * 3, busy)
+    assert p.client_scale == pytest.approx(2.0)  # the first (warm-up) iteration is dropped
+    c = estimate(p, 0, 32, 8, 3200)
+    assert c.iteration_s == pytest.approx(slow) and p.read_scale > 1
+    assert p.server_scale == 1.0  # nothing measured at F
+    # a link-bound NoSplit no longer inflates the client (the old calibration divided the
+    # iteration time by the client's model)
+    fast = calibrate(slow_link, 32, 8, 3200, 0, [(0, slow)], [(0, raw.client_s)])
+    assert fast.client_scale == pytest.approx(1.0)
+    # the server's pace at F; calibrations are clamped to 0.1..10
+    at_f = estimate(BASE, 3, 32, 8, 3200)
+    p = calibrate(BASE, 32, 8, 3200, 0, [(3, 2 * at_f.iteration_s)], [])
+    assert p.server_scale > 1 and estimate(p, 3, 32, 8, 3200).iteration_s == \
+        pytest.approx(2 * at_f.iteration_s, rel=0.05)
+    assert calibrate(BASE, 32, 8, 3200, 0, [], [(0, 1e6)]).client_scale == 10.0

@@ -13,8 +13,8 @@ requests are already there)::
              sharing its cores: T_fwd = a_s * q * (Phi + P) / c, T_par = 0)
     network  T_n   = B * o_s / bandwidth + ceil(q / c) * rtt
     client   T_c   = a_c * B * (o_s * receive + sum_{s<k<=F} t_cli[k] + train)
-    NoSplit  T_s = 0, T_n = B * input bytes / bandwidth + rtt, T_c adds the client's own
-             decoding of stored samples
+    NoSplit  T_s = 0, T_n = a_r * (B * input bytes / bandwidth + rtt), T_c adds the
+             client's own decoding of stored samples
     auto     max(T_c, T_s + T_n)                 the paper's overlap rule (Alg. 1 line 18),
                                                  when one request is on the server at a time
              max(T_c, T_fwd, T_par, T_n)          when ``c >= 2``: the server's forward passes,
@@ -24,10 +24,13 @@ requests are already there)::
     sum      T_c + T_s + T_n                     Neurosurgeon's rule (the paper's NSG baseline)
     epoch    iterations * T_iter + one request's latency          (filling the pipeline)
 
-``a_s`` and ``a_c`` calibrate the model to the machine: the ratio of the iteration time
-measured at the two profiled splits to the model's (1 when not profiled), which absorbs
-what per-layer timings cannot see (cores shared by concurrent requests, the client's fetch
-thread competing with its compute).
+``a_s``, ``a_c`` and ``a_r`` calibrate the model to the machine (1 when not profiled):
+``a_c`` is the client's measured busy seconds per iteration at its profiled split over the
+model's (it absorbs the fetch threads competing with the compute), ``a_s`` the iteration
+time measured at ``s = F`` where the server sets the pace over the model's (cores shared by
+concurrent requests), and ``a_r`` the iteration time measured at split 0, when neither the
+client nor the link explains it, over the link's model (the read path's own costs: one
+request per tile, the store's latency, decoding beside the link).
 
 A split is infeasible when the client's memory estimate for it exceeds its budget, when one
 sample's features exceed the server's output limit, or when the server's memory per sample
@@ -54,6 +57,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from typing import Literal
 
 from tessera.errors import InvalidArgumentError
@@ -92,7 +96,7 @@ class SplitProfile:
         dollars_per_request: fee of one request (infer or read).
         dollars_per_byte: egress fee per byte crossing the link.
         prefetch: iterations whose requests are in flight ahead of the computing one.
-        server_scale, client_scale: the calibrations ``a_s`` and ``a_c``.
+        server_scale, client_scale, read_scale: the calibrations ``a_s``, ``a_c``, ``a_r``.
         server_load_s: per split 1..F, the server's seconds per request to load the
             weights of layers 1..s (zeros when it keeps models loaded; empty: not known).
         server_cores: 0 for a server whose forward passes take turns on a device while
@@ -125,6 +129,7 @@ class SplitProfile:
     prefetch: int = 1
     server_scale: float = 1.0
     client_scale: float = 1.0
+    read_scale: float = 1.0
     server_cores: int = 0
     server_load_s: tuple[float, ...] = ()
 
@@ -232,7 +237,7 @@ def estimate(p: SplitProfile, split: int, batch: int, request: int, samples: int
     if split == 0:
         o = p.input_bytes
         server = 0.0
-        net = batch * o / p.bandwidth + p.rtt_s
+        net = p.read_scale * (batch * o / p.bandwidth + p.rtt_s)
         client = p.client_scale * (batch * (p.client_decode_s + sum(p.client_fwd_s[:f]))
                                    + train)
         size = batch
@@ -276,6 +281,63 @@ def estimate(p: SplitProfile, split: int, batch: int, request: int, samples: int
     return Candidate(split, p.names[split - 1] if split else "", o, not why, why or "yes",
                      server, net, client, iteration, total,
                      iterations * iteration + fill, dollars, size)
+
+
+def calibrate(p: SplitProfile, batch: int, request: int, samples: int, early: int,
+              durations: Sequence[tuple[int, float]], busy: Sequence[tuple[int, float]],
+              ) -> SplitProfile:
+    """``p`` with the calibrations ``a_c``, ``a_s`` and ``a_r`` (see the module's docstring)
+    from the profiling epoch's iterations as ``(split, seconds)``: ``durations`` once the
+    pipeline is full, ``busy`` the client's compute seconds; ``early`` is the split the
+    client was profiled at. Each calibration is kept within 0.1..10.
+
+    >>> p = SplitProfile(names=("a", "b", "c"), out_bytes=(400, 100, 40), input_bytes=300,
+    ...                  freeze=2, server_fwd_s=(0.01, 0.01), client_fwd_s=(0.01, 0.01, 0),
+    ...                  train_s=0.0, bandwidth=1e4, rtt_s=0.0)
+    >>> c = calibrate(p, 8, 8, 80, 0, [(0, 0.5)], [(0, 0.32), (0, 0.32)])
+    >>> round(c.client_scale, 2), round(c.read_scale, 2), c.server_scale
+    (2.0, 2.08, 1.0)
+
+    The client computed 0.32 s where the model said 0.16 (``a_c = 2``); NoSplit took 0.5 s
+    where its client (now 0.32 s) and link (0.24 s) explain 0.32 (``a_r = 0.5 / 0.24``).
+    """
+    def clamp(v: float) -> float:
+        return min(10.0, max(0.1, v))
+
+    def median(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+    scales: dict[str, float] = {}
+    # a_c: the client's compute at its profiled split over the model's (the first
+    # iteration there warms up when there are others)
+    seen = [d for s, d in busy if s == early][1:] or [d for s, d in busy if s == early]
+    if seen and early < p.freeze:
+        c = estimate(p, early, batch, request, samples)
+        if c.client_s > 0:
+            scales["client_scale"] = clamp(median(seen) * p.client_scale / c.client_s)
+            p = dataclasses.replace(p, client_scale=scales["client_scale"])
+    # a_s: the iteration at F, where the server sets the pace, over the model's
+    seen = [d for s, d in durations if s == p.freeze]
+    if seen:
+        measured = median(seen)
+        c = estimate(p, p.freeze, batch, request, samples)
+        if c.server_s > 0 and c.iteration_s > c.client_s:
+            q = math.ceil(batch / c.request_size)
+            forward = q * c.request_size * sum(p.server_fwd_s[:p.freeze])
+            if p.server_cores:  # T_fwd holds all the server's work
+                forward = c.server_s / p.server_scale
+            sequential = math.isclose(c.iteration_s, c.server_s + c.network_s)
+            other = (c.server_s - forward + c.network_s) if sequential else 0.0
+            if forward > 0 and measured > other:
+                scales["server_scale"] = clamp((measured - other) / forward)
+    # a_r: NoSplit's iteration beyond what its client and link explain is the read path's
+    seen = [d for s, d in durations if s == 0 == early]
+    if seen:
+        measured = median(seen)
+        c = estimate(p, 0, batch, request, samples)
+        if c.network_s > 0 and measured > c.iteration_s:
+            scales["read_scale"] = clamp(measured * p.read_scale / c.network_s)
+    return dataclasses.replace(p, **scales)  # type: ignore[arg-type]
 
 
 def _pick(cands: tuple[Candidate, ...], rule: str, p: SplitProfile, phi: float = 0.0) -> int:

@@ -46,7 +46,7 @@ from tessera.errors import (
 )
 from tessera.frozen.emulate import Emulation
 from tessera.frozen.inventory import FLOAT_BYTES, peak_bytes_per_sample
-from tessera.frozen.planner import SplitPlan, SplitProfile, choose, estimate
+from tessera.frozen.planner import SplitPlan, SplitProfile, calibrate, choose
 from tessera.frozen.remote import Features, FrozenModel, collate, features_of
 from tessera.frozen.weights import prefix_keys
 from tessera.pushdown.client import PushdownClient
@@ -287,6 +287,7 @@ class SplitTrainer:
                 pool.submit(self._fetch, batches[i], schedule[i], profiling)
                 for i in range(min(self.prefetch + 1, len(batches)))]
             durations: list[tuple[int, float]] = []  # (split, seconds) per iteration
+            busy: list[tuple[int, float]] = []  # (split, the client's compute seconds)
             last = time.perf_counter()
             for i, batch in enumerate(batches):
                 tw = time.perf_counter()
@@ -301,6 +302,7 @@ class SplitTrainer:
                                   profiling)
                 now = time.perf_counter()
                 report.compute_s += now - tc
+                busy.append((schedule[i], now - tc))
                 if i >= 2 and schedule[i] == schedule[i - 2]:  # the pipeline is full
                     durations.append((schedule[i], now - last))
                 last = now
@@ -309,7 +311,9 @@ class SplitTrainer:
                 report.samples += len(batch)
         report.seconds = time.perf_counter() - t0
         if profiling:
-            self.profile = self._calibrated(self._profile_from_measurements(), durations)
+            self.profile = calibrate(self._profile_from_measurements(), self.batch_size,
+                                     self.request_size, self.data.shape[0],
+                                     self._earliest_feasible(), durations, busy)
             self._replan()
             report.split = self.split
         elif self.plan is not None:
@@ -526,34 +530,6 @@ class SplitTrainer:
         self._link = (extra / (large - small) if large > small and extra > 0 else 1e12,
                       max(small - points[0][0] / (extra / (large - small)) if large > small
                           and extra > 0 else small, 0.0))
-
-    def _calibrated(self, prof: SplitProfile, durations: list[tuple[int, float]],
-                    ) -> SplitProfile:
-        """``prof`` with the server's and the client's calibrations: the iteration times
-        measured at the two profiled splits over the model's (planner's ``a_s``, ``a_c``)."""
-        n = self.data.shape[0]
-        scales: dict[str, float] = {}
-        for side in ("server", "client"):
-            split = self.freeze if side == "server" else self._earliest_feasible()
-            seen = [d for s, d in durations if s == split]
-            if not seen or (side == "client" and split == self.freeze):
-                continue
-            measured = float(np.median(seen))
-            c = estimate(prof, split, self.batch_size, self.request_size, n)
-            if side == "server" and c.server_s > 0 and c.iteration_s > c.client_s:
-                # the server sets the pace at F: scale its forward passes to the measure
-                q = math.ceil(self.batch_size / c.request_size)
-                forward = q * c.request_size * sum(prof.server_fwd_s[:split])
-                if prof.server_cores:  # T_fwd holds all the server's work
-                    forward = c.server_s / prof.server_scale
-                sequential = math.isclose(c.iteration_s, c.server_s + c.network_s)
-                other = (c.server_s - forward + c.network_s) if sequential else 0.0
-                if forward > 0 and measured > other:
-                    scales["server_scale"] = (measured - other) / forward
-            if side == "client" and c.client_s > 0 and measured > c.server_s + c.network_s:
-                scales["client_scale"] = measured / c.client_s
-        return dataclasses.replace(prof, **{k: min(10.0, max(0.1, v))  # type: ignore[arg-type]
-                                            for k, v in scales.items()})
 
     def _load_profile(self) -> tuple[float, ...]:
         """The server's load seconds per request for splits 1..F: measured at F, scaled to

@@ -316,19 +316,23 @@ class InferService:
         per_layer = [0.0] * req.split if req.timings == "layers" else None
         while True:
             try:
-                outs = []
+                out = None  # written chunk by chunk: no second copy of the features
                 with torch.inference_mode(), denormals_flushed():
                     for start in range(0, x.shape[0], cos):
                         h = x[start:start + cos]
                         if per_layer is None:
-                            outs.append(model.forward_to(h, req.split))
-                            continue
-                        for k, (_, fn) in enumerate(model.layers()[:req.split]):
-                            t = time.perf_counter()
-                            h = fn(h)
-                            per_layer[k] += time.perf_counter() - t
-                        outs.append(h)
-                return torch.cat(outs), cos, per_layer
+                            h = model.forward_to(h, req.split)
+                        else:
+                            for k, (_, fn) in enumerate(model.layers()[:req.split]):
+                                t = time.perf_counter()
+                                h = fn(h)
+                                per_layer[k] += time.perf_counter() - t
+                        if out is None:
+                            out = torch.empty((x.shape[0], *h.shape[1:]), dtype=h.dtype)
+                        out[start:start + h.shape[0]] = h
+                        del h
+                assert out is not None
+                return out, cos, per_layer
             except RuntimeError as err:
                 if "alloc" not in str(err).lower() or cos == 1:
                     if "alloc" in str(err).lower():

@@ -110,3 +110,8 @@ def test_calibration_reads_each_side_where_it_sets_the_pace() -> None:
     assert p.server_scale > 1 and estimate(p, 3, 32, 8, 3200).iteration_s == \
         pytest.approx(2 * at_f.iteration_s, rel=0.05)
     assert calibrate(BASE, 32, 8, 3200, 0, [], [(0, 1e6)]).client_scale == 10.0
+    # two iterations at F: their mean, not the larger one
+    two = calibrate(BASE, 32, 8, 3200, 0, [(3, 1.5 * at_f.iteration_s),
+                                           (3, 2.5 * at_f.iteration_s)], [])
+    assert estimate(two, 3, 32, 8, 3200).iteration_s == \
+        pytest.approx(2 * at_f.iteration_s, rel=0.05)

@@ -35,6 +35,19 @@ def test_one_request_at_a_time_keeps_the_papers_rule() -> None:
     assert c.iteration_s == pytest.approx(max(c.client_s, c.server_s + c.network_s))
 
 
+@pytest.mark.parametrize("split", [0, 1, 2, 3])
+def test_the_first_iteration_passes_every_stage_the_rest_the_slowest(split: int) -> None:
+    # one iteration cannot overlap anything: its epoch holds every stage
+    one = estimate(BASE, split, batch=32, request=8, samples=32)
+    assert one.epoch_s > one.client_s + max(one.server_s, one.network_s) * 0.99
+    # each further iteration adds the slowest stage's time, no more
+    many = estimate(BASE, split, batch=32, request=8, samples=320)
+    assert many.epoch_s - one.epoch_s == pytest.approx(9 * many.iteration_s)
+    # one request at a time: the first iteration is the sum of the three
+    seq = estimate(dataclasses.replace(BASE, prefetch=0, concurrency=1), split, 32, 32, 32)
+    assert seq.epoch_s >= seq.sum_s
+
+
 def test_a_cpu_server_counts_all_its_work_against_its_cores() -> None:
     p = dataclasses.replace(BASE, server_sample_s=0.005, server_cores=1)
     gpu = estimate(dataclasses.replace(p, server_cores=0), 3, 32, 8, 3200)

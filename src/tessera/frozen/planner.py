@@ -22,7 +22,11 @@ requests are already there)::
                                                  the paper's rule over-estimated these
                                                  pipelines by up to 2x)
     sum      T_c + T_s + T_n                     Neurosurgeon's rule (the paper's NSG baseline)
-    epoch    iterations * T_iter + one request's latency          (filling the pipeline)
+    epoch    (iterations - 1) * T_iter + T_head + T_c + one request's latency
+             T_head = T_s + T_n (one request at a time) or max(T_fwd, T_par, T_n): the first
+             iteration passes every stage in turn, each later one at the slowest one's pace
+             (measured: without the first iteration's client, epochs of 2 iterations came
+             out 20-40% short)
 
 ``a_s``, ``a_c`` and ``a_r`` calibrate the model to the machine (1 when not profiled):
 ``a_c`` is the client's measured busy seconds per iteration at its profiled split over the
@@ -276,12 +280,16 @@ def estimate(p: SplitProfile, split: int, batch: int, request: int, samples: int
         why = why or "client memory"
     if math.isnan(client):
         why = why or "unprofiled"
-    iteration = max(client, t_fwd, t_par, net) if pipelined else max(client, server + net)
+    head = max(t_fwd, t_par, net) if pipelined else server + net
+    iteration = max(client, head)
     total = client + server + net
+    # the first iteration passes every stage in turn (and one request's latency more: the
+    # batch is complete when its last request is); each later one at the slowest stage's pace
+    epoch = (iterations - 1) * iteration + head + client + fill
     dollars = iterations * (requests * p.dollars_per_request + batch * o * p.dollars_per_byte)
     return Candidate(split, p.names[split - 1] if split else "", o, not why, why or "yes",
                      server, net, client, iteration, total,
-                     iterations * iteration + fill, dollars, size)
+                     epoch, dollars, size)
 
 
 def calibrate(p: SplitProfile, batch: int, request: int, samples: int, early: int,

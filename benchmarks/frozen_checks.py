@@ -242,9 +242,10 @@ def report(out: Path, g1: list[dict[str, Any]], g9: list[dict[str, Any]],
         up = max(abs(r["link_body_up"] - r["iostats_sent"]) for r in g13)
         same = all(r["requests"] == r["link_requests"] for r in g13)
         heads = max(r["link_head_down"] + r["link_head_up"] for r in g13)
-        lines.append(f"| G13 link bytes vs IOStats, {len(g13)} runs of 4 requests | largest "
+        lines.append(f"| G13 link bytes vs IOStats, {len(g13)} measurements of 3 rounds of 4 "
+                     f"requests | largest "
                      f"body difference {down} B down, {up} B up; requests "
-                     f"{'equal' if same else 'DIFFER'}; HTTP heads up to {heads} B a run | "
+                     f"{'equal' if same else 'DIFFER'}; HTTP heads up to {heads} B a measurement | "
                      f"equal within framing | {'yes' if same and down == up == 0 else 'NO'} |")
     text = "\n".join(lines) + "\n"
     (out / "frozen_checks.md").write_text(text)

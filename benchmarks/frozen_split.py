@@ -356,7 +356,7 @@ def plots(out: Path, summaries: list[dict[str, Any]], rows: list[dict[str, Any]]
     ax.plot([0, top], [0, top], "k--", lw=0.8)
     ax.set_xlabel("measured epoch s")
     ax.set_ylabel("estimated epoch s")
-    ax.set_title("Estimates vs measurements, every split (Fig. 11 analogue)")
+    ax.set_title("Estimates vs measurements, every split\n(paper Fig. 11 analogue)")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "frozen_estimates.png", dpi=120)

@@ -26,7 +26,7 @@ requests are already there)::
              T_head = T_s + T_n (one request at a time) or max(T_fwd, T_par, T_n): the first
              iteration passes every stage in turn, each later one at the slowest one's pace
              (measured: without the first iteration's client, epochs of 2 iterations came
-             out 20-40% short)
+             out 15-40% short)
 
 ``a_s``, ``a_c`` and ``a_r`` calibrate the model to the machine (1 when not profiled):
 ``a_c`` is the client's measured busy seconds per iteration at its profiled split over the

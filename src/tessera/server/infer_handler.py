@@ -30,8 +30,8 @@ PIECE_BYTES = 1 << 20
 
 def pieces(chunks: Sequence[bytes | memoryview]) -> Iterator[bytes | memoryview]:
     """The framed response in pieces of at most :data:`PIECE_BYTES`, views of the features
-    (no copy): the server sends them one at a time as the link drains, so it never holds a
-    second copy of a response's features, whole or in its socket buffer.
+    (no copy): the server sends them one at a time (uvicorn waits for the socket to drain
+    between them), so it never holds a second whole copy of a response's features.
 
     >>> [len(p) for p in pieces([b"head", memoryview(bytes(PIECE_BYTES + 5))])]
     [4, 1048576, 5]

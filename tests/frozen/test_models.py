@@ -129,10 +129,11 @@ def test_weights_of_another_shape_are_refused(models_dir: Path, tmp_path: Path,
 
 
 def test_no_unpickling_call_under_src() -> None:
-    """A lint: nothing under src/ may unpickle or load TorchScript."""
+    """A lint: nothing under src/ may unpickle, eval or load TorchScript (torch modules go
+    to eval mode with ``train(False)``, so that ``eval(`` never appears)."""
     src = Path(__file__).parents[2] / "src"
     banned = ("weights_only=False", "pickle.load", "torch.jit.load", "jit.load(", "dill.",
-              "cloudpickle")
+              "cloudpickle", "eval(")
     found = [(p.name, b) for p in src.rglob("*.py") for b in banned if b in p.read_text()]
     assert found == []
     uses = [p.name for p in src.rglob("*.py") if "torch.load(" in p.read_text()]

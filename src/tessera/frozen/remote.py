@@ -51,7 +51,7 @@ class FrozenModel:
     def __init__(self, spec: ModelSpec, model: Staged, server: PushdownClient | None = None,
                  folder: str | Path | None = None) -> None:
         self.spec = spec
-        self.model = model.eval()
+        self.model = model.train(False)  # eval mode: BatchNorm statistics frozen
         self.server = server
         #: where the weights file lies here (``None``: unknown)
         self.folder = Path(folder) if folder is not None else None

@@ -124,7 +124,7 @@ def meta_model(arch: str, num_classes: int = 1000) -> Staged:
     """Architecture ``arch`` on the meta device (no memory, no compute), in eval mode."""
     with torch.device("meta"):
         model: Staged = build(arch, num_classes)
-    return model.eval()
+    return model.train(False)  # eval mode: BatchNorm statistics frozen
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,7 +193,7 @@ def load_model(spec: ModelSpec, folder: str | Path, split: int | None = None,
     path = Path(folder) / spec.weights
     state = read_tensors(path, spec.sha256 if verify else None, keys)
     model.load_state_dict(state, strict=split is None, assign=True)
-    return model.eval()
+    return model.train(False)  # eval mode: BatchNorm statistics frozen
 
 
 def parameters_in(model: Staged, keys: set[str]) -> int:

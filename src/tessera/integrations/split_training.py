@@ -123,7 +123,7 @@ class _Tail(nn.Module):
             p.requires_grad_(False)
         for p in self._trainable:
             p.requires_grad_(True)
-        self.body.eval()
+        self.body.train(False)  # eval mode: BatchNorm statistics frozen
 
     def trainable(self) -> list[nn.Parameter]:
         own = list(self.head.parameters()) if self.head is not None else []

@@ -61,23 +61,23 @@ def test_per_layer_timings_and_fp16(served: Any) -> None:
 
 def test_features_stream_in_pieces_with_their_length(served: Any,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from tessera.server import infer_handler
+    from tessera.server import framed
 
     body = req(split=1, samples=tuple(range(40)))  # 40 x 64 x 16 x 16 float32: 2.5 MiB
     [whole] = post(served.app, body)
     sent: list[int] = []
-    pieces = infer_handler.pieces
+    pieces = framed.pieces
 
     def spy(chunks: Any) -> Any:
         for piece in pieces(chunks):
             sent.append(len(piece))
             yield piece
 
-    monkeypatch.setattr(infer_handler, "pieces", spy)
+    monkeypatch.setattr(framed, "pieces", spy)
     [r] = post(served.app, body)
     assert r.status_code == 200
     assert int(r.headers["content-length"]) == len(r.content) == sum(sent)
-    assert max(sent) == infer_handler.PIECE_BYTES and len(sent) >= 3
+    assert max(sent) == framed.PIECE_BYTES and len(sent) >= 3
     got = decode_response(r.content, 1).results[0]["features"]
     assert np.array_equal(got, decode_response(whole.content, 1).results[0]["features"])
 

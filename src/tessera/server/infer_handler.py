@@ -6,8 +6,8 @@ below the root (:mod:`tessera.pushdown.infer_items` is the request,
 Besides the app's admission (one slot of ``max_concurrency`` like any request), infer requests
 have their own limit: ``infer_concurrency`` compute at once, ``infer_queue`` more may wait,
 beyond that 503 with ``Retry-After``; so a burst of forward passes never starves tile reads of
-all slots. The forward pass runs in a worker thread (torch releases the GIL). The features go
-out as views in pieces of 1 MiB with their ``Content-Length`` (no joined copy).
+all slots. The forward pass runs in a worker thread (torch releases the GIL); the features go
+out without a copy (:func:`~tessera.server.framed.framed_response`).
 """
 
 from __future__ import annotations
@@ -15,31 +15,15 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Iterator, Sequence
 
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from tessera.config import ServerConfig
 from tessera.errors import ServerBusyError
-from tessera.pushdown.framing import RESPONSE_TYPE, encode_response
+from tessera.pushdown.framing import encode_response
 from tessera.pushdown.infer_items import parse_infer_request
+from tessera.server.framed import framed_response
 from tessera.server.handlers import Handler, HandlerFn, ServerContext
-
-PIECE_BYTES = 1 << 20
-
-
-def pieces(chunks: Sequence[bytes | memoryview]) -> Iterator[bytes | memoryview]:
-    """The framed response in pieces of at most :data:`PIECE_BYTES`, views of the features
-    (no copy): the server sends them one at a time (uvicorn waits for the socket to drain
-    between them), so it never holds a second whole copy of a response's features.
-
-    >>> [len(p) for p in pieces([b"head", memoryview(bytes(PIECE_BYTES + 5))])]
-    [4, 1048576, 5]
-    """
-    for chunk in chunks:
-        view = memoryview(chunk).cast("B")
-        for start in range(0, len(view), PIECE_BYTES):
-            yield view[start:start + PIECE_BYTES]
 
 
 def build(ctx: ServerContext) -> HandlerFn:
@@ -90,10 +74,8 @@ def build(ctx: ServerContext) -> HandlerFn:
             ctx.metrics.count("cos_batch_reductions", "Server batches halved on an "
                               "allocation failure.")
         server_s = time.perf_counter() - t0
-        chunks = encode_response([{"features": result.features}], server_s, result.header)
-        return StreamingResponse(
-            pieces(chunks), media_type=RESPONSE_TYPE,
-            headers={"Content-Length": str(sum(memoryview(c).nbytes for c in chunks))})
+        return framed_response(encode_response([{"features": result.features}], server_s,
+                                               result.header))
 
     return infer
 

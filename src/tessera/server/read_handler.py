@@ -10,8 +10,9 @@ import logging
 
 from starlette.responses import Response
 
-from tessera.pushdown.framing import RESPONSE_TYPE, ItemError, encode_response
+from tessera.pushdown.framing import ItemError, encode_response
 from tessera.pushdown.read_items import parse_read_request
+from tessera.server.framed import framed_response
 from tessera.server.handlers import Handler, HandlerFn, ServerContext
 
 log = logging.getLogger("tessera.server")
@@ -29,8 +30,7 @@ def build(ctx: ServerContext) -> HandlerFn:
             log.warning(json.dumps({"event": "item_errors", "request_id": request_id,
                                     "count": len(failed), "items": len(items),
                                     "errors": [r.error for r in failed][:5]}))
-        return Response(b"".join(encode_response(results, server_s)),
-                        media_type=RESPONSE_TYPE)
+        return framed_response(encode_response(results, server_s))
 
     return read
 

@@ -5,8 +5,10 @@ also derives from the builtin a Python user would catch (``ValueError``, ``TypeE
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,11 +29,19 @@ def arr() -> tessera.Array:
                               np.arange(64, dtype=np.int32).reshape(8, 8), tile=(4, 4))
 
 
-def calls(arr: tessera.Array) -> list[tuple[str, Callable[[], Any], type[BaseException], str]]:
+Call = tuple[str, Callable[[], Any], type[BaseException], str]
+
+
+def calls(arr: tessera.Array, folder: Path) -> list[Call]:
     store = arr.store
     uri = arr.uri
     naive = dt.datetime(2026, 1, 1)  # no tzinfo: the point of the call
     h5_url = f"memory://errors-h5-{uuid.uuid4().hex[:8]}"
+    sparse = tessera.create_array(f"memory://errors-sparse-{uuid.uuid4().hex[:8]}",
+                                  tessera.ArraySchema([tessera.Dim("x", (0.0, 9.0), 5.0),
+                                                       tessera.Dim("y", (0.0, 9.0), 5.0)],
+                                                      [tessera.Attr("v", "i4")],
+                                                      sparse=True))
     return [
         ("unsupported URL", lambda: tessera.open_store("ftp://host/x"), ValueError, "ftp"),
         ("key escaping the root", lambda: store.get("../x"), ValueError, ".."),
@@ -86,12 +96,53 @@ def calls(arr: tessera.Array) -> list[tuple[str, Callable[[], Any], type[BaseExc
          ValueError, "maxshape"),
         ("pushdown request", lambda: parse_read_request(b"{", Limits()), ValueError, ""),
         ("camera-trap set", lambda: make_camera_trap_set(0), ValueError, "n >= 1"),
+        ("int64 that does not fit int32", lambda: arr.__setitem__(
+            (slice(0, 2), slice(0, 2)), np.full((2, 2), 2**40 + 7, np.int64)), TypeError,
+         "outside [-2147483648, 2147483647]"),
+        ("negative into uint8 through h5", lambda: tessera.h5.File(h5_url, "a")
+         .create_dataset("u8", data=[-1], dtype="u1"), TypeError, "do not fit uint8"),
+        ("cast rule", lambda: arr.write(np.zeros((1, 1), np.int32), cast="wrap"),  # type: ignore[arg-type]
+         ValueError, "cast must be one of"),
+        ("fractional origin", lambda: arr.write(np.zeros((1, 1), np.int32),
+                                                origin=(0.5, 4)),  # type: ignore[arg-type]
+         IndexError, "origin[0] must be an integer"),
+        ("NaN origin", lambda: arr.write(np.zeros((1, 1), np.int32),
+                                         origin=(float("nan"), 0)),  # type: ignore[arg-type]
+         IndexError, "nan"),
+        ("NaN sparse coordinate", lambda: sparse.write_cells(
+            (np.array([np.nan, 2.0]), np.array([1.0, 3.0])), np.array([1, 2], np.int32)),
+         IndexError, "is NaN"),
+        ("NaN sparse bound", lambda: sparse[np.nan:5.0, :], IndexError, "NaN"),
+        ("write config cast", lambda: tessera.WriteConfig(cast="wrap"),  # type: ignore[arg-type]
+         ValueError, "cast"),
+        ("server body timeout", lambda: ServerConfig(body_timeout_s=0), ValueError,
+         "body_timeout_s"),
+        *table_calls(folder),
     ]
 
 
-def test_every_error_of_the_public_api_is_a_tessera_error(arr: tessera.Array) -> None:
+def table_calls(folder: Path) -> list[Call]:
+    """Bad table versions, where the tables extra is installed."""
+    if importlib.util.find_spec("deltalake") is None:
+        return []
+    from tessera.tables import TensorTable
+
+    url = f"file://{folder}/errors-table"
+    TensorTable.create(url).write("a", np.ones(2))
+    return [
+        ("negative table version", lambda: TensorTable.open(url, version=-1), LookupError,
+         "no version -1"),
+        ("table version text", lambda: TensorTable.open(url, version="yesterday"), ValueError,
+         "RFC 3339"),
+        ("table version type", lambda: TensorTable.open(url, version=1.5),  # type: ignore[arg-type]
+         TypeError, "float"),
+    ]
+
+
+def test_every_error_of_the_public_api_is_a_tessera_error(arr: tessera.Array,
+                                                          tmp_path: Path) -> None:
     seen = []
-    for label, call, builtin, words in calls(arr):
+    for label, call, builtin, words in calls(arr, tmp_path):
         with pytest.raises(BaseException) as caught:  # its class is checked below
             call()
         err = caught.value

@@ -18,11 +18,15 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from typing import Any, TypeVar, get_type_hints
+from typing import Any, Literal, TypeVar, get_args, get_type_hints
 
 from tessera.errors import ConfigError
 
 T = TypeVar("T")
+
+#: How a write converts values to an attribute's dtype (:mod:`tessera.format.values`).
+CastRule = Literal["checked", "value", "unsafe"]
+CAST_RULES: tuple[str, ...] = get_args(CastRule)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,16 +215,30 @@ class WriteConfig:
             rest for very redundant data under lz4 or blosc; such tiles are fetched whole
             or pushed down).
 
+        cast: how written values are converted to an attribute's dtype (a write's own
+            ``cast=`` argument overrides it): ``checked`` (default) refuses values that would
+            change, such as integers outside the attribute's range; ``value`` also takes
+            floats into integer attributes when they fit (truncated, as HDF5); ``unsafe`` is
+            numpy's ``astype`` (integers wrap around). See :mod:`tessera.format.values`.
+
     >>> WriteConfig.from_env({"TESSERA_WRITE_BLOCK_BYTES": "0"}).block_bytes
     0
+    >>> WriteConfig(cast="wrap")
+    Traceback (most recent call last):
+    ...
+    tessera.errors.ConfigError: write cast must be one of 'checked', 'value', 'unsafe', got 'wrap'
     """
 
     block_bytes: int = 64 << 10
+    cast: CastRule = "checked"
 
     def __post_init__(self) -> None:
         if not isinstance(self.block_bytes, int) or self.block_bytes < 0:
             raise ConfigError("block_bytes must be a number of bytes >= 0 (0: no blocks), "
                               f"got {self.block_bytes!r}")
+        if self.cast not in CAST_RULES:
+            raise ConfigError(f"write cast must be one of {', '.join(map(repr, CAST_RULES))}, "
+                              f"got {self.cast!r}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> WriteConfig:
@@ -241,7 +259,16 @@ class ServerConfig:
         max_items: tile and cell reads in one request (413 beyond).
         max_output_bytes: selected bytes one request may ask for (413 beyond).
         max_tile_bytes: largest stored or decoded tile (413 beyond).
-        request_timeout_s: seconds one read request may take (504 beyond).
+        request_timeout_s: seconds one read request may take once its body has arrived (504
+            beyond).
+        body_timeout_s: seconds a client has to send a request's headers, and then its whole
+            body, before the server answers 408 and closes the connection; a body is read
+            before the request takes an admission slot, so slow or stalled clients hold no
+            slot.
+        max_connections: open connections the server keeps at once; beyond it a new
+            connection gets 503 and is closed.
+        max_connections_per_client: open connections from one client address (0: no
+            limit; behind a load balancer every client has its address).
         models_dir: the operator's models folder (``models.json`` + weights; see
             :mod:`tessera.frozen.manifest`); empty: the server runs no model and has no
             ``/v1/infer``.
@@ -269,6 +296,9 @@ class ServerConfig:
     max_output_bytes: int = 256 << 20
     max_tile_bytes: int = 256 << 20
     request_timeout_s: float = 30.0
+    body_timeout_s: float = 10.0
+    max_connections: int = 1024
+    max_connections_per_client: int = 128
     models_dir: str = ""
     infer_concurrency: int = 4
     infer_queue: int = 16
@@ -282,16 +312,19 @@ class ServerConfig:
     def __post_init__(self) -> None:
         for name in ("max_concurrency", "max_body_bytes", "max_items", "max_output_bytes",
                      "max_tile_bytes", "infer_concurrency", "infer_threads",
-                     "infer_memory_bytes", "cos_batch", "max_infer_samples"):
+                     "infer_memory_bytes", "cos_batch", "max_infer_samples",
+                     "max_connections"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"server {name} must be >= 1, got {getattr(self, name)}")
         if self.queue < 0 or self.cache_bytes < 0:
             raise ConfigError("server queue and cache_bytes must be >= 0")
         if self.infer_queue < 0 or self.model_cache_bytes < 0:
             raise ConfigError("server infer_queue and model_cache_bytes must be >= 0")
-        if not self.request_timeout_s > 0:
-            raise ConfigError(f"server request_timeout_s must be > 0, got "
-                              f"{self.request_timeout_s}")
+        if self.max_connections_per_client < 0:
+            raise ConfigError("server max_connections_per_client must be >= 0 (0: no limit)")
+        for name in ("request_timeout_s", "body_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"server {name} must be > 0, got {getattr(self, name)}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any,

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from tessera._sync import run_sync
+from tessera.array.bookkeeping import check_against_schema
 from tessera.array.fragment import (
     SCHEMA_KEY,
     FragmentInfo,
@@ -578,6 +579,7 @@ class Array(NumpyConventions, ArrayWrites):
         loaded = await asyncio.gather(*(load_meta(self._store.aio, n, self.uri)
                                         for n in missing))
         for meta in loaded:
+            check_against_schema(meta, self._created, self.uri)
             self._metas[meta.name] = meta
         return [self._metas[n] for n in names]
 

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from tessera.array.bookkeeping import check_document
 from tessera.errors import CorruptDataError, ObjectNotFoundError
 from tessera.format.blocks import (
     BLOCK_BYTES,
@@ -240,6 +241,10 @@ class FragmentMeta:
     def from_json(cls, data: bytes, where: str) -> FragmentMeta:
         try:
             doc = json.loads(data)
+        except ValueError as err:
+            raise CorruptDataError(f"{where}: unreadable fragment bookkeeping: {err}") from None
+        check_document(doc, where)
+        try:
             if doc.get("format") != "tessera.fragment":
                 raise ValueError("not a fragment bookkeeping object")
             if int(doc["version"]) > FRAGMENT_VERSION:
@@ -256,7 +261,8 @@ class FragmentMeta:
                        bounds=np.asarray(doc["bounds"]) if sparse else None,
                        tile_cells=np.asarray(doc["tile_cells"], np.int64) if sparse else None,
                        replaces=tuple(doc.get("replaces", ())))
-        except (ValueError, KeyError, TypeError, IndexError, binascii.Error) as err:
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError,
+                binascii.Error) as err:
             raise CorruptDataError(f"{where}: unreadable fragment bookkeeping: {err}") from None
 
 
@@ -348,7 +354,7 @@ def pack_tiles(key: str, codec_spec: str | None, chunks: list[Any],
                ) -> tuple[AttrTiles, bytes]:
     """Checksum tiles already encoded with ``codec_spec`` and lay them end to end."""
     sizes = np.array([len(c) for c in chunks], dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    offsets = np.cumsum(sizes) - sizes  # where each tile starts (none for no tiles)
     crcs = np.array([checksum(c, DEFAULT_CHECKSUM) for c in chunks], dtype=np.uint32)
     return AttrTiles(key, codec_spec, offsets, sizes, crcs), b"".join(chunks)
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tessera.config import CastRule
 from tessera.errors import InvalidArgumentError, InvalidTypeError
 from tessera.format.schema import ArraySchema
 from tessera.format.selection import vectorized_points
@@ -42,7 +43,8 @@ class NumpyConventions:
                  method: str | None = None, phi: float | None = None) -> Any:
             """A read (see :meth:`Array.read`)."""
 
-        def write_points(self, sel: Any, values: Any) -> None:
+        def write_points(self, sel: Any, values: Any, *, cast: CastRule | None = None,
+                         ) -> Any:
             """A vectorised write (see :meth:`ArrayWrites.write_points`)."""
 
         def __setitem__(self, sel: Any, values: Any) -> None:

@@ -34,7 +34,8 @@ def coords_dtype(schema: ArraySchema) -> np.dtype[Any]:
 
 
 def check_coords(schema: ArraySchema, coords: Any) -> np.ndarray:
-    """Coordinates as an ``(n, ndim)`` array, each inside its dimension's domain."""
+    """Coordinates as an ``(n, ndim)`` array, each inside its dimension's domain (NaN is
+    refused with :class:`~tessera.errors.SelectionError`)."""
     if not isinstance(coords, (tuple, list)) or len(coords) != schema.ndim:
         raise SelectionError(f"coordinates must be a tuple of {schema.ndim} 1-D arrays (one per "
                              "dimension, as numpy's fancy indexing takes them)")
@@ -47,6 +48,10 @@ def check_coords(schema: ArraySchema, coords: Any) -> np.ndarray:
             raise SelectionError(f"coordinates for dimension {d.name!r} must be "
                                  f"{'integers' if dtype.kind == 'i' else 'numbers'}, "
                                  f"got {c.dtype}")
+        if c.size and c.dtype.kind == "f" and np.isnan(c).any():
+            at = int(np.flatnonzero(np.isnan(c))[0])
+            raise SelectionError(f"coordinate {at} for dimension {d.name!r} is NaN; a cell "
+                                 "needs a number inside the domain (nothing was written)")
         if c.size and (c.min() < d.domain[0] or c.max() > d.domain[1]):
             bad = c[(c < d.domain[0]) | (c > d.domain[1])][0]
             raise SelectionError(f"coordinate {bad} is outside dimension {d.name!r}'s domain "

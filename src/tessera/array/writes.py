@@ -18,21 +18,21 @@ from tessera.array.maintenance import vacuum
 from tessera.array.metadata import ArrayMetadata
 from tessera.array.read.sparse import TOMBSTONE_ATTR, plan_cell_reads, read_sparse
 from tessera.array.sparse import check_coords, write_sparse_fragment
-from tessera.config import WriteConfig
+from tessera.config import CastRule, WriteConfig
 from tessera.errors import (
     InvalidArgumentError,
-    InvalidTypeError,
     ReadOnlyError,
     SchemaError,
     SelectionError,
 )
-from tessera.format.schema import ArraySchema, Attr
+from tessera.format.schema import ArraySchema
 from tessera.format.selection import (
     SparseSelection,
     is_full_mask,
     normalize_selection,
     vectorized_points,
 )
+from tessera.format.values import check_cast_rule, fit_values
 from tessera.storage.blocking import Store
 
 #: Changes made by this process, per array URI: the latest commit or vacuum any handle here
@@ -90,7 +90,8 @@ class ArrayWrites:
         (ints and slices of step 1) becomes one dense fragment; any other orthogonal
         selection (steps, integer lists, 1-D boolean masks) and a full-shape boolean mask
         become one fragment of cells (:meth:`write_cells`). A selection of no cells writes
-        nothing, as numpy."""
+        nothing, as numpy. Values are converted under the handle's ``writes.cast`` rule
+        (:class:`~tessera.config.WriteConfig`; default: refuse values that would change)."""
         if self.schema.sparse:
             raise SchemaError("sparse arrays take cells: use arr.write_cells(coords, values)")
         self._refresh_extent()
@@ -109,7 +110,8 @@ class ArrayWrites:
                          {n: v.reshape((-1, *self.schema.attr(n).cell_shape))
                           for n, v in shaped.items()})
 
-    def write_points(self, sel: Any, values: Any) -> FragmentInfo | None:
+    def write_points(self, sel: Any, values: Any, *, cast: CastRule | None = None,
+                     ) -> FragmentInfo | None:
         """Write ``values`` (broadcast to the selection's shape) at a vectorised selection
         (``arr.vindex[...] = values``: one integer array per dimension, broadcast together,
         or a boolean mask of the array's shape) as one fragment of cells; of repeated
@@ -117,7 +119,8 @@ class ArrayWrites:
         points, shape = vectorized_points(sel, self.schema)
         if not len(points.coords[0]):
             return None
-        return self.write_cells(points.coords, self._broadcast(values, shape, (-1,)))
+        return self.write_cells(points.coords, self._broadcast(values, shape, (-1,)),
+                                cast=cast)
 
     def _broadcast(self, values: Any, shape: tuple[int, ...], target: tuple[int, ...],
                    ) -> dict[str, np.ndarray]:
@@ -137,13 +140,19 @@ class ArrayWrites:
                     f"needs {shape + cell}") from None
         return out
 
-    def write(self, values: Any, origin: tuple[int, ...] | None = None) -> FragmentInfo:
+    def write(self, values: Any, origin: tuple[int, ...] | None = None, *,
+              cast: CastRule | None = None) -> FragmentInfo:
         """Write a dense box as one new fragment; cells outside it keep their older values.
 
         Args:
             values: an ndarray (single-attribute arrays) or a dict attribute -> ndarray, all
                 of the same shape (plus each attribute's cell shape).
-            origin: the box's first coordinate per dimension (default: the domain's start).
+            origin: the box's first coordinate per dimension, integers (default: the
+                domain's start).
+            cast: how values are converted to each attribute's dtype (default: the
+                handle's ``writes.cast``, ``"checked"`` unless configured): see
+                :mod:`tessera.format.values`. Under ``"checked"`` an integer outside the
+                attribute's range raises :class:`~tessera.errors.InvalidTypeError`.
         """
         self._check_writable()
         self._refresh_extent()
@@ -156,7 +165,9 @@ class ArrayWrites:
         missing = [a.name for a in self.schema.attrs if a.name not in vals]
         if missing:
             raise InvalidArgumentError(f"a dense write needs every attribute; missing {missing}")
-        arrays = {a.name: _checked(vals[a.name], a) for a in self.schema.attrs}
+        rule = self._cast(cast)
+        arrays = {a.name: fit_values(vals[a.name], a.np_dtype, a.name, cast=rule)
+                  for a in self.schema.attrs}
         shapes = {n: v.shape[:self.ndim] for n, v in arrays.items()}
         shape = next(iter(shapes.values()))
         if len(set(shapes.values())) != 1:
@@ -166,7 +177,7 @@ class ArrayWrites:
                 raise InvalidArgumentError(
                     f"values for {name!r} have {arr.ndim} dimensions; the array has "
                     f"{self.ndim} (plus cell shape {self.schema.attr(name).cell_shape})")
-        start = self.schema.lower if origin is None else tuple(int(o) for o in origin)
+        start = self.schema.lower if origin is None else _origin(origin, self.ndim)
         if len(start) != self.ndim:
             raise SelectionError(f"origin needs {self.ndim} coordinates, got {len(start)}")
         for d, o, n in zip(self.schema.dims, start, shape, strict=True):
@@ -181,7 +192,8 @@ class ArrayWrites:
         self._committed(meta)
         return meta.info
 
-    def write_cells(self, coords: Any, values: Any) -> FragmentInfo:
+    def write_cells(self, coords: Any, values: Any, *, cast: CastRule | None = None,
+                    ) -> FragmentInfo:
         """Write individual cells as one sparse fragment (on a dense array: a sparse update).
 
         Args:
@@ -189,6 +201,7 @@ class ArrayWrites:
                 repeated coordinates the last one given wins).
             values: an ndarray of one value per cell (single-attribute arrays), or a dict
                 attribute -> ndarray covering every attribute.
+            cast: how values are converted (as :meth:`write`'s).
         """
         self._check_writable()
         self._refresh_extent()
@@ -202,9 +215,10 @@ class ArrayWrites:
             raise SchemaError(f"no attribute {unknown[0]!r} in {self.uri}")
         if missing:
             raise InvalidArgumentError(f"write_cells needs every attribute; missing {missing}")
+        rule = self._cast(cast)
         arrays = {}
         for attr in self.schema.attrs:
-            arr = _checked(vals[attr.name], attr)
+            arr = fit_values(vals[attr.name], attr.np_dtype, attr.name, cast=rule)
             want = (len(cells), *attr.cell_shape)
             if arr.shape != want:
                 raise InvalidArgumentError(f"values for {attr.name!r} have shape {arr.shape}; "
@@ -237,11 +251,14 @@ class ArrayWrites:
         self._changed()
         self._refresh_extent(force=True)
 
-    def append(self, values: Any, axis: int = 0) -> FragmentInfo:
+    def append(self, values: Any, axis: int = 0, *, cast: CastRule | None = None,
+               ) -> FragmentInfo:
         """Append ``values`` at the end of ``axis`` (as zarr's ``append``): their other
         dimensions must match the array's. The range is claimed first with a create-only
         put, so appenders in many processes get disjoint ranges and never overwrite each
-        other; then the values are written there as one fragment. Returns its info.
+        other; then the values are written there as one fragment. Returns its info. The
+        values are checked (``cast``, as :meth:`write`'s) before the range is claimed, so a
+        refused append leaves no hole behind.
 
         >>> import numpy as np, tessera
         >>> schema = tessera.ArraySchema([tessera.Dim("t", (0, 0), 4), tessera.Dim("x", (0, 2), 3)],
@@ -257,7 +274,12 @@ class ArrayWrites:
             raise InvalidArgumentError(f"axis must be an integer in [0, {self.ndim}), got "
                                        f"{axis!r}")
         vals = values if isinstance(values, dict) else {self.schema.attrs[0].name: values}
-        arrays = {n: np.asarray(v) for n, v in vals.items()}
+        unknown = sorted(set(vals) - {a.name for a in self.schema.attrs})
+        if unknown:
+            raise SchemaError(f"no attribute {unknown[0]!r} in {self.uri}")
+        rule = self._cast(cast)
+        arrays = {n: fit_values(v, self.schema.attr(n).np_dtype, n, cast=rule)
+                  for n, v in vals.items()}
         self._refresh_extent(force=True)
         shape = self.schema.shape
         count = None
@@ -281,7 +303,7 @@ class ArrayWrites:
         self.schema = self._created.with_shape(grown)
         origin = list(self.schema.lower)
         origin[axis] += start
-        return self.write(arrays, origin=tuple(origin))
+        return self.write(arrays, origin=tuple(origin), cast=rule)
 
     def _need_growable(self, what: str) -> None:
         if self._created.maxshape is None:
@@ -404,6 +426,10 @@ class ArrayWrites:
         longer matches the array's change number)."""
         LOCAL_CHANGES[self.uri] = next(CHANGE_NUMBERS)
 
+    def _cast(self, cast: CastRule | None) -> CastRule:
+        """A write's cast rule: its own, else the handle's ``writes.cast``."""
+        return self.writes.cast if cast is None else check_cast_rule(cast)
+
     def _check_writable(self) -> None:
         if self.mode != "w":
             raise ReadOnlyError(f"{self.uri} is open read-only; open it with mode='w' to write")
@@ -414,13 +440,13 @@ class ArrayWrites:
         self._listed = None  # ... and lists, whatever reads.refresh_s allows
 
 
-def _checked(values: Any, attr: Attr) -> np.ndarray:
-    arr = np.asarray(values)
-    target = attr.np_dtype
-    if arr.dtype.kind not in "biufc":
-        raise InvalidTypeError(f"values for attribute {attr.name!r} have dtype {arr.dtype}; "
-                               f"expected numbers castable to {target}")
-    if not np.can_cast(arr.dtype, target, casting="same_kind"):
-        raise InvalidTypeError(f"values for attribute {attr.name!r} have dtype {arr.dtype}, "
-                               f"which does not cast safely to {target}; convert them first")
-    return arr.astype(target, copy=False)
+def _origin(origin: Any, ndim: int) -> tuple[int, ...]:
+    """A write's origin as integers; anything else (a fraction, NaN, a bool, a string)
+    raises :class:`~tessera.errors.SelectionError` instead of being truncated."""
+    if not isinstance(origin, (tuple, list)):
+        raise SelectionError(f"origin must be a tuple of {ndim} integers, got {origin!r:.80}")
+    for i, o in enumerate(origin):
+        if isinstance(o, (bool, np.bool_)) or not isinstance(o, (int, np.integer)):
+            raise SelectionError(f"origin[{i}] must be an integer, got {o!r:.80} (a write "
+                                 "starts at a cell; fractional coordinates are not truncated)")
+    return tuple(int(o) for o in origin)

@@ -303,7 +303,17 @@ def serve(
     cache_bytes: Annotated[int | None, typer.Option(
         help="Memory for decoded tiles kept between requests (default 256 MiB).")] = None,
     request_timeout: Annotated[float | None, typer.Option(
-        help="Seconds one request may take before 504 (default 30).")] = None,
+        help="Seconds one request may take once its body arrived, before 504 (default 30).")]
+    = None,
+    body_timeout: Annotated[float | None, typer.Option(
+        help="Seconds a client has to send a request's headers and then its whole body; a "
+             "slower one gets 408 and its connection is closed (default 10).")] = None,
+    max_connections: Annotated[int | None, typer.Option(
+        help="Open connections kept at once; more are answered 503 and closed (default "
+             "1024).")] = None,
+    max_connections_per_client: Annotated[int | None, typer.Option(
+        help="Open connections from one client address (default 128; 0: no limit, e.g. "
+             "behind a load balancer).")] = None,
     models: Annotated[Path | None, typer.Option(
         help="Models folder (models.json + weights, see `tessera models`): serve "
              "POST /v1/infer with them.")] = None,
@@ -340,7 +350,10 @@ def serve(
 
     config = ServerConfig.from_env(
         max_concurrency=max_concurrency, queue=queue, cache_bytes=cache_bytes,
-        request_timeout_s=request_timeout, models_dir=str(models) if models else None,
+        request_timeout_s=request_timeout, body_timeout_s=body_timeout,
+        max_connections=max_connections,
+        max_connections_per_client=max_connections_per_client,
+        models_dir=str(models) if models else None,
         infer_concurrency=infer_concurrency, infer_queue=infer_queue,
         infer_threads=infer_threads, infer_memory_bytes=infer_memory,
         model_cache_bytes=model_cache_bytes, cos_batch=cos_batch,

@@ -185,6 +185,9 @@ def _indices(arr: np.ndarray, dim: Dim) -> np.ndarray:
     """Integer indices as int64 domain coordinates: negative ones count from the end of a
     domain starting at 0; any outside the domain raises ``SelectionError``."""
     lo, hi = int(dim.domain[0]), int(dim.domain[1])
+    if arr.size and arr.dtype.kind == "u" and int(arr.max()) > hi:  # before a wrapping cast
+        raise SelectionError(f"index {int(arr.max())} is outside dimension {dim.name!r}'s "
+                             f"domain [{lo}, {hi}]")
     coords = arr.astype(np.int64)
     if lo == 0:
         coords = np.where(coords < 0, coords + dim.size, coords)

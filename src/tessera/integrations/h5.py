@@ -47,6 +47,7 @@ from tessera.errors import (
 from tessera.format.codecs import codec_names, normalize_codec_spec
 from tessera.format.layout import default_tile
 from tessera.format.schema import ArraySchema, Attr, Dim
+from tessera.format.values import fit_values
 from tessera.storage.blocking import Store, open_store
 from tessera.storage.keys import validate_key
 
@@ -340,7 +341,12 @@ class Group(_Node):
             raise InvalidArgumentError(f"Unable to create dataset (name {name!r} already exists)")
         values = None
         if data is not None:
-            values = np.asarray(data, dtype=dtype)
+            values = np.asarray(data)
+            if dtype is not None and values.dtype.kind in "biufc":
+                # h5py's conversion, checked: floats truncate into integers, and a value
+                # that does not fit the dtype raises instead of wrapping around
+                values = fit_values(values, np.dtype(dtype), name, cast="value",
+                                    what="dataset")
             shape = values.shape if shape is None else tuple(shape)
             if values.shape != tuple(shape):
                 values = values.reshape(shape)
@@ -552,7 +558,10 @@ class Dataset(_Node):
 
     def __setitem__(self, sel: Any, values: Any) -> None:
         self._file._check_writable()
-        self._array[self._selection(sel)] = np.asarray(values, dtype=self.dtype)
+        # h5py converts to the dataset's dtype (floats truncate into integers); a value that
+        # does not fit raises InvalidTypeError naming the dataset instead of wrapping around
+        self._array[self._selection(sel)] = fit_values(values, self.dtype, self.name,
+                                                       cast="value", what="dataset")
 
     def read_direct(self, dest: np.ndarray, source_sel: Any = None,
                     dest_sel: Any = None) -> None:

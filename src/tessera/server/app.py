@@ -20,8 +20,11 @@ Routes:
 Every route but health needs ``Authorization: Bearer <token>`` unless the app was built
 without a token (``--insecure-no-auth``, loopback only). Status codes: 400 malformed, 401
 no or wrong token, 403 a key outside the served root, 404 unknown route (or model), 409
-other weights than the client's, 413 over a limit, 422 unusable input (a damaged tile), 503
-busy (with ``Retry-After``), 504 over the request timeout. Each response carries the
+other weights than the client's, 408 a body that did not arrive within the body timeout,
+413 over a limit, 422 unusable input (a damaged tile), 503 busy (with ``Retry-After``), 504
+over the request timeout. A request's body is read before it is admitted, so slow clients
+hold no slot; connection limits and the time allowed for headers are in
+:mod:`tessera.server.connections`. Each response carries the
 request's id in ``X-Request-ID`` (the client's, when it sent a sane one).
 
 >>> import tessera
@@ -149,7 +152,11 @@ class PushdownApp:
                        "max_tile_bytes": self.limits.max_tile_bytes,
                        "max_concurrency": self.config.max_concurrency,
                        "queue": self.config.queue,
-                       "request_timeout_s": self.config.request_timeout_s},
+                       "request_timeout_s": self.config.request_timeout_s,
+                       "body_timeout_s": self.config.body_timeout_s,
+                       "max_connections": self.config.max_connections,
+                       "max_connections_per_client":
+                           self.config.max_connections_per_client},
             "cache_bytes": self.config.cache_bytes, "auth": self.token is not None,
             **{k: v() if callable(v) else v for k, v in self.info_sections.items()}})
 
@@ -163,19 +170,20 @@ class PushdownApp:
 
     async def admit(self, request: Request, rid: str, handler: Handler, run: HandlerFn,
                     ) -> Response:
-        """Serve one request of a handler: the queue (503 beyond it), the body limit, a slot
-        (shared by all handlers), the timeout (504), and the statuses of malformed requests;
-        written once for every handler."""
+        """Serve one request of a handler: its body first (the body limit, 413, and the body
+        timeout, 408: a slow or stalled client holds no slot), then the queue (503 beyond
+        it), a slot (shared by all handlers), the timeout (504), and the statuses of
+        malformed requests; written once for every handler."""
         cfg = self.config
+        body = await self._body(request)
+        if isinstance(body, Response):
+            return body
         if self.in_flight >= cfg.max_concurrency + cfg.queue:
             self.metrics.reject("busy")
             return _error(503, f"the server is busy ({self.in_flight} requests in flight); "
                                "retry shortly", {"Retry-After": "1"})
         self.in_flight += 1
         try:
-            body = await self._body(request)
-            if isinstance(body, Response):
-                return body
             try:
                 async with asyncio.timeout(cfg.request_timeout_s):
                     async with self._slots:
@@ -199,26 +207,52 @@ class PushdownApp:
             self.in_flight -= 1
 
     async def _body(self, request: Request) -> bytes | Response:
+        """The request's body, or the response refusing it: 400 for a malformed
+        Content-Length, 413 past the body limit (declared, or counted as a chunked body
+        arrives: the rest is then read and dropped, up to the limit again and within the body
+        timeout, so the client reads the 413 instead of a reset connection), 408 when the
+        whole body has not arrived within the body timeout (a stalled client, or a body
+        shorter than its Content-Length). 408 and 413 close the connection."""
         limit = self.limits.max_body_bytes
+        timeout = self.config.body_timeout_s
         declared = request.headers.get("content-length")
         if declared is not None:
             if not declared.isdigit():
                 self.metrics.reject("bad_request")
-                return _error(400, "Content-Length is not a number")
+                return _error(400, "Content-Length is not a number", _CLOSE)
             if int(declared) > limit:
                 self.metrics.reject("too_large")
                 return _error(413, f"request body of {declared} bytes exceeds the limit of "
-                                   f"{limit}")
+                                   f"{limit}", _CLOSE)
         parts = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                self.metrics.reject("too_large")
-                return _error(413, f"request body exceeds the limit of {limit} bytes")
-            parts.append(chunk)
+        over = False
+        try:
+            async with asyncio.timeout(timeout):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > limit:
+                        over = True
+                        if size > 2 * limit:
+                            break  # dropped enough: answer now, the connection closes
+                        continue
+                    parts.append(chunk)
+        except TimeoutError:
+            if not over:
+                self.metrics.reject("body_timeout")
+                expected = f" of {declared}" if declared is not None else ""
+                return _error(408, f"the request body did not arrive within {timeout} s "
+                                   f"({size}{expected} bytes received); send it at once",
+                              _CLOSE)
+        if over:
+            self.metrics.reject("too_large")
+            return _error(413, f"request body exceeds the limit of {limit} bytes", _CLOSE)
         request.scope["tessera.bytes_in"] = size
         return b"".join(parts)
+
+
+#: Headers of an answer after which the connection closes (its body was not read whole).
+_CLOSE = {"Connection": "close"}
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:

@@ -63,7 +63,7 @@ class ServerMetrics:
 
     def reject(self, reason: str) -> None:
         """Count one request refused (``auth``, ``forbidden``, ``too_large``, ``busy``,
-        ``bad_request``, ``timeout``)."""
+        ``bad_request``, ``timeout``, ``body_timeout``)."""
         with self._lock:
             self.rejections[reason] += 1
 

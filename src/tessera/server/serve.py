@@ -89,6 +89,7 @@ def serve(root_url: str, *, host: str = "127.0.0.1", port: int = 8700,
     import uvicorn
 
     from tessera.server.app import create_app
+    from tessera.server.connections import ConnectionGuard, guarded_protocol
 
     if token_file is None and not insecure_no_auth:
         raise ConfigError("the pushdown server needs --token-file FILE (a bearer token of at "
@@ -116,11 +117,15 @@ def serve(root_url: str, *, host: str = "127.0.0.1", port: int = 8700,
                                  "reason": str(err)}))
         raise ConfigError(f"tessera serve cannot read its root {store.url}, so it would "
                           f"fail every read; not starting. {err}") from err
+    config = config or ServerConfig.from_env()
     app = create_app(store, token=token, config=config)
     app.state.pushdown.readiness.passed()
     logger.info(json.dumps({"event": "start", "root": str(store.url), "host": host,
                             "port": port, "auth": token is not None, "pid": os.getpid()}))
     # On SIGINT/SIGTERM uvicorn finishes the requests in flight, runs the app's shutdown
     # (which logs "stop") and then re-raises the signal, so the exit status names it.
+    # Connections are bounded in number (in total and per client address) and in the time
+    # they may take to send a request's headers (tessera.server.connections).
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
-                timeout_graceful_shutdown=10, lifespan="on")
+                timeout_graceful_shutdown=10, lifespan="on",
+                http=guarded_protocol(ConnectionGuard.of(config)))

@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from tessera._sync import run_sync
@@ -37,6 +38,7 @@ from tessera.errors import (
     FormatError,
     HistoryVacuumedError,
     InvalidArgumentError,
+    InvalidTypeError,
     ObjectExistsError,
     ObjectNotFoundError,
     ReadOnlyError,
@@ -188,6 +190,7 @@ class TensorTable:
                               f"than this Tessera understands ({FORMAT_VERSION}); upgrade")
         if version is not None:
             latest = table.version()
+            version = _checked_version(version, latest, self.url)
             try:
                 table.load_as_version(version)
             except (DeltaError, ValueError, TypeError) as err:
@@ -449,7 +452,7 @@ class TensorTable:
         if self.mode != "w":
             raise ReadOnlyError(f"{self.url} is open read-only; open it with mode='w'")
         note_io()
-        self._dt.restore(version)
+        self._dt.restore(_checked_version(version, self._dt.version(), self.url))
         self._dt.update_incremental()
         self._catalog = None
 
@@ -599,3 +602,31 @@ def open_table(url: str, mode: str = "r", version: int | str | dt.datetime | Non
     """:meth:`TensorTable.open`."""
     return TensorTable.open(url, mode, version, **kwargs)
 
+
+def _checked_version(version: Any, latest: int, url: str) -> int | str | dt.datetime:
+    """A table version as deltalake takes it, checked first (deltalake overflows on a
+    negative number and panics on some malformed values): a number in ``0..latest``, a
+    timezone-aware datetime, or an RFC 3339 string with a timezone."""
+    if isinstance(version, (int, np.integer)) and not isinstance(version, (bool, np.bool_)):
+        if not 0 <= int(version) <= latest:
+            raise TableVersionError(f"{url} has no version {int(version)} (versions "
+                                    f"0..{latest})")
+        return int(version)
+    if isinstance(version, str):
+        try:
+            when = dt.datetime.fromisoformat(version.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidArgumentError(f"version {version!r} of {url} is neither a number "
+                                       "nor an RFC 3339 time (e.g. 2026-01-31T12:00:00Z)"
+                                       ) from None
+        if when.tzinfo is None:
+            raise InvalidArgumentError(f"version time {version!r} of {url} has no timezone; "
+                                       "add one (e.g. Z for UTC)")
+        return version
+    if isinstance(version, dt.datetime):
+        if version.tzinfo is None:
+            raise InvalidArgumentError(f"version time {version} of {url} has no timezone; "
+                                       "pass an aware datetime (e.g. tzinfo=datetime.UTC)")
+        return version
+    raise InvalidTypeError(f"version of {url} must be a number, a datetime or an RFC 3339 "
+                           f"string, got {type(version).__name__}")

@@ -73,6 +73,8 @@ def normalize_sparse_selection(sel: Any, schema: ArraySchema) -> SparseSelection
             if arr.ndim != 1 or arr.dtype.kind not in "iuf":
                 raise SelectionError(f"a coordinate list for dimension {d.name!r} must be 1-D "
                                      "numbers")
+            if arr.dtype.kind == "f" and np.isnan(arr).any():
+                raise SelectionError(f"a coordinate list for dimension {d.name!r} holds NaN")
             lo.append(arr.min() if arr.size else dhi + 1)
             hi.append(arr.max() if arr.size else dlo - 1)
             hi_open.append(False)
@@ -94,6 +96,8 @@ def _num(v: Any, dim: str) -> Any:
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer,
                                                              np.floating)):
         raise SelectionError(f"index for dimension {dim!r} must be a number, got {v!r}")
+    if v != v:  # NaN: every comparison with it is false, so it would select nothing
+        raise SelectionError(f"index for dimension {dim!r} is NaN; a bound must be a number")
     return v
 
 

@@ -1,0 +1,182 @@
+"""Checks of a fragment's bookkeeping (``__fragments/<id>/__meta.json``) before it is used.
+
+Two checks, both raising :class:`~tessera.errors.CorruptDataError` naming the array and the
+fragment:
+
+- :func:`check_document`: the parsed JSON has the shape the format writes (an object with
+  every field of the right type; lists of tile offsets, sizes and checksums of one length),
+  so a damaged or hand-edited object never surfaces as an ``AttributeError`` or
+  ``KeyError`` deep in a read;
+- :func:`check_against_schema`: the fragment fits the array's schema (its dimensions, and for
+  dense fragments the tile box its subarray spans under the schema's tile extents, with one
+  stored tile per space tile), so a schema changed behind the fragments' back is named as
+  such instead of failing a tile lookup.
+
+>>> check_document([], "array memory://x, fragment f1")
+Traceback (most recent call last):
+...
+tessera.errors.CorruptDataError: array memory://x, fragment f1: unreadable fragment ... a list, ...
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import numpy as np
+
+from tessera.errors import CorruptDataError
+from tessera.format.layout import Box, tile_range
+from tessera.format.schema import ArraySchema
+
+
+class _Tiles(Protocol):
+    @property
+    def sizes(self) -> np.ndarray: ...
+
+
+class Fragment(Protocol):
+    """What :func:`check_against_schema` reads of a fragment's bookkeeping
+    (:class:`~tessera.array.fragment.FragmentMeta` has it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def subarray(self) -> Box: ...
+    @property
+    def tile_lo(self) -> np.ndarray: ...
+    @property
+    def tile_hi(self) -> np.ndarray: ...
+    @property
+    def mbrs(self) -> np.ndarray | None: ...
+    @property
+    def attrs(self) -> Mapping[str, _Tiles]: ...
+    @property
+    def is_dense(self) -> bool: ...
+
+#: What a fragment's ``kind`` may be.
+KINDS = ("dense", "sparse", "delete", "consolidated")
+
+_TOP: dict[str, type] = {"format": str, "version": int, "name": str, "timestamp": int, "kind": str,
+        "subarray": list, "tile_lo": list, "tile_hi": list, "cell_count": int, "attrs": dict}
+_SPARSE: dict[str, type] = {"coords": dict, "mbrs": list, "bounds": list, "tile_cells": list}
+_TILES: dict[str, type] = {"key": str, "offsets": list, "sizes": list, "crc32": list}
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else {dict: "JSON object", list: "list", str: "string",
+                                         bool: "boolean", int: "integer",
+                                         float: "number"}.get(type(value), type(value).__name__)
+
+
+def _fields(doc: Any, spec: dict[str, type], where: str) -> None:
+    if not isinstance(doc, dict):
+        raise ValueError(f"{where} is a {_kind(doc)}, not a JSON object")
+    for key, want in spec.items():
+        if key not in doc:
+            raise ValueError(f"{where} has no field {key!r}")
+        value = doc[key]
+        if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+            raise ValueError(f"{where}: field {key!r} is a {_kind(value)}, not a "
+                             f"{_kind(want())}")
+
+
+def _ints(values: list[Any], where: str) -> None:
+    if not all(type(v) is int for v in values):
+        raise ValueError(f"{where} must hold integers only")
+
+
+def _numbers(values: list[Any], where: str) -> None:
+    if not all(type(v) in (int, float) and v == v for v in values):
+        raise ValueError(f"{where} must hold numbers only (no NaN)")
+
+
+def _tiles(doc: Any, where: str) -> None:
+    _fields(doc, _TILES, where)
+    if not (doc.get("codec") is None or isinstance(doc.get("codec"), str)):
+        raise ValueError(f"{where}: field 'codec' must be a string or null")
+    n = len(doc["sizes"])
+    # an attribute without tiles is written with offsets [0] by older versions: accepted
+    if len(doc["crc32"]) != n or not (len(doc["offsets"]) == n or (n == 0 and
+                                                                  len(doc["offsets"]) <= 1)):
+        raise ValueError(f"{where}: offsets, sizes and crc32 have different lengths "
+                         f"({len(doc['offsets'])}, {n}, {len(doc['crc32'])})")
+    for k in ("offsets", "sizes", "crc32"):
+        _ints(doc[k], f"{where}.{k}")
+    if any(v < 0 for v in doc["offsets"]) or any(v < 0 for v in doc["sizes"]):
+        raise ValueError(f"{where}: negative tile offsets or sizes")
+    if "blocks" in doc and not isinstance(doc["blocks"], dict):
+        raise ValueError(f"{where}: field 'blocks' must be a JSON object")
+
+
+def check_document(doc: Any, where: str) -> None:
+    """Raise :class:`CorruptDataError` (``where: unreadable fragment bookkeeping: ...``)
+    unless ``doc`` has the shape of a fragment's bookkeeping document."""
+    try:
+        _fields(doc, _TOP, "the document")
+        if doc["kind"] not in KINDS:
+            raise ValueError(f"kind {doc['kind']!r} is none of {', '.join(KINDS)}")
+        sub = doc["subarray"]
+        if len(sub) != 2 or not all(isinstance(s, list) for s in sub) or \
+                len(sub[0]) != len(sub[1]) or not sub[0]:
+            raise ValueError("subarray must be two lists (lo, hi) of one number per dimension")
+        for s in sub:
+            _numbers(s, "subarray")
+        ndim = len(sub[0])
+        for k in ("tile_lo", "tile_hi"):
+            _ints(doc[k], k)
+            if len(doc[k]) not in (0, ndim):
+                raise ValueError(f"{k} has {len(doc[k])} entries for {ndim} dimensions")
+        if doc["cell_count"] < 0:
+            raise ValueError("cell_count is negative")
+        for name, tiles in doc["attrs"].items():
+            _tiles(tiles, f"attrs[{name!r}]")
+        if not isinstance(doc.get("replaces", []), list) or \
+                not all(isinstance(r, str) for r in doc.get("replaces", [])):
+            raise ValueError("replaces must be a list of fragment names")
+        if "coords" in doc:
+            _fields(doc, _SPARSE, "the document")
+            _tiles(doc["coords"], "coords")
+            n = len(doc["coords"]["sizes"])
+            for k in ("mbrs", "bounds"):
+                arr = np.asarray(doc[k], dtype=object)
+                if arr.shape != (n, 2, ndim) and not (n == 0 and arr.size == 0):
+                    raise ValueError(f"{k} must be {n} x 2 x {ndim} numbers")
+            if len(doc["tile_cells"]) != n:
+                raise ValueError(f"tile_cells has {len(doc['tile_cells'])} entries for {n} "
+                                 "tiles")
+            _ints(doc["tile_cells"], "tile_cells")
+    except ValueError as err:
+        raise CorruptDataError(f"{where}: unreadable fragment bookkeeping: {err}") from None
+
+
+def check_against_schema(meta: Fragment, schema: ArraySchema, array_url: str) -> None:
+    """Raise :class:`CorruptDataError` unless fragment ``meta`` fits ``schema``: as many
+    dimensions, and for a dense fragment the tile box of its subarray under the schema's
+    tile extents, one stored tile per space tile for every attribute."""
+    where = f"array {array_url}, fragment {meta.name}"
+    ndim = len(meta.subarray[0])
+    if ndim != schema.ndim:
+        raise CorruptDataError(f"{where}: the fragment has {ndim} dimensions, the array's "
+                               f"schema {schema.ndim}; the schema was changed after the "
+                               "fragment was written")
+    if meta.mbrs is not None and len(meta.mbrs) and meta.mbrs.shape[-1] != schema.ndim:
+        raise CorruptDataError(f"{where}: its tiles' bounding boxes have "
+                               f"{meta.mbrs.shape[-1]} dimensions, the schema {schema.ndim}")
+    if not meta.is_dense:
+        return
+    box = (tuple(int(v) for v in meta.subarray[0]), tuple(int(v) for v in meta.subarray[1]))
+    tlo, thi = tile_range(schema, box)
+    if not (np.array_equal(tlo, meta.tile_lo) and np.array_equal(thi, meta.tile_hi)):
+        raise CorruptDataError(
+            f"{where}: it spans tiles {tuple(meta.tile_lo.tolist())}.."
+            f"{tuple(meta.tile_hi.tolist())}, but under the schema's tile extents "
+            f"{schema.tile_shape} its subarray spans {tuple(tlo.tolist())}.."
+            f"{tuple(thi.tolist())}: the schema's tiling was changed after the fragment was "
+            "written; restore the schema object (__schema.json)")
+    count = math.prod(int(h) - int(lo) + 1 for lo, h in zip(tlo, thi, strict=True))
+    for name, tiles in meta.attrs.items():
+        if len(tiles.sizes) != count:
+            raise CorruptDataError(f"{where}, attribute {name!r}: {len(tiles.sizes)} tiles "
+                                   f"stored for the {count} space tiles of its subarray")

@@ -1,0 +1,129 @@
+"""Values on their way into an attribute: which casts a write accepts, and the check that no
+value changes on the way.
+
+numpy's own conversion (``arr.astype(np.int32)``, or assigning into an ``int32`` array) is
+*unsafe*: integers that do not fit wrap around (``2**40 + 7`` becomes ``7``) and floats too
+large for ``float32`` become ``inf``, without a word. A write to a Tessera array is durable and
+shared, so it refuses instead, under one of three rules (:data:`CAST_RULES`):
+
+- ``"checked"`` (the default): the values' kind must cast to the attribute's under numpy's
+  ``same_kind`` rule (bools and integers to integers, any of those to floats; never floats to
+  integers), with signed and unsigned integers interchangeable, and every value must be
+  representable: integers inside the attribute's range, finite floats inside its finite range.
+  One min/max pass over the batch decides; no per-cell loop.
+- ``"value"``: any numeric kind, as long as every value fits; floats stored into an integer
+  attribute are truncated toward zero, as HDF5 does (the :mod:`tessera.h5` facade's rule, so
+  code written for h5py keeps working), and NaN or infinity there is refused.
+- ``"unsafe"``: numpy's ``astype``, wrap-around and all, for users who want exactly that.
+
+Non-numeric values (strings, objects) are refused under every rule.
+
+>>> import numpy as np
+>>> fit_values(np.array([1, 2**31 - 1]), np.dtype("i4"), "v").dtype
+dtype('int32')
+>>> fit_values(np.array([2**40 + 7]), np.dtype("i4"), "v")
+Traceback (most recent call last):
+...
+tessera.errors.InvalidTypeError: values for attribute 'v' do not fit int32: 1099511627783 ...
+>>> fit_values(np.array([2**40 + 7]), np.dtype("i4"), "v", cast="unsafe").tolist()
+[7]
+>>> fit_values(np.array([2.9, -2.9]), np.dtype("i2"), "v", cast="value").tolist()
+[2, -2]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tessera.config import CAST_RULES, CastRule
+from tessera.errors import InvalidArgumentError, InvalidTypeError
+
+__all__ = ["CAST_RULES", "CastRule", "check_cast_rule", "fit_values"]
+
+_NUMERIC = "biufc"
+
+
+def check_cast_rule(cast: Any) -> CastRule:
+    """``cast`` if it names a rule of :data:`CAST_RULES`, else :class:`InvalidArgumentError`."""
+    if cast not in CAST_RULES:
+        raise InvalidArgumentError(f"cast must be one of {', '.join(map(repr, CAST_RULES))}, "
+                                   f"got {cast!r}")
+    return cast  # type: ignore[no-any-return]
+
+
+def fit_values(values: Any, target: np.dtype[Any], name: str, *,
+               cast: CastRule = "checked", what: str = "attribute") -> np.ndarray:
+    """``values`` as an array of ``target`` (no copy when already of that dtype), converted
+    under the rule ``cast``; :class:`~tessera.errors.InvalidTypeError` naming the ``what``
+    (``attribute``, ``dataset``) ``name``, the range and the first offending value when a
+    value would change."""
+    arr = np.asarray(values)
+    check_cast_rule(cast)
+    if arr.dtype.kind not in _NUMERIC:
+        raise InvalidTypeError(f"values for {what} {name!r} have dtype {arr.dtype}; "
+                               f"expected numbers castable to {target}")
+    if arr.dtype == target or cast == "unsafe":
+        return arr.astype(target, copy=False)
+    src, dst = arr.dtype.kind, target.kind
+    if cast == "checked" and not (np.can_cast(arr.dtype, target, casting="same_kind")
+                                  or (src in "iu" and dst in "iu")):
+        raise InvalidTypeError(f"values for {what} {name!r} have dtype {arr.dtype}, which "
+                               f"does not cast safely to {target}; convert them first (or "
+                               "write with cast='value' to truncate values that fit)")
+    if dst == "b" and src != "b":
+        raise InvalidTypeError(f"values for {what} {name!r} have dtype {arr.dtype}; a "
+                               "bool attribute takes bools")
+    if np.can_cast(arr.dtype, target, casting="safe") or not arr.size:
+        return arr.astype(target, copy=False)
+    if src == "c" and dst != "c":
+        raise InvalidTypeError(f"values for {what} {name!r} are complex; {target} holds "
+                               "no imaginary part")
+    _check_range(arr, target, f"{what} {name!r}", cast)
+    return arr.astype(target)
+
+
+def _check_range(arr: np.ndarray, target: np.dtype[Any], name: str, cast: str) -> None:
+    """Raise unless every value of ``arr`` is representable in ``target`` (integers: in range;
+    floats: finite values inside the finite range; a float into an integer: finite and in
+    range after truncation)."""
+    parts = [arr.real, arr.imag] if arr.dtype.kind == "c" else [arr]
+    for part in parts:
+        if target.kind in "iu":
+            info = np.iinfo(target)
+            lo, hi = int(info.min), int(info.max)
+            if part.dtype.kind == "f":
+                part = np.trunc(part)
+                finite = np.isfinite(part)
+                if not finite.all():
+                    _refuse(arr, ~finite, target, name, f"[{lo}, {hi}]", cast)
+        else:
+            fmax = float(np.finfo(target).max)
+            lo, hi = -fmax, fmax  # type: ignore[assignment]
+            if part.dtype.kind == "f":
+                part = np.where(np.isfinite(part), part, 0)  # NaN and inf stay what they are
+        if part.dtype.kind in "iu" and target.kind in "iu":
+            # exact integer comparison: a float bound could round (2**63 - 1 is not a float)
+            pmin, pmax = int(part.min()), int(part.max())
+        else:
+            pmin, pmax = float(part.min()), float(part.max())  # type: ignore[assignment]
+        if pmin < lo or pmax > hi:
+            bad = np.zeros(part.shape, dtype=bool)
+            if pmin < lo:
+                bad |= part < lo
+            if pmax > hi:
+                bad |= part > hi
+            _refuse(arr, bad, target, name, f"[{lo}, {hi}]", cast)
+
+
+def _refuse(arr: np.ndarray, bad: np.ndarray, target: np.dtype[Any], name: str,
+            span: str, cast: str) -> None:
+    first = int(np.flatnonzero(bad.ravel())[0])
+    where = tuple(int(i) for i in np.unravel_index(first, arr.shape)) if arr.ndim else ()
+    value = arr.ravel()[first].item()
+    hint = ("convert them first, or write with cast='unsafe' for numpy's unchecked conversion"
+            if cast == "checked" else "convert them first")
+    raise InvalidTypeError(
+        f"values for {name} do not fit {target}: {value!r} (at index {where}) is outside "
+        f"{span}; {hint}")

@@ -228,18 +228,18 @@ def decode_times(images: np.ndarray, columns: list[np.ndarray], k: int) -> dict[
     decode a JPEG q90 file (Pillow)."""
     from PIL import Image
 
-    import tessera.images.frequency as frequency
+    import tessera.images.transform as transform
 
     fmt = FrequencyFormat()
     n = len(images)
     out = {"decode_ms": _best_ms(lambda: fmt.decode(columns[:k]), n),
            "decode_quarter_ms": _best_ms(lambda: fmt.decode(columns[:k], scale=1 / 4), n)}
-    saved = frequency.TRUNCATED_UP_TO
-    frequency.TRUNCATED_UP_TO = 0.0  # force scipy's full inverse DCT
+    saved = transform.TRUNCATED_UP_TO
+    transform.TRUNCATED_UP_TO = 0.0  # force scipy's full inverse DCT
     try:
         out["decode_full_idct_ms"] = _best_ms(lambda: fmt.decode(columns[:k]), n)
     finally:
-        frequency.TRUNCATED_UP_TO = saved
+        transform.TRUNCATED_UP_TO = saved
     files = []
     for i in range(n):
         buf = io.BytesIO()

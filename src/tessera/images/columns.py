@@ -53,6 +53,7 @@ from tessera.errors import (
 )
 from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.images.cache import ColumnCache, shared_cache
+from tessera.images.decode import decode_concatenated
 from tessera.images.frequency import FrequencyFormat, psnr
 from tessera.images.inputs import FITS, Batch, prepare
 from tessera.query.plan import Plan
@@ -305,17 +306,17 @@ class ImageColumns:
                 self._check_ids(chosen)
             try:
                 if self.cache is not None and (crop is None or self.crop_tile is None):
-                    columns = [c[:, :, blocks[0], blocks[1]]
-                               for c in self._cached_columns(chosen, fetch)]
+                    coefficients = self._cached_coefficients(chosen, fetch, blocks)
                 else:
-                    columns = self.read_columns(chosen.tolist(), 0, fetch, blocks)
+                    coefficients = np.concatenate(
+                        self.read_columns(chosen.tolist(), 0, fetch, blocks), axis=-1)
             except CorruptDataError as err:
                 raise CorruptDataError(self._images_of(err)) from err
             if checked is not None:
                 checked.result()
         if output == "coefficients":
-            return np.concatenate(columns, axis=-1)
-        pixels = self.fmt.decode(columns, scale=scale)
+            return coefficients
+        pixels = decode_concatenated(self.fmt, coefficients, fetch, m)
         if crop is not None:
             f = m / self.fmt.block
             y0, x0 = window[0] * m, window[2] * m
@@ -374,39 +375,56 @@ class ImageColumns:
         got = self.coeffs.read((ids, slice(None), *blocks), attrs=names)
         return [got[n] for n in names]
 
-    def _cached_columns(self, chosen: np.ndarray, k: int) -> list[np.ndarray]:
-        """Diagonals ``0..k-1`` of ``chosen`` through the cache of whole groups' columns:
-        the groups touched are read whole, each from its lowest diagonal the cache lacks (one
+    def _cached_coefficients(self, chosen: np.ndarray, k: int,
+                             blocks: tuple[slice, slice]) -> np.ndarray:
+        """Diagonals ``0..k-1`` of ``chosen`` concatenated (``(N, C, BY, BX, T(k))``, the
+        ``blocks`` of each image) through the cache of whole groups' leading diagonals: the
+        groups touched are read whole, each from its lowest diagonal the cache lacks (one
         call per distinct lowest diagonal, usually one), so a rising k fetches only the new
-        diagonals and a second reader of the same groups nothing."""
+        diagonals and a second reader of the same groups nothing. One copy per group into
+        the result."""
         assert self.cache is not None
         g, ident = self.group, self._identity
-        groups = [int(grp) for grp in np.unique(chosen // g)]
-        local: dict[tuple[int, int], np.ndarray] = {}
+        group_of = chosen // g
+        groups = [int(grp) for grp in np.unique(group_of)]
+        held: dict[int, np.ndarray] = {}
         missing: dict[int, list[int]] = {}
         for grp in groups:
-            held = self.cache.leading((ident, grp), k)
-            for d in range(held):
-                column = self.cache.get((ident, grp, d))
-                if column is None:  # evicted meanwhile: fetch from here on
-                    held = d
-                    break
-                local[(grp, d)] = column
-            if held < k:
-                missing.setdefault(held, []).append(grp)
+            entry = self.cache.group((ident, grp))
+            have = 0 if entry is None else entry.k
+            if have >= k:
+                assert entry is not None
+                held[grp] = entry.data
+            else:
+                missing.setdefault(have, []).append(grp)
         for start, todo in sorted(missing.items()):
             members = np.concatenate([np.arange(grp * g, (grp + 1) * g) for grp in todo])
-            fresh = self.read_columns(members.tolist(), start, k)
+            fresh = np.concatenate(self.read_columns(members.tolist(), start, k), axis=-1)
             for i, grp in enumerate(todo):
-                for d, col in zip(range(start, k), fresh, strict=True):
-                    column = np.ascontiguousarray(col[i * g:(i + 1) * g])
-                    local[(grp, d)] = column
-                    self.cache.put((ident, grp, d), column)
-        position = {grp: i for i, grp in enumerate(groups)}
-        rows = np.array([position[int(grp)] for grp in chosen // g])
-        offsets = chosen % g
-        return [np.stack([local[(grp, d)] for grp in groups])[rows, offsets]
-                for d in range(k)]
+                new = fresh[i * g:(i + 1) * g]
+                if start:
+                    old = self.cache.peek((ident, grp))
+                    if old is None or old.k < start:  # evicted meanwhile: read it whole
+                        new = np.concatenate(self.read_columns(
+                            list(range(grp * g, (grp + 1) * g)), 0, k), axis=-1)
+                    else:
+                        new = np.concatenate([old.data[..., :self.fmt.kept(start)], new],
+                                             axis=-1)
+                data = np.ascontiguousarray(new)
+                held[grp] = data
+                self.cache.put_group((ident, grp), k, data)
+        total = self.fmt.kept(k)
+        first = held[groups[0]][:, :, blocks[0], blocks[1], :total]
+        out = np.empty((len(chosen), *first.shape[1:]), dtype=first.dtype)
+        for grp in groups:
+            at = np.flatnonzero(group_of == grp)
+            source = held[grp][:, :, blocks[0], blocks[1], :total]
+            offsets = chosen[at] % g
+            if (np.diff(at) == 1).all() and (np.diff(offsets) == 1).all():  # a run: a slice
+                out[at[0]:at[-1] + 1] = source[offsets[0]:offsets[-1] + 1]
+            else:
+                out[at] = source[offsets]
+        return out
 
     def choose_k(self, *, min_psnr: float | None = None,
                  budget_bytes_per_image: float | None = None, sample: int = 64) -> int:
@@ -436,7 +454,7 @@ class ImageColumns:
         ids = self.ids()
         chosen = ids[np.linspace(0, len(ids) - 1, min(sample, len(ids))).astype(int)]
         columns = self.read_columns(chosen.tolist(), 0, self.fmt.k_max)
-        best = self.fmt.decode(columns)
+        best = self.fmt.decode(columns)  # one concatenation per decode: a sample only
         lo, hi = 1, self.fmt.k_max  # PSNR rises with k: the smallest k reaching the target
         while lo < hi:
             mid = (lo + hi) // 2

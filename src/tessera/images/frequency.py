@@ -33,31 +33,25 @@ from typing import Any
 import numpy as np
 
 from tessera.errors import InvalidArgumentError, InvalidTypeError, SchemaError
+from tessera.images.decode import decode
+from tessera.images.transform import (
+    RGB_TO_YCBCR,
+    TRUNCATED_UP_TO,
+    YCBCR_TO_RGB,
+    dct_matrix,
+    inverse_dct,
+)
 
-#: JFIF (BT.601, full range) RGB -> YCbCr, on values and (being linear) on coefficients.
-RGB_TO_YCBCR = np.array([[0.299, 0.587, 0.114],
-                         [-0.168736, -0.331264, 0.5],
-                         [0.5, -0.418688, -0.081312]])
-#: Its inverse (YCbCr -> RGB), computed so that the round trip is exact in floating point.
-YCBCR_TO_RGB = np.linalg.inv(RGB_TO_YCBCR)
+__all__ = ["BLOCKS", "COLOURS", "RGB_TO_YCBCR", "TRUNCATED_UP_TO", "YCBCR_TO_RGB",
+           "FrequencyFormat", "check_images", "dct_matrix", "diagonals", "inverse_dct",
+           "psnr"]
+
 COLOURS = ("ycbcr", "rgb", "gray")
 BLOCKS = (8, 16, 32, 64)
-#: A truncated inverse DCT (matmuls with the kept k rows of the DCT matrix) is used up to
-#: this fraction of the block; beyond it scipy's full inverse DCT is faster (measured: k = 8
-#: 0.41 ms, k = 16 0.70 ms, full 1.11 ms per 256x256x3 image; k = 32 3.2 ms).
-TRUNCATED_UP_TO = 0.5
 #: Images encoded at a time: bounds the float64 work arrays (~1.6 MB per 256x256 image) and
 #: keeps them in cache (measured per 256x256 image: 4.3 ms at 4, 4.7 at 16, 9.1 at 64, 12.8
 #: at 256).
 ENCODE_CHUNK = 4
-
-
-@functools.lru_cache(maxsize=8)
-def dct_matrix(n: int) -> np.ndarray:
-    """The orthonormal DCT-II matrix ``D`` (``D @ x`` is ``scipy.fft.dct(x, norm="ortho")``)."""
-    import scipy.fft
-
-    return np.asarray(scipy.fft.dct(np.eye(n), axis=0, norm="ortho"), dtype=np.float64)
 
 
 @functools.lru_cache(maxsize=8)
@@ -238,7 +232,15 @@ class FrequencyFormat:
 
         ``scale = m / block`` reconstructs each block at ``m x m`` from its ``m x m`` corner
         (diagonals beyond ``2m - 1`` add nothing there). ``output_dtype`` uint8 (rounded,
-        clipped) or a float dtype (values 0..255, not rounded). Work is float32."""
+        clipped) or a float dtype (values 0..255, not rounded). Work is float32, in chunks
+        of images spread over the compute threads (:mod:`tessera.images.decode`); the
+        result is bit-identical to :meth:`decode_reference`'s."""
+        return decode(self, columns, self.check_scale(scale), output_dtype)
+
+    def decode_reference(self, columns: Sequence[np.ndarray], scale: float = 1.0,
+                         output_dtype: Any = np.uint8) -> np.ndarray:
+        """:meth:`decode` written plainly, over the whole batch at once (the reference
+        the fast decode is checked against, bit for bit)."""
         m = self.check_scale(scale)
         k = self.check_k(len(columns))
         c = self.coefficients(columns[:min(k, 2 * m - 1)], size=m)  # (N, C', BY, BX, r, r)
@@ -259,20 +261,8 @@ class FrequencyFormat:
         return img.astype(np.uint8)
 
     def _inverse(self, c: np.ndarray, m: int) -> np.ndarray:
-        """The ``m x m`` inverse DCT of corners ``(..., r, r)`` (zero beyond ``r``): two
-        matmuls with the first ``r`` rows of the DCT matrix when the corner is small, scipy's
-        inverse DCT of the zero-padded block otherwise."""
-        r = c.shape[-1]
-        if r <= TRUNCATED_UP_TO * m:
-            dm = dct_matrix(m)[:r].astype(np.float32)  # X = D[:r]^T Y D[:r]
-            result: np.ndarray = np.matmul(np.matmul(dm.T, c), dm)
-            return result
-        import scipy.fft
-
-        full = np.zeros((*c.shape[:-2], m, m), dtype=c.dtype)
-        full[..., :r, :r] = c
-        return np.asarray(scipy.fft.idctn(full, type=2, norm="ortho", axes=(-2, -1),
-                                          overwrite_x=True))
+        """The ``m x m`` inverse DCT of corners ``(..., r, r)`` (:func:`inverse_dct`)."""
+        return inverse_dct(c, m)
 
 
 @functools.lru_cache(maxsize=512)

@@ -1,0 +1,60 @@
+"""The process's one pool of compute threads, for CPU work that releases the GIL (numpy,
+scipy.fft, zstd): decoding image groups, decompressing tiles.
+
+One pool per process, sized to the machine's cores, made on first use and made again in a
+child process after ``fork`` (a forked child inherits no running threads). Work that fits one
+chunk runs in the caller's thread; :func:`run_chunks` spreads the rest.
+
+>>> import numpy as np
+>>> out = np.zeros(10)
+>>> def fill(lo: int, hi: int) -> None:
+...     out[lo:hi] = np.arange(lo, hi)
+>>> run_chunks(fill, 10, 3)
+>>> out.tolist() == list(range(10))
+True
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import threading
+from collections.abc import Callable
+
+_lock = threading.Lock()
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pid = 0
+
+
+def workers() -> int:
+    """Threads of the pool: the cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def compute_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The process's compute pool (:func:`workers` threads)."""
+    global _pool, _pid
+    with _lock:
+        if _pool is None or _pid != os.getpid():
+            _pool = concurrent.futures.ThreadPoolExecutor(workers(),
+                                                          thread_name_prefix="tessera-cpu")
+            _pid = os.getpid()
+        return _pool
+
+
+def run_chunks(fn: Callable[[int, int], None], n: int, chunk: int) -> None:
+    """``fn(lo, hi)`` over ``0..n`` in pieces of ``chunk`` items, on the compute pool (in the
+    caller's thread when there is one piece, or when called from a pool thread); the first
+    error is raised after every piece has finished."""
+    bounds = [(lo, min(lo + chunk, n)) for lo in range(0, n, max(1, chunk))]
+    if len(bounds) <= 1 or threading.current_thread().name.startswith("tessera-cpu"):
+        for lo, hi in bounds:
+            fn(lo, hi)
+        return
+    futures = [compute_pool().submit(fn, lo, hi) for lo, hi in bounds]
+    concurrent.futures.wait(futures)
+    for f in futures:
+        f.result()

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from tessera._threads import compute_pool
 from tessera.array.array import Array, create_array, open_array
 from tessera.errors import (
     ArrayExistsError,
@@ -53,7 +54,7 @@ from tessera.errors import (
 )
 from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.images.cache import ColumnCache, shared_cache
-from tessera.images.decode import decode_concatenated
+from tessera.images.decode import concatenate, decode_concatenated
 from tessera.images.frequency import FrequencyFormat, psnr
 from tessera.images.inputs import FITS, Batch, prepare
 from tessera.query.plan import Plan
@@ -298,24 +299,30 @@ class ImageColumns:
         fetch = self.fetched_k(k, output, scale)
         chosen = self._in_range(ids)
         blocks = (slice(window[0], window[1]), slice(window[2], window[3]))
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            # whether the ids are images (not holes) is read beside the data, not before it
-            checked = (None if self._heights is not None and self.coeffs.timestamp is not None
-                       else pool.submit(self._check_ids, chosen))
-            if checked is None:
-                self._check_ids(chosen)
-            try:
-                if self.cache is not None and (crop is None or self.crop_tile is None):
-                    coefficients = self._cached_coefficients(chosen, fetch, blocks)
-                else:
-                    coefficients = np.concatenate(
-                        self.read_columns(chosen.tolist(), 0, fetch, blocks), axis=-1)
-            except CorruptDataError as err:
-                raise CorruptDataError(self._images_of(err)) from err
+        # whether the ids are images (not holes) is read beside the data, not before it
+        checked = (None if self._heights is not None and self.coeffs.timestamp is not None
+                   else compute_pool().submit(self._check_ids, chosen))
+        if checked is None:
+            self._check_ids(chosen)
+        coefficients: np.ndarray | list[np.ndarray]
+        try:
+            if self.cache is not None and (crop is None or self.crop_tile is None):
+                coefficients = self._cached_coefficients(chosen, fetch, blocks)
+            else:
+                coefficients = self.read_columns(chosen.tolist(), 0, fetch, blocks)
+        except CorruptDataError as err:
             if checked is not None:
-                checked.result()
+                concurrent.futures.wait([checked])
+            raise CorruptDataError(self._images_of(err)) from err
+        except BaseException:
+            if checked is not None:
+                concurrent.futures.wait([checked])
+            raise
+        if checked is not None:
+            checked.result()
         if output == "coefficients":
-            return coefficients
+            return (coefficients if isinstance(coefficients, np.ndarray)
+                    else concatenate(coefficients))
         pixels = decode_concatenated(self.fmt, coefficients, fetch, m)
         if crop is not None:
             f = m / self.fmt.block
@@ -399,14 +406,14 @@ class ImageColumns:
                 missing.setdefault(have, []).append(grp)
         for start, todo in sorted(missing.items()):
             members = np.concatenate([np.arange(grp * g, (grp + 1) * g) for grp in todo])
-            fresh = np.concatenate(self.read_columns(members.tolist(), start, k), axis=-1)
+            fresh = concatenate(self.read_columns(members.tolist(), start, k))
             for i, grp in enumerate(todo):
                 new = fresh[i * g:(i + 1) * g]
                 if start:
                     old = self.cache.peek((ident, grp))
                     if old is None or old.k < start:  # evicted meanwhile: read it whole
-                        new = np.concatenate(self.read_columns(
-                            list(range(grp * g, (grp + 1) * g)), 0, k), axis=-1)
+                        new = concatenate(self.read_columns(
+                            list(range(grp * g, (grp + 1) * g)), 0, k))
                     else:
                         new = np.concatenate([old.data[..., :self.fmt.kept(start)], new],
                                              axis=-1)

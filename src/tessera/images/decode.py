@@ -95,17 +95,53 @@ def check_columns(fmt: FrequencyFormat, columns: Sequence[np.ndarray]) -> tuple[
     return head
 
 
-def corners(fmt: FrequencyFormat, cat: np.ndarray, k: int, r: int) -> np.ndarray:
-    """Dequantized float32 corners ``(N, C, BY, BX, r, r)`` from ``cat``, diagonals
-    ``0..k-1`` concatenated along the last axis (``(N, C, BY, BX, >= T(k))``)."""
+Source = np.ndarray | Sequence[np.ndarray]
+"""Diagonals ``0..k-1``: concatenated along the last axis in one array ``(N, C, BY, BX,
+>= T(k))``, or one array ``(N, C, BY, BX, n_d)`` per diagonal."""
+
+
+def _head(source: Source) -> tuple[int, ...]:
+    first = source if isinstance(source, np.ndarray) else source[0]
+    return tuple(first.shape[:4])
+
+
+def concatenate(columns: Sequence[np.ndarray]) -> np.ndarray:
+    """One array ``(N, C, BY, BX, T(k))`` of diagonals ``0..k-1`` given one per diagonal:
+    images in chunks over the compute threads (each diagonal's runs are short, so a single
+    thread's ``np.concatenate`` is bound by them)."""
+    head = _head(columns)
+    widths = [c.shape[-1] for c in columns]
+    out = np.empty((*head, sum(widths)), dtype=columns[0].dtype)
+
+    def run(lo: int, hi: int) -> None:
+        start = 0
+        for col, width in zip(columns, widths, strict=True):
+            out[lo:hi, ..., start:start + width] = col[lo:hi]
+            start += width
+
+    per_image = max(1, out[:1].nbytes)
+    run_chunks(run, head[0], max(1, min(CHUNK_BYTES // per_image, -(-head[0] // workers()))))
+    return out
+
+
+def corners(fmt: FrequencyFormat, source: Source, k: int, r: int, lo: int,
+            hi: int) -> np.ndarray:
+    """Dequantized float32 corners ``(hi - lo, C, BY, BX, r, r)`` of images ``lo..hi-1``
+    from diagonals ``0..k-1`` of ``source``."""
     index = gather_index(fmt.block, r, k)
     total = fmt.kept(k)
-    src = cat[..., :total]
-    if index.max(initial=0) == total:  # corner positions no kept diagonal reaches: zeros
-        src = np.concatenate([src, np.zeros((*src.shape[:-1], 1), src.dtype)], axis=-1)
+    zero = index.max(initial=0) == total  # corner positions no kept diagonal reaches
+    if isinstance(source, np.ndarray):
+        src = source[lo:hi, ..., :total]
+        if zero:
+            src = np.concatenate([src, np.zeros((*src.shape[:-1], 1), src.dtype)], axis=-1)
+    else:
+        src = concatenate([c[lo:hi] for c in source[:k]] +
+                          ([np.zeros((hi - lo, *source[0].shape[1:4], 1), source[0].dtype)]
+                           if zero else []))
     out = np.take(src, index, axis=-1).astype(np.float32)
     out *= fmt.q  # int8 -> float32 before scaling, as the reference: no overflow
-    return out.reshape(*cat.shape[:4], r, r)
+    return out.reshape(hi - lo, *src.shape[1:4], r, r)
 
 
 def decode(fmt: FrequencyFormat, columns: Sequence[np.ndarray], m: int,
@@ -113,21 +149,22 @@ def decode(fmt: FrequencyFormat, columns: Sequence[np.ndarray], m: int,
     """Pixels ``(N, BY*m, BX*m, C)`` of the first ``len(columns)`` diagonals at block edge
     ``m`` (see :meth:`FrequencyFormat.decode`)."""
     check_columns(fmt, columns)
-    kk = min(len(columns), 2 * m - 1)  # diagonals beyond 2m - 1 add nothing to m x m
-    return decode_concatenated(fmt, np.concatenate(columns[:kk], axis=-1), kk, m,
-                               output_dtype)
+    return decode_concatenated(fmt, columns, len(columns), m, output_dtype)
 
 
-def decode_concatenated(fmt: FrequencyFormat, cat: np.ndarray, k: int, m: int,
+def decode_concatenated(fmt: FrequencyFormat, source: Source, k: int, m: int,
                         output_dtype: Any = np.uint8) -> np.ndarray:
-    """Pixels ``(N, BY*m, BX*m, C)`` at block edge ``m`` from ``cat``: diagonals
-    ``0..k-1`` of each block concatenated along the last axis (``(N, C, BY, BX, >= T(k))``,
-    as reads and the column cache hold them)."""
+    """Pixels ``(N, BY*m, BX*m, C)`` at block edge ``m`` from diagonals ``0..k-1`` of
+    ``source``: concatenated along the last axis (``(N, C, BY, BX, >= T(k))``, as the column
+    cache holds them), or one array per diagonal (as reads return them; each chunk is
+    concatenated on its thread)."""
     fmt.check_k(k)
-    n, ch, by, bx = cat.shape[:4]
+    n, ch, by, bx = _head(source)
     kk = min(k, 2 * m - 1)
-    if cat.shape[-1] < fmt.kept(kk):
-        raise InvalidArgumentError(f"{cat.shape[-1]} coefficients per block cannot hold "
+    held = (source.shape[-1] if isinstance(source, np.ndarray)
+            else sum(c.shape[-1] for c in source))
+    if held < fmt.kept(kk) or (not isinstance(source, np.ndarray) and len(source) < kk):
+        raise InvalidArgumentError(f"{held} coefficients per block cannot hold "
                                    f"diagonals 0..{kk - 1} ({fmt.kept(kk)})")
     r = min(kk, m)
     dtype = np.dtype(output_dtype)
@@ -141,7 +178,7 @@ def decode_concatenated(fmt: FrequencyFormat, cat: np.ndarray, k: int, m: int,
     factor = np.float32(m / fmt.block)
 
     def run(lo: int, hi: int) -> None:
-        c = corners(fmt, cat[lo:hi], kk, r)
+        c = corners(fmt, source, kk, r, lo, hi)
         if rgb is not None:
             c = np.einsum("rc,ncyxij->nryxij", rgb, c)
         if r == 1 and m > 1:  # block means: one value per block, broadcast when written

@@ -45,10 +45,9 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
+import tessera
 from _common import write_csv
 from images import photo_crops
-
-import tessera
 from tessera.images import FrequencyFormat, ImageColumns
 from tessera.testing import EmulatedLink, S3TestServer
 

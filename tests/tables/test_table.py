@@ -330,3 +330,43 @@ def test_the_table_explains_a_read(table) -> None:
     table.write("e", np.arange(40.0).reshape(10, 4))
     text = table.explain("e", slice(2, 4))
     assert "tensor 'e' (10, 4) float64 as ftsf" in text and "request" in text
+
+
+def test_a_registered_layout_writes_and_reads(table) -> None:
+    """A new format in a dozen lines: FTSF's encoding under another name, registered once;
+    writes with format='halves' store it and reads find it by the name in its rows."""
+    from tessera.tables import LAYOUTS, register_layout
+    from tessera.tables.layouts.ftsf import FtsfLayout
+
+    class Halves(FtsfLayout):
+        name = "halves"
+
+    register_layout(Halves())
+    try:
+        x = np.arange(24, dtype=np.float32).reshape(4, 6)
+        info = table.write("h", x, format="halves")
+        assert info.layout == "halves" and table["h"].layout == "halves"
+        assert np.array_equal(table["h"].numpy(), x)
+        assert np.array_equal(table["h"][1:3, ::2], x[1:3, ::2])
+        with pytest.raises(FormatError, match="exists already"):
+            register_layout(Halves())
+        with pytest.raises(FormatError, match="known: 'auto'.*'halves'"):
+            table.write("z", x, format="nope")
+    finally:
+        LAYOUTS.pop("halves")
+
+
+def test_stored_bytes_are_the_files_the_commit_added(table) -> None:
+    rng = np.random.default_rng(3)
+    x = np.where(rng.random((64, 64)) < 0.02, rng.normal(size=(64, 64)), 0).astype(np.float32)
+    before = {f.path for f in table.files()}
+    info = table.write("sparse", x, format="coo")
+    added = [f for f in table.files() if f.path not in before]
+    assert added and info.stored_bytes == sum(f.size for f in added)
+    assert info.encoded_bytes > 0 and info.encoded_bytes != info.stored_bytes
+    infos = table.write_many({"a": np.ones(10), "b": np.zeros((3, 3))})
+    stats = table.stats()
+    assert stats.tensors == 3 and stats.version == table.version
+    assert stats.stored_bytes == sum(f.size for f in table.files())
+    assert infos[0].stored_bytes == infos[1].stored_bytes > 0
+    assert stats.encoded_bytes >= info.encoded_bytes

@@ -37,9 +37,10 @@ def print_summary(url: str, version: int | None, opts: dict[str, Any]) -> None:
     counts: collections.Counter[str] = collections.Counter()
     for tensor_id in tt.ids():
         counts[tt.header(tensor_id).layout] += 1
-    files = tt.files()
-    out.print(f"[bold]{url}[/]  tensor table, version {tt.version}, {len(tt)} tensors, "
-              f"{len(files)} data files, {human(sum(f.size for f in files))}")
+    stats = tt.stats()
+    out.print(f"[bold]{url}[/]  tensor table, version {stats.version}, {stats.tensors} "
+              f"tensors, {stats.files} data files, {human(stats.stored_bytes)} stored "
+              f"({human(stats.encoded_bytes)} before Parquet compression)")
     if counts:
         out.print("formats: " + ", ".join(f"{name} {n}" for name, n in sorted(counts.items())))
 

@@ -13,12 +13,14 @@ except ImportError as _missing:  # pragma: no cover - exercised in a subprocess 
 
 from tessera.tables.reader import TableRead
 from tessera.tables.ref import SparseTensor, TensorRef
+from tessera.tables.layouts import LAYOUTS, register_layout
 from tessera.tables.table import (
+    TableStats,
     TensorInfo,
     TensorTable,
     create_table,
     open_table,
 )
 
-__all__ = ["SparseTensor", "TableRead", "TensorInfo", "TensorRef", "TensorTable",
-           "create_table", "open_table"]
+__all__ = ["LAYOUTS", "SparseTensor", "TableRead", "TableStats", "TensorInfo", "TensorRef",
+           "TensorTable", "create_table", "open_table", "register_layout"]

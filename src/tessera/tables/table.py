@@ -71,6 +71,7 @@ from tessera.tables.reader import (
 )
 from tessera.tables.ref import TensorRef
 from tessera.tables.schema import (
+    BLOB_COLUMNS,
     DATA_COLUMNS,
     DESCRIPTION,
     FORMAT_NAME,
@@ -82,9 +83,8 @@ from tessera.tables.schema import (
     sql_string,
     writer_properties,
 )
-from tessera.tables.tensors import DTYPES, canonical
+from tessera.tables.tensors import DENSE_ONLY, DTYPES, canonical
 
-FORMATS = ("auto", "ftsf", "coo", "csr", "csc", "csf", "bsgs")
 WRITE_MODES = ("error", "overwrite", "ignore")
 #: Commit attempts delta-rs makes for one write before giving up (appends retry safely).
 COMMIT_RETRIES = 1000
@@ -95,8 +95,17 @@ _HEADER_ROWS: dict[tuple[str, str], list[dict[str, Any]]] = {}
 
 @dataclasses.dataclass(frozen=True)
 class TensorInfo:
-    """What a write stored: the tensor's id, format (and why), shape, dtype, non-zeros,
-    bytes of its rows before Parquet compression, and the table version it created."""
+    """What a write stored.
+
+    Attributes:
+        id, layout, reason, shape, dtype, nnz: the tensor, its format and why.
+        encoded_bytes: bytes of the tensor's rows (blobs and aux arrays) before Parquet
+            compression: what the format costs, for comparing formats.
+        stored_bytes: bytes of the data files the write's commit added, from the Delta log's
+            add actions (after Parquet compression; a commit of several tensors,
+            :meth:`TensorTable.write_many`, reports its files' total on each of them).
+        version: the table version the commit created.
+    """
 
     id: str
     layout: str
@@ -104,8 +113,29 @@ class TensorInfo:
     shape: tuple[int, ...]
     dtype: str
     nnz: int
+    encoded_bytes: int
     stored_bytes: int
     version: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TableStats:
+    """A version's size (:meth:`TensorTable.stats`).
+
+    Attributes:
+        version: the table version.
+        tensors: tensors visible.
+        files: data files.
+        stored_bytes: bytes of those files (after Parquet compression).
+        encoded_bytes: bytes of the visible tensors' rows before Parquet compression, as
+            their writes reported them (``sum of TensorInfo.encoded_bytes``).
+    """
+
+    version: int
+    tensors: int
+    files: int
+    stored_bytes: int
+    encoded_bytes: int
 
 
 class TensorTable:
@@ -220,6 +250,23 @@ class TensorTable:
                          r.get("min.id") if "min.id" in names else None,
                          r.get("max.id") if "max.id" in names else None) for r in rows]
 
+    def stats(self) -> TableStats:
+        """The size of this version: its tensors, its data files and their bytes on storage
+        (from the Delta log's add actions), and the bytes of their tensor rows before Parquet
+        compression (from the files' footers, read once per process)."""
+        files = self.files()
+        metas = self._run(gather(*(footer(self.store.aio, f) for f in files)))
+        encoded = 0
+        for meta in metas:
+            for g in range(meta.num_row_groups):
+                group = meta.row_group(g)
+                for c in range(group.num_columns):
+                    column = group.column(c)
+                    if column.path_in_schema in BLOB_COLUMNS:
+                        encoded += int(column.total_uncompressed_size)
+        return TableStats(self.version, len(self._headers()), len(files),
+                          sum(f.size for f in files), encoded)
+
     def _headers(self) -> dict[str, Header]:
         """The visible header of every tensor at this version (its newest write)."""
         if self._catalog is not None:
@@ -300,8 +347,9 @@ class TensorTable:
     def write(self, tensor_id: str, x: Any, format: str = "auto", *, mode: str = "error",
               metadata: Mapping[str, str] | None = None, **options: Any) -> TensorInfo:
         """Store ``x`` as ``tensor_id`` (one commit). ``format``: ``auto`` (the paper's 10%
-        rule, see :mod:`tessera.tables.auto`) or ``ftsf``, ``coo``, ``csr``, ``csc``,
-        ``csf``, ``bsgs``; ``mode``: ``error`` (refuse an existing id), ``overwrite``,
+        rule, see :mod:`tessera.tables.auto`) or a name of
+        :data:`~tessera.tables.layouts.LAYOUTS` (``ftsf``, ``coo``, ``csr``, ``csc``, ``csf``,
+        ``bsgs``, and any registered since); ``mode``: ``error`` (refuse an existing id), ``overwrite``,
         ``ignore`` (keep the existing one). ``options``: ``chunk_dim``, ``block_shape``,
         ``flatten_at``, ``mode_order``, ``optimize_for``, ``sparsity_threshold``."""
         infos = self.write_many({tensor_id: x}, format, mode=mode, metadata=metadata,
@@ -309,7 +357,7 @@ class TensorTable:
         if not infos:  # mode="ignore" and the id exists
             h = self.header(tensor_id)
             return TensorInfo(h.id, h.layout, "exists (mode='ignore')", h.shape, h.dtype,
-                              h.nnz, 0, self.version)
+                              h.nnz, 0, 0, self.version)
         return infos[0]
 
     def write_many(self, tensors: Mapping[str, Any], format: str = "auto", *,
@@ -318,8 +366,8 @@ class TensorTable:
         """Store several tensors in **one** commit (all or none become visible)."""
         if self.mode != "w":
             raise ReadOnlyError(f"{self.url} is open read-only; open it with mode='w'")
-        if format not in FORMATS:
-            raise FormatError(f"unknown format {format!r}; known: {', '.join(FORMATS)}")
+        if format != "auto":
+            get_layout(format)  # the registry is the list of formats (FormatError names it)
         if mode not in WRITE_MODES:
             raise InvalidArgumentError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
         meta = _metadata(metadata)
@@ -342,12 +390,14 @@ class TensorTable:
             rows.append((tensor_id, uuid.uuid4().hex, layout, tensor.dtype, tensor.shape,
                          tensor.nnz, enc, meta))
             infos.append((tensor_id, layout, reason, tensor.shape, tensor.dtype, tensor.nnz,
-                          enc.stored_bytes))
+                          enc.encoded_bytes))
         table = rows_table(rows, created)
         replaced = [t for t, _ in todo if t in existing]
+        before = {f.path for f in self.files()}
         self._commit(table, replaced, sum(i[6] for i in infos))
+        added = sum(f.size for f in self.files() if f.path not in before)
         version = self.version
-        return [TensorInfo(*i, version=version) for i in infos]
+        return [TensorInfo(*i, stored_bytes=added, version=version) for i in infos]
 
     def _encode(self, x: Any, format: str, options: dict[str, Any]) -> tuple[str, str, Any,
                                                                                 Any]:
@@ -365,7 +415,7 @@ class TensorTable:
             format, reason = choose(tensor, threshold, hint=hint,
                                     optimize_for=options.get("optimize_for", "read"))
         layout = get_layout(format)
-        if not layout.dense and tensor.dtype in ("complex64", "complex128"):
+        if not layout.dense and tensor.dtype in DENSE_ONLY:
             raise FormatError(f"{tensor.dtype} tensors are stored dense only (format='ftsf')")
         row_bytes = self.config.chunk_bytes if layout.dense else self.config.sparse_row_bytes
         opts = EncodeOptions(row_bytes, self.config.max_row_bytes,
@@ -375,10 +425,10 @@ class TensorTable:
                              mode_order=options.get("mode_order"))
         enc = layout.encode(tensor, opts)
         dense_bytes = math.prod(tensor.shape) * DTYPES[tensor.dtype].itemsize
-        if reason.endswith(format) and not layout.dense and enc.stored_bytes >= dense_bytes:
+        if reason.endswith(format) and not layout.dense and enc.encoded_bytes >= dense_bytes:
             enc = get_layout("ftsf").encode(tensor, dataclasses.replace(
                 opts, chunk_bytes=self.config.chunk_bytes))
-            format, reason = "ftsf", (f"{reason}, but {enc.stored_bytes:,} sparse bytes >= "
+            format, reason = "ftsf", (f"{reason}, but {enc.encoded_bytes:,} sparse bytes >= "
                                       f"{dense_bytes:,} dense -> ftsf")
         return format, reason, tensor, enc
 

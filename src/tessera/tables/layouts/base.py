@@ -73,8 +73,9 @@ class Encoded:
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
-    def stored_bytes(self) -> int:
-        """Bytes of the rows' blobs and the aux arrays (before Parquet compression)."""
+    def encoded_bytes(self) -> int:
+        """Bytes of the rows' blobs and the aux arrays (before Parquet compression; what a
+        format costs, not what lands on storage)."""
         return sum(len(r.indices or b"") + len(r.values or b"") for r in self.rows) + sum(
             a.nbytes for a in self.aux.values())
 

@@ -11,9 +11,9 @@ except ImportError as _missing:  # pragma: no cover - exercised in a subprocess 
     raise ImportError(f"tensor tables need the 'tables' extra ({_missing.name} is missing): "
                       "pip install 'tessera[tables]'") from _missing
 
+from tessera.tables.layouts import LAYOUTS, register_layout
 from tessera.tables.reader import TableRead
 from tessera.tables.ref import SparseTensor, TensorRef
-from tessera.tables.layouts import LAYOUTS, register_layout
 from tessera.tables.table import (
     TableStats,
     TensorInfo,

@@ -350,7 +350,7 @@ def test_a_registered_layout_writes_and_reads(table) -> None:
         assert np.array_equal(table["h"][1:3, ::2], x[1:3, ::2])
         with pytest.raises(FormatError, match="exists already"):
             register_layout(Halves())
-        with pytest.raises(FormatError, match="known: 'auto'.*'halves'"):
+        with pytest.raises(FormatError, match=r"known: 'auto'.*'halves'"):
             table.write("z", x, format="nope")
     finally:
         LAYOUTS.pop("halves")

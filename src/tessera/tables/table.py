@@ -349,8 +349,8 @@ class TensorTable:
         """Store ``x`` as ``tensor_id`` (one commit). ``format``: ``auto`` (the paper's 10%
         rule, see :mod:`tessera.tables.auto`) or a name of
         :data:`~tessera.tables.layouts.LAYOUTS` (``ftsf``, ``coo``, ``csr``, ``csc``, ``csf``,
-        ``bsgs``, and any registered since); ``mode``: ``error`` (refuse an existing id), ``overwrite``,
-        ``ignore`` (keep the existing one). ``options``: ``chunk_dim``, ``block_shape``,
+        ``bsgs``, and any registered since); ``mode``: ``error`` (refuse an existing id),
+        ``overwrite``, ``ignore`` (keep the existing one). ``options``: ``chunk_dim``, ``block_shape``,
         ``flatten_at``, ``mode_order``, ``optimize_for``, ``sparsity_threshold``."""
         infos = self.write_many({tensor_id: x}, format, mode=mode, metadata=metadata,
                                 **options)

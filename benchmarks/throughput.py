@@ -9,7 +9,9 @@ Shapes and systems (each read cold: no column cache, a fresh handle's tiles):
   (32 in flight) decoded with Pillow and with simplejpeg (libjpeg-turbo), tar shards of
   JPEGs (WebDataset's layout, read with the ``webdataset`` package's tar iterator), a Lance
   dataset of JPEG blobs read by index (pylance), one npz of raw pixels per 256 images;
-- a whole dense int32 array (raw and zstd, 512 x 512 tiles) and an 82-column slab of it;
+- a whole dense int32 array (raw and zstd, 512 x 512 tiles) and an 82-column slab of it,
+  the slab also through ``/v1/read`` of a pushdown server without a tile cache (cold),
+  beside the planner's estimate;
   peers: zarr v3 through its obstore store (same chunks, same codec), TensorStore reading
   that zarr array; ceiling: obstore's own concurrent GETs of exactly the byte ranges Tessera
   read.
@@ -182,6 +184,11 @@ class Setup:
             tessera.from_numpy(url, array, tile=(TILE, TILE), codec=codec,
                                storage_options=direct)
             self.arrays[codec] = url
+        from tessera.testing import PushdownTestServer
+
+        # the pushdown server reads the bucket directly (in-region); no tile cache: cold
+        self.pushdown = PushdownTestServer(s3.url(""), storage_options=direct,
+                                           extra_args=["--cache-bytes", "0"]).start()
         self.zarr = {}
         try:
             import zarr
@@ -341,6 +348,8 @@ def measure_link(setup: Setup, name: str, endpoint: str, link: EmulatedLink | No
             run(f"{shape} {label}", "tessera", read_array, expected.nbytes,
                 ceiling=lambda pieces=pieces, obstore=obstore: _get_ranges(obstore, pieces),
                 model_bytes=sum(p[2] for p in pieces), waves=-(-len(pieces) // IN_FLIGHT))
+            if shape == "82-column slab":
+                _pushdown_row(setup, run, url, options, sel, expected, label, link, spec, reps)
             if codec in setup.zarr:
                 import zarr
 
@@ -358,6 +367,43 @@ def measure_link(setup: Setup, name: str, endpoint: str, link: EmulatedLink | No
                     run(f"{shape} {label}", "TensorStore (zarr3)",
                         lambda ts=ts, sel=sel: ts[sel].read().result(), expected.nbytes)
     return rows
+
+
+def _pushdown_row(setup: Setup, run: Any, url: str, options: dict[str, Any], sel: Any,
+                  expected: np.ndarray, label: str, link: EmulatedLink | None,
+                  spec: tuple[float, float] | None, reps: int) -> None:
+    """The slab through ``/v1/read`` of a pushdown server with no tile cache (every read
+    cold), the client reaching it through a link like the store's; beside the planner's
+    estimate of the same read."""
+    from tessera.pushdown.client import PushdownClient
+
+    server = setup.pushdown
+    hop = None if link is None or spec is None else EmulatedLink(
+        server.port, one_way_delay_s=spec[1], bandwidth=spec[0]).start()
+    try:
+        pushed = tessera.open_array(url, storage_options=options, pushdown=PushdownClient(
+            server.url if hop is None else hop.endpoint, token=server.token))
+        estimate = pushed.explain(sel, method="pushdown").estimate.seconds
+
+        def read_pushed(arr: tessera.Array = pushed) -> None:
+            got = arr.read(sel, method="pushdown")
+            if arr.last_read.pushdown_fallbacks or got.shape != expected.shape:
+                raise AssertionError(f"pushdown fell back: {arr.last_read.pushdown_error}")
+
+        read_pushed()
+        if hop is not None:
+            hop.reset_counters()
+        row = run(f"82-column slab {label}", "tessera /v1/read (cold server)", read_pushed,
+                  expected.nbytes)
+        if hop is not None:  # what crossed the client's link to the server
+            counters = hop.counters()
+            row["link_bytes"] = counters.bytes_down // reps
+            row["requests"] = counters.requests // reps
+        row["estimate_s"] = round(estimate, 4)
+        row["over_estimate"] = round(row["seconds"] / estimate, 2)
+    finally:
+        if hop is not None:
+            hop.stop()
 
 
 def _has(module: str) -> bool:
@@ -507,6 +553,13 @@ def results_md(rows: list[dict[str, Any]], n_images: int, array_mib: float) -> s
         if over:
             lines.append(f"| whole array {codec} within 1.25x of obstore's GETs (loopback) | "
                          f"{over:.2f}x | {'yes' if over <= 1.25 else 'no'} |")
+    for link in ("100 MB/s", "1 Gbit/s", "none"):
+        over = get(link, "82-column slab raw", "tessera /v1/read (cold server)",
+                   "over_estimate")
+        if over:
+            lines.append(f"| pushdown 82-column slab raw, the planner's estimate within 25% "
+                         f"({link}) | measured / estimate {over:.2f} | "
+                         f"{'yes' if 0.75 <= over <= 1.25 else 'no'} |")
     dec = get("in process", "decode k=63 pixels", "tessera fast decode", "seconds")
     if dec is not None:
         ident = get("in process", "decode k=63 pixels", "tessera fast decode", "bit_identical")
@@ -516,7 +569,7 @@ def results_md(rows: list[dict[str, Any]], n_images: int, array_mib: float) -> s
     lines += ["", "## Every row", ""]
     fields = ["link", "shape", "system", "seconds", "items_per_s", "MB_per_s", "cpu_s_per_GB",
               "link_bytes", "requests", "obstore_s", "over_obstore", "link_model_s",
-              "over_model", "reference_s", "speedup"]
+              "over_model", "estimate_s", "over_estimate", "reference_s", "speedup"]
     lines += ["| " + " | ".join(fields) + " |", "|" + "---|" * len(fields)]
     for r in rows:
         lines.append("| " + " | ".join("" if r.get(f) is None else str(r.get(f))
@@ -547,14 +600,18 @@ def main() -> None:
     rows += decode_only(images[:256], reps)
     with tempfile.TemporaryDirectory() as work, S3TestServer() as s3:
         setup = Setup(s3, images, array, Path(work))
-        for name in links:
-            spec = LINKS[name]
-            print(f"link {name}")
-            if spec is None:
-                rows += measure_link(setup, name, s3.endpoint, None, reps, args.full)
-                continue
-            with EmulatedLink(s3.port, one_way_delay_s=spec[1], bandwidth=spec[0]) as link:
-                rows += measure_link(setup, name, link.endpoint, link, reps, args.full)
+        try:
+            for name in links:
+                spec = LINKS[name]
+                print(f"link {name}")
+                if spec is None:
+                    rows += measure_link(setup, name, s3.endpoint, None, reps, args.full)
+                    continue
+                with EmulatedLink(s3.port, one_way_delay_s=spec[1],
+                                  bandwidth=spec[0]) as link:
+                    rows += measure_link(setup, name, link.endpoint, link, reps, args.full)
+        finally:
+            setup.pushdown.stop()
     write_csv(args.out / "throughput.csv", rows)
     plot(rows, args.out / "throughput.png")
     (args.out / "throughput_results.md").write_text(

@@ -450,6 +450,38 @@ class TablesConfig:
         return _from_env(cls, "TESSERA_TABLES_", os.environ if environ is None else environ)
 
 
+def environment() -> Mapping[str, str]:
+    """The process environment. The configuration is the only place Tessera reads it: every
+    other module takes a typed config (``*.from_env()``) or asks here (the storage layer for
+    the cloud SDKs' own variables, such as ``AWS_ENDPOINT_URL``)."""
+    return os.environ
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessConfig:
+    """Settings of the process around the engines (``TESSERA_*`` variables).
+
+    Attributes:
+        profile_dir: where link profiles are saved (``TESSERA_PROFILE_DIR``; empty: the
+            user cache folder).
+        debug: the CLI shows tracebacks instead of one-line errors (``TESSERA_DEBUG``).
+
+    >>> ProcessConfig.from_env({"TESSERA_DEBUG": "1"}).debug
+    True
+    """
+
+    profile_dir: str = ""
+    debug: bool = False
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessConfig:
+        """Defaults overridden by ``TESSERA_PROFILE_DIR`` and ``TESSERA_DEBUG``."""
+        env = os.environ if environ is None else environ
+        if "TESSERA_DEBUG" in env and env["TESSERA_DEBUG"].strip() == "":
+            env = {k: v for k, v in env.items() if k != "TESSERA_DEBUG"}
+        return _from_env(cls, "TESSERA_", env)
+
+
 def _from_env(cls: type[T], prefix: str, env: Mapping[str, str], **fixed: Any) -> T:
     """Build dataclass ``cls`` from ``prefix + FIELD`` variables for its scalar fields."""
     hints = get_type_hints(cls)

@@ -1,6 +1,7 @@
 """The array engine: dense arrays in tiles and immutable fragments (the TileDB paper)."""
 
-from tessera.array.array import Array, create_array, from_numpy, open_array
+from tessera.array.array import Array
+from tessera.array.factories import create_array, from_numpy, open_array
 from tessera.array.fragment import FragmentInfo
 from tessera.array.read.report import ReadReport
 from tessera.format.schema import ArraySchema, Attr, Dim

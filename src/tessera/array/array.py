@@ -16,7 +16,6 @@ array([[0, 0, 2, 3],
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import datetime as dt
 import logging
 import time
@@ -29,7 +28,6 @@ import numpy as np
 from tessera._sync import run_sync
 from tessera.array.bookkeeping import check_against_schema
 from tessera.array.fragment import (
-    SCHEMA_KEY,
     FragmentInfo,
     FragmentMeta,
     list_committed,
@@ -54,21 +52,17 @@ from tessera.array.read.tiles import TileReads, plan_tile_reads
 from tessera.array.read.updates import MergedUpdates, merged_for
 from tessera.array.sparse import check_coords
 from tessera.array.writes import LOCAL_CHANGES, ArrayWrites
-from tessera.config import PlannerConfig, PushdownConfig, ReadConfig, WriteConfig
+from tessera.config import PlannerConfig, ReadConfig, WriteConfig
 from tessera.errors import (
-    ArrayExistsError,
-    ArrayNotFoundError,
     CorruptDataError,
     InvalidArgumentError,
     InvalidTypeError,
-    ObjectExistsError,
     ObjectNotFoundError,
     PushdownFallbackWarning,
     SchemaError,
     SelectionError,
 )
-from tessera.format.layout import default_tile
-from tessera.format.schema import ArraySchema, Attr, Dim
+from tessera.format.schema import ArraySchema
 from tessera.format.selection import (
     Hyperslabs,
     Points,
@@ -90,7 +84,7 @@ from tessera.query.plan import (
     union_needs,
 )
 from tessera.query.profiler import load_profile
-from tessera.storage.blocking import Store, open_store
+from tessera.storage.blocking import Store
 
 TimestampLike = int | dt.datetime | None
 T = TypeVar("T")
@@ -697,80 +691,3 @@ def _to_ns(ts: TimestampLike) -> int | None:
     if isinstance(ts, (int, np.integer)) and not isinstance(ts, bool):
         return int(ts)
     raise InvalidTypeError(f"timestamp must be int nanoseconds or an aware datetime, got {ts!r}")
-
-
-def create_array(uri: str, schema: ArraySchema, *,
-                 storage_options: dict[str, Any] | None = None) -> Array:
-    """Create an empty array at ``uri`` and return it open for writing.
-
-    Raises :class:`~tessera.errors.ArrayExistsError` if anything already exists there.
-    """
-    store = open_store(uri, **(storage_options or {}))
-    if store.list():
-        raise ArrayExistsError(f"cannot create an array at {uri}: objects already exist there")
-    try:
-        store.put(SCHEMA_KEY, schema.to_json().encode(), mode="create")
-    except ObjectExistsError:
-        raise ArrayExistsError(f"an array was created at {uri} concurrently") from None
-    return Array(store, schema, mode="w")
-
-
-def open_array(uri: str, mode: str = "r", timestamp: TimestampLike = None, *,
-               storage_options: dict[str, Any] | None = None, pushdown: Any = None,
-               pushdown_token: str | None = None, refresh_s: float | None = None) -> Array:
-    """Open the array at ``uri``; ``timestamp`` (ns since the epoch, or an aware datetime)
-    reads it as it was then.
-
-    ``refresh_s``: how long the handle may reuse its list of committed fragments before a
-    read lists the commit markers again (default ``TESSERA_READ_REFRESH_S``, else 1 s; 0:
-    at every read); see :class:`~tessera.config.ReadConfig`.
-
-    ``pushdown``: a pushdown server (``http://host:port``, see ``tessera serve``) whose
-    root holds this array, or a :class:`~tessera.pushdown.client.PushdownClient`; default
-    ``TESSERA_PUSHDOWN_URL``. Its token: ``pushdown_token`` or ``TESSERA_PUSHDOWN_TOKEN``.
-    The planner then weighs pushing tiles down against fetching them; ``method="pushdown"``
-    forces it.
-    """
-    if pushdown is None:
-        pushdown = PushdownConfig.from_env().url or None
-    if isinstance(pushdown, str):
-        pushdown = PushdownClient(pushdown, pushdown_token)
-    store = open_store(uri, **(storage_options or {}))
-    try:
-        text = bytes(store.get(SCHEMA_KEY))
-    except ObjectNotFoundError:
-        raise ArrayNotFoundError(f"no array at {uri} (no {SCHEMA_KEY})") from None
-    arr = Array(store, ArraySchema.from_json(text), mode=mode, timestamp=timestamp,
-                pushdown=pushdown)
-    if refresh_s is not None:
-        arr.reads = dataclasses.replace(arr.reads, refresh_s=refresh_s)
-    return arr
-
-
-def from_numpy(uri: str, ndarray: Any, tile: Any = None, codec: str | None = None,
-               attr: str = "data", *, storage_options: dict[str, Any] | None = None,
-               maxshape: Any = None) -> Array:
-    """Create an array from an ndarray (domains ``[0, n-1]``) and write it as one fragment.
-
-    ``tile``: extents per dimension (default: about 1 MiB tiles). ``maxshape``: the most
-    cells per dimension the array may grow to (``None`` entries: unbounded), as h5py's; a
-    growable dimension keeps its tile extent however small the data is.
-    """
-    data = np.asarray(ndarray)
-    if data.ndim == 0:
-        raise InvalidArgumentError("from_numpy needs at least one dimension")
-    extents = (default_tile(tuple(max(1, n) for n in data.shape), data.dtype.itemsize)
-               if tile is None else tuple(tile))
-    if len(extents) != data.ndim:
-        raise SchemaError(f"tile has {len(extents)} extents for {data.ndim} dimensions")
-    if maxshape is not None and len(maxshape) != data.ndim:
-        raise SchemaError(f"maxshape has {len(maxshape)} entries for {data.ndim} dimensions")
-    grows = [maxshape is not None and (m is None or m > n)
-             for n, m in zip(data.shape, maxshape or data.shape, strict=True)]
-    dims = [Dim(f"d{i}", (0, n - 1), int(t) if g else min(int(t), n)) for i, (n, t, g) in
-            enumerate(zip(data.shape, extents, grows, strict=True))]
-    schema = ArraySchema(dims, [Attr(attr, data.dtype.str, None, codec)], maxshape=maxshape)
-    arr = create_array(uri, schema, storage_options=storage_options)
-    if data.size:  # an empty start (a growable array) has nothing to write
-        arr.write(data)
-    return arr

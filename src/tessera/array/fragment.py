@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from tessera.array.bookkeeping import check_document
+from tessera.cache import LRUCache
 from tessera.errors import CorruptDataError, ObjectNotFoundError
 from tessera.format.blocks import (
     BLOCK_BYTES,
@@ -660,59 +661,12 @@ async def list_committed(store: AsyncStore) -> list[str]:
     return sorted(n for n in names if n.startswith("f") and len(n) > 21)
 
 
-class MetaCache:
-    """Committed fragments' bookkeeping, kept per process (least recently used out beyond
-    ``capacity_bytes`` of their JSON), so that every handle opened on an array in this
-    process loads a fragment's ``__meta.json`` once. A committed fragment never changes
-    (its name is unique: timestamp and random id), so an entry never goes stale; a vacuumed
-    fragment is simply no longer listed.
-
-    >>> cache = MetaCache(1 << 20)
-    >>> cache.get(("memory://a", "f1")) is None, len(cache)
-    (True, 0)
-    """
-
-    def __init__(self, capacity_bytes: int) -> None:
-        self.capacity_bytes = capacity_bytes
-        self._entries: collections.OrderedDict[tuple[str, str], tuple[FragmentMeta, int]] = \
-            collections.OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, key: tuple[str, str]) -> FragmentMeta | None:
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return None
-            self._entries.move_to_end(key)
-            return entry[0]
-
-    def clear(self) -> None:
-        """Forget every entry (a fragment's bookkeeping rewritten in place, which Tessera
-        never does, is then read again)."""
-        with self._lock:
-            self._entries.clear()
-            self._bytes = 0
-
-    def put(self, key: tuple[str, str], meta: FragmentMeta, nbytes: int) -> None:
-        if nbytes > self.capacity_bytes:
-            return
-        with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._bytes -= old[1]
-            self._entries[key] = (meta, nbytes)
-            self._bytes += nbytes
-            while self._bytes > self.capacity_bytes:
-                _, (_, size) = self._entries.popitem(last=False)
-                self._bytes -= size
-
-
-#: The process's cache of fragment bookkeeping (64 MiB of JSON).
-META_CACHE = MetaCache(64 << 20)
+#: The process's cache of committed fragments' bookkeeping (64 MiB of JSON), so that every
+#: handle opened on an array in this process loads a fragment's ``__meta.json`` once. A
+#: committed fragment never changes (its name is unique: timestamp and random id), so an
+#: entry never goes stale; a vacuumed fragment is simply no longer listed.
+META_CACHE: LRUCache[tuple[str, str], FragmentMeta] = LRUCache("fragment bookkeeping",
+                                                               64 << 20)
 
 
 async def load_meta(store: AsyncStore, name: str, array_url: str) -> FragmentMeta:

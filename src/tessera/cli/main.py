@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
 
@@ -569,7 +568,7 @@ def images_info(
     fmt = cols.fmt
     out.print(f"[bold]{url}[/]  {count} images of {cols.size[0]}x{cols.size[1]}, "
               f"{fmt.colour}, {fmt.block}x{fmt.block} blocks, q = {fmt.q}, groups of "
-              f"{cols.group}, {cols.header['codec']}")
+              f"{cols.group}, {cols.header.codec}")
     if not count:
         return
     per_image = cols.bytes_per_k() / count
@@ -593,12 +592,23 @@ def images_info(
     out.print(table)
 
 
+def _debug() -> bool:
+    """``TESSERA_DEBUG`` set to a true value (an unparsable one counts as set)."""
+    from tessera.config import ProcessConfig
+    from tessera.errors import ConfigError
+
+    try:
+        return ProcessConfig.from_env().debug
+    except ConfigError:
+        return True
+
+
 def main() -> None:
     """Entry point of the ``tessera`` script."""
     try:
         app()
     except TesseraError as exc:
-        if os.environ.get("TESSERA_DEBUG"):
+        if _debug():
             raise
         err.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
         raise SystemExit(1) from None

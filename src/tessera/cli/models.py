@@ -98,7 +98,7 @@ def profile_model(
     import numpy as np
     import torch
 
-    from tessera.array.array import open_array
+    from tessera.array.factories import open_array
     from tessera.frozen.remote import FrozenModel
     from tessera.integrations.split_training import SplitTrainer
 

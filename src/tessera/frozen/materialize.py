@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tessera.array.array import Array, create_array, open_array
+from tessera.array.array import Array
+from tessera.array.factories import create_array, open_array
 from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.frozen.remote import FrozenModel, features_of
 from tessera.pushdown.client import PushdownClient

@@ -1,5 +1,5 @@
-"""Choosing the split: HAPI's cost model with overlap (paper section 4.3; the spec's section
-5.4), the baselines' rules, and the table ``explain`` prints.
+"""Choosing the split: HAPI's cost model with overlap (paper section 4.3; docs/frozen.md),
+the baselines' rules, and the table ``explain`` prints.
 
 Per training iteration of ``B`` samples sent as ``q = ceil(B / R)`` requests of ``R``, with
 ``c = min(C, q x (1 + prefetch))`` requests on the server at once (the next iterations'
@@ -43,7 +43,7 @@ is over its budget; ``explain`` says which.
 Algorithm 1 of the paper is referenced by line in its text, but its body is not there: the
 profiling schedule :mod:`tessera.integrations.split_training` follows (epoch 0: first half at
 ``s = F`` to profile the server, second half at the earliest client-feasible split to profile
-the client, then this planner) is **reconstructed from the prose** (spec section 1.5).
+the client, then this planner) is **reconstructed from the prose** (docs/frozen.md).
 
 >>> p = SplitProfile(names=("a", "b", "c"), out_bytes=(400, 100, 40), input_bytes=300,
 ...                  freeze=2, server_fwd_s=(0.01, 0.01), client_fwd_s=(0.01, 0.01, 0.002),

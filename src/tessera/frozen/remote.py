@@ -30,7 +30,7 @@ from tessera.pushdown.client import PushdownClient
 from tessera.pushdown.framing import ReadResponse
 from tessera.pushdown.infer_items import InferRequest
 
-#: features agree when ``max|a - b| <= RTOL * max|b|`` (measured worst: 1.6e-6, spec 2.4)
+#: features agree when ``max|a - b| <= RTOL * max|b|`` (measured worst: 1.6e-6; docs/frozen.md)
 RTOL = {"<f4": 1e-4, "<f2": 1e-2}
 
 

@@ -34,14 +34,14 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import re
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from tessera._threads import compute_pool
-from tessera.array.array import Array, create_array, open_array
+from tessera.array.array import Array
+from tessera.array.factories import create_array, open_array
 from tessera.errors import (
     ArrayExistsError,
     ArrayNotFoundError,
@@ -56,12 +56,11 @@ from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.images.cache import ColumnCache, shared_cache
 from tessera.images.decode import concatenate, decode_concatenated
 from tessera.images.frequency import FrequencyFormat, psnr
+from tessera.images.header import HEADER_KEY, SetHeader
 from tessera.images.inputs import FITS, Batch, prepare
 from tessera.query.plan import Plan
 from tessera.storage.blocking import Store, open_store
 
-HEADER_KEY = "__images.json"
-HEADER_VERSION = 1
 META_TILE = 4096
 META_CAPACITY = 2**40  # image ids the meta array can address (its domain; never scanned)
 CLASSES_KEY = "__classes.json"
@@ -73,22 +72,21 @@ class ImageColumns:
     """A set of images stored by frequency. Make one with :meth:`create`, open it with
     :meth:`open`."""
 
-    def __init__(self, store: Store, header: dict[str, Any], coeffs: Array, meta: Array,
+    def __init__(self, store: Store, header: SetHeader, coeffs: Array, meta: Array,
                  cache: ColumnCache | str | None = SHARED) -> None:
         self._store, self.header, self.coeffs, self.meta = store, header, coeffs, meta
-        self.fmt = FrequencyFormat(block=header["block"], q=header["q"],
-                                   colour=header["colour"])
-        self.size: tuple[int, int] = (int(header["size"][0]), int(header["size"][1]))
-        self.channels = int(header["channels"])
-        self.group = int(header["group"])
-        crop_tile = header.get("crop_tile")
+        self.fmt = FrequencyFormat(block=header.block, q=header.q, colour=header.colour)
+        self.size: tuple[int, int] = header.size
+        self.channels = header.channels
+        self.group = header.group
+        crop_tile = header.crop_tile
         self.crop_tile: tuple[int, int] | None = (None if crop_tile is None else
                                                   (int(crop_tile[0]), int(crop_tile[1])))
         #: The column cache reads go through (:mod:`tessera.images.cache`; None: none):
         #: whole groups' decoded diagonals, shared by every handle of the process on the
         #: same set, so a rising k or a second model fetches only what is not held yet.
         self.cache: ColumnCache | None = _cache(cache)
-        self._identity = str(header.get("uid") or coeffs.uri)
+        self._identity = header.uid or coeffs.uri
         self._heights: np.ndarray | None = None  # of a handle at a timestamp, read once
 
     # -- create / open ---------------------------------------------------------------------
@@ -118,15 +116,12 @@ class ImageColumns:
         by, bx = h // fmt.block, w // fmt.block
         tiles = _crop_tile(crop_tile, (by, bx))
         store = open_store(url, **(storage_options or {}))
-        header = {"format": "tessera.images", "version": HEADER_VERSION,
-                  "uid": uuid.uuid4().hex, "size": [h, w],
-                  "channels": channels, "colour": fmt.colour, "block": fmt.block, "q": fmt.q,
-                  "transform": fmt.transform, "level_shift": fmt.level_shift,
-                  "rounding": "half-even", "diagonal_order": "d-major, i ascending",
-                  "group": group, "codec": codec, "fit": fit,
-                  "crop_tile": None if crop_tile is None else list(tiles)}
+        header = SetHeader.new(size=(h, w), channels=channels, colour=fmt.colour,
+                               block=fmt.block, q=fmt.q, group=group, codec=codec, fit=fit,
+                               crop_tile=None if crop_tile is None else tiles,
+                               transform=fmt.transform, level_shift=fmt.level_shift)
         try:
-            store.put(HEADER_KEY, json.dumps(header, indent=1).encode(), mode="create")
+            store.put(HEADER_KEY, header.to_json(), mode="create")
         except ObjectExistsError:
             raise ArrayExistsError(f"an image set already exists at {url}; open it with "
                                    "ImageColumns.open") from None
@@ -141,9 +136,9 @@ class ImageColumns:
                            [Attr("height", "u2", codec="zstd"), Attr("width", "u2", codec="zstd"),
                             Attr("label", "i4", fill=-1, codec="zstd")])
         options = storage_options or {}
-        return cls(store, header, create_array(_child(url, "coeffs"), coeffs,
+        return cls(store, header, create_array(store.url.child("coeffs"), coeffs,
                                                storage_options=options),
-                   create_array(_child(url, "meta"), meta, storage_options=options), cache)
+                   create_array(store.url.child("meta"), meta, storage_options=options), cache)
 
     @classmethod
     def open(cls, url: str, *, mode: str = "r", timestamp: int | None = None,
@@ -161,7 +156,7 @@ class ImageColumns:
         # The header and both arrays are fetched at once (three round trips become one); the
         # header's verdict comes first, so a missing set is reported as such.
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            arrays = [pool.submit(open_array, _child(url, name), mode, timestamp,
+            arrays = [pool.submit(open_array, store.url.child(name), mode, timestamp,
                                   storage_options=options) for name in ("coeffs", "meta")]
             try:
                 header = _header(store, url)
@@ -170,9 +165,9 @@ class ImageColumns:
                     future.cancel()
             if fmt is not None:
                 for field in ("block", "q", "colour", "transform", "level_shift"):
-                    if header.get(field) != getattr(fmt, field):
+                    if getattr(header, field) != getattr(fmt, field):
                         raise SchemaError(f"image set {url} stores {field}="
-                                          f"{header.get(field)!r}, the format given has "
+                                          f"{getattr(header, field)!r}, the format given has "
                                           f"{getattr(fmt, field)!r}; open it without fmt= to "
                                           "read it as stored")
             coeffs, meta = (future.result() for future in arrays)
@@ -184,7 +179,7 @@ class ImageColumns:
         paths; other sizes as the set's ``fit`` says) at the end; returns their ids. The
         append is padded to whole groups (the padding is holes: height 0, never returned by
         :meth:`ids`)."""
-        batch = prepare(images, self.size, self.header["fit"])
+        batch = prepare(images, self.size, self.header.fit)
         return self._write(batch, _labels(labels, len(batch)))
 
     def writer(self, flush_images: int = 4096) -> ImageWriter:
@@ -551,7 +546,7 @@ class ImageWriter:
     def append(self, images: Any, labels: Sequence[int] | np.ndarray | None = None) -> None:
         """Queue ``images`` (checked and fitted now, so a bad image fails here) and store
         the queue once ``flush_images`` are waiting."""
-        batch = prepare(images, self.cols.size, self.cols.header["fit"])
+        batch = prepare(images, self.cols.size, self.cols.header.fit)
         self._waiting.append((batch, _labels(labels, len(batch))))
         self._count += len(batch)
         if self._count >= self.flush_images:
@@ -610,25 +605,14 @@ def _crop_tile(crop_tile: Any, blocks: tuple[int, int]) -> tuple[int, int]:
     return ty, tx
 
 
-def _header(store: Store, url: str) -> dict[str, Any]:
+def _header(store: Store, url: str) -> SetHeader:
     """The set's header, checked (``ArrayNotFoundError`` / ``SchemaError`` naming it)."""
     try:
-        header: dict[str, Any] = json.loads(bytes(store.get(HEADER_KEY)))
+        data = bytes(store.get(HEADER_KEY))
     except ObjectNotFoundError:
         raise ArrayNotFoundError(f"no image set at {url} (no {HEADER_KEY}); make one with "
                                  "ImageColumns.create") from None
-    except ValueError as err:
-        raise SchemaError(f"{url}/{HEADER_KEY} is not valid JSON: {err}") from None
-    if not isinstance(header, dict) or header.get("format") != "tessera.images":
-        raise SchemaError(f"{url}/{HEADER_KEY} is not an image-set header")
-    if int(header.get("version", 0)) > HEADER_VERSION:
-        raise SchemaError(f"image set {url} has header version {header['version']}, newer "
-                          f"than this Tessera understands ({HEADER_VERSION}); upgrade")
-    return header
-
-
-def _child(url: str, name: str) -> str:
-    return url.rstrip("/") + "/" + name
+    return SetHeader.from_json(data, url)
 
 
 def _size(size: Any, block: int) -> tuple[int, int]:

@@ -27,7 +27,8 @@ import numpy as np
 from dask.base import tokenize
 from dask.delayed import delayed
 
-from tessera.array.array import Array, create_array, open_array
+from tessera.array.array import Array
+from tessera.array.factories import create_array, open_array
 from tessera.errors import InvalidArgumentError, InvalidTypeError
 from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.integrations.handle import ArrayRef

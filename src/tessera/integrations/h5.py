@@ -35,7 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from tessera.array.array import Array, create_array, open_array
+from tessera.array.array import Array
+from tessera.array.factories import create_array, open_array
 from tessera.array.fragment import SCHEMA_KEY
 from tessera.errors import (
     InvalidArgumentError,

@@ -22,7 +22,8 @@ import dataclasses
 import os
 from typing import Any
 
-from tessera.array.array import Array, open_array
+from tessera.array.array import Array
+from tessera.array.factories import open_array
 from tessera.errors import InvalidTypeError
 
 

@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from tessera.array.array import Array, create_array
+from tessera.array.array import Array
+from tessera.array.factories import create_array
 from tessera.errors import InvalidArgumentError
 from tessera.format.codecs import codec_names
 from tessera.format.layout import default_tile

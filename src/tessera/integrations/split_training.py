@@ -14,7 +14,7 @@ kept), after one retry when the server was busy.
 The split: ``"auto"`` (HAPI's overlap rule), ``"sum"`` (Neurosurgeon's), ``"freeze"``,
 ``"min"``, ``"nosplit"`` or a layer index. ``"auto"`` and ``"sum"`` profile during epoch 0 as
 the paper's Algorithm 1 does -- **its body is not in the paper's text; this schedule is
-reconstructed from the prose** (spec section 1.5): a link probe, the first half of the epoch
+reconstructed from the prose** (docs/frozen.md): a link probe, the first half of the epoch
 at ``s = F`` (the server's per-layer times), the second half at the earliest split the client's
 memory allows (the client's per-layer times), then :func:`tessera.frozen.planner.choose` for
 the later epochs. Training is the same at every split: the same samples in the same order
@@ -37,7 +37,8 @@ import torch
 from torch import nn
 
 from tessera._sync import run_sync
-from tessera.array.array import Array, open_array
+from tessera.array.array import Array
+from tessera.array.factories import open_array
 from tessera.errors import (
     CorruptDataError,
     FeatureMismatchError,

@@ -29,7 +29,6 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
-import os
 import statistics
 import time
 import uuid
@@ -41,6 +40,7 @@ import numpy as np
 import platformdirs
 
 from tessera._sync import run_sync
+from tessera.config import ProcessConfig
 from tessera.errors import ConfigError
 from tessera.format.checksum import DEFAULT_CHECKSUM, checksum
 from tessera.query.cost import StoreProfile
@@ -74,8 +74,8 @@ FULL = ProfileSettings(128 << 20, (1, 2, 4, 8, 16, 32, 64), 3, 32,
 
 def profile_dir() -> Path:
     """Where profiles are saved: ``TESSERA_PROFILE_DIR``, else the user cache folder."""
-    env = os.environ.get("TESSERA_PROFILE_DIR")
-    return Path(env) if env else Path(platformdirs.user_cache_dir("tessera")) / "profiles"
+    chosen = ProcessConfig.from_env().profile_dir
+    return Path(chosen) if chosen else Path(platformdirs.user_cache_dir("tessera")) / "profiles"
 
 
 def endpoint_id(store: Store | AsyncStore) -> str:

@@ -12,60 +12,27 @@ b'0123456789'
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any
 
+from tessera.cache import LRUCache
 from tessera.errors import ConfigError
 
 
-class TileCache:
-    """Decoded tiles by key, at most ``budget_bytes`` in all (0 disables the cache).
-
-    Not thread-safe: the server touches it from its event loop only. ``hits`` and
-    ``misses`` count lookups.
-    """
+class TileCache(LRUCache[Hashable, Any]):
+    """Decoded tiles by key, at most ``budget_bytes`` in all (0 disables the cache): the one
+    :class:`~tessera.cache.LRUCache` (thread-safe; ``hits`` and ``misses`` count lookups).
+    A value is bytes-like; its size is its length in bytes."""
 
     def __init__(self, budget_bytes: int) -> None:
-        if budget_bytes < 0:
+        if isinstance(budget_bytes, int) and budget_bytes < 0:
             raise ConfigError(f"cache budget must be >= 0 bytes, got {budget_bytes}")
-        self.budget = budget_bytes
-        self.nbytes = 0
-        self.hits = 0
-        self.misses = 0
-        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+        super().__init__("pushdown tiles", budget_bytes, size=_size)
 
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __contains__(self, key: Hashable) -> bool:
-        """Whether ``key`` is cached (not counted as a lookup)."""
-        return key in self._items
-
-    def get(self, key: Hashable) -> Any:
-        """The cached value, or ``None``; a hit becomes the most recently used."""
-        value = self._items.get(key)
-        if value is None:
-            self.misses += 1
-            return None
-        self._items.move_to_end(key)
-        self.hits += 1
-        return value
-
-    def put(self, key: Hashable, value: Any) -> None:
-        """Keep ``value`` (bytes-like), evicting the least recently used entries to stay
-        within budget; a value larger than the whole budget is not kept."""
-        size = len(memoryview(value).cast("B")) if not isinstance(value, bytes) else len(value)
-        if size > self.budget:
-            return
-        old = self._items.pop(key, None)
-        if old is not None:
-            self.nbytes -= _size(old)
-        while self._items and self.nbytes + size > self.budget:
-            _, evicted = self._items.popitem(last=False)
-            self.nbytes -= _size(evicted)
-        self._items[key] = value
-        self.nbytes += size
+    @property
+    def budget(self) -> int:
+        """The budget in bytes."""
+        return self.capacity_bytes
 
 
 def _size(value: Any) -> int:

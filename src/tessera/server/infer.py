@@ -19,7 +19,6 @@ two cores play the paper's grid (:mod:`tessera.frozen.emulate`).
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import json
@@ -33,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from tessera.cache import LRUCache
 from tessera.config import ServerConfig
 from tessera.errors import (
     ConfigError,
@@ -117,25 +117,39 @@ class ModelCache:
     def __init__(self, registry: ModelRegistry, capacity: int) -> None:
         self.registry = registry
         self.capacity = capacity
-        self._lock = threading.Lock()
-        self._models: collections.OrderedDict[str, tuple[int, Any, int]] = \
-            collections.OrderedDict()  # name -> (split, model, bytes)
-        self.nbytes = 0
-        self.hits = 0
-        self.misses = 0
+        #: name -> (split, model), sized by the bytes of the model's tensors
+        self._models: LRUCache[str, tuple[int, Any]] = LRUCache("loaded models", capacity)
+        #: found but too short a prefix: a hit for the cache, a load for the request
+        self._short = 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the cached models' tensors."""
+        return self._models.nbytes
+
+    @property
+    def hits(self) -> int:
+        """Requests served by a cached prefix."""
+        return self._models.hits
+
+    @property
+    def misses(self) -> int:
+        """Requests that loaded their prefix (none cached, or a shorter one)."""
+        return self._models.misses + self._short
 
     def get(self, hosted: HostedModel, split: int) -> tuple[Any, bool, int]:
         """``(model with layers 1..split loaded, hit, bytes loaded now)``."""
         from tessera.frozen.weights import load_model
 
         name = hosted.spec.name
-        with self._lock:
-            found = self._models.get(name)
-            if found is not None and found[0] >= split:
-                self._models.move_to_end(name)
-                self.hits += 1
-                return found[1], True, 0
-            self.misses += 1
+        found = self._models.peek(name)
+        if found is not None and found[0] >= split:
+            self._models.get(name)  # marked recently used, counted as a hit
+            return found[1], True, 0
+        if found is None:
+            self._models.get(name)  # counted as a miss
+        else:
+            self._short += 1
         # the registry checked the file's hash at start; hash it again (before reading it)
         # only if it changed since, so a model reloaded per request is not hashed each time
         st = (self.registry.folder / hosted.spec.weights).stat()
@@ -148,16 +162,8 @@ class ModelCache:
             raise WeightsMismatchError(f"the server's weights of {hosted.spec.name} changed "
                                        f"on disk since it started: {err}") from None
         nbytes = sum(t.nbytes for t in model.state_dict().values() if t.device.type != "meta")
-        with self._lock:
-            if self.capacity and nbytes <= self.capacity:
-                old = self._models.pop(name, None)
-                if old is not None:
-                    self.nbytes -= old[2]
-                self._models[name] = (split, model, nbytes)
-                self.nbytes += nbytes
-                while self.nbytes > self.capacity:
-                    _, (_, _, n) = self._models.popitem(last=False)
-                    self.nbytes -= n
+        if self.capacity:
+            self._models.put(name, (split, model), nbytes)
         return model, False, nbytes
 
 
@@ -272,7 +278,7 @@ class InferService:
         return InferResult(features, header)
 
     def _array(self, path: str) -> Any:
-        from tessera.array.array import open_array
+        from tessera.array.factories import open_array
 
         with self._arrays_lock:
             arr = self._arrays.get(path)

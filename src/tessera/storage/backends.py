@@ -18,7 +18,6 @@ explicit ones:
 from __future__ import annotations
 
 import datetime as dt
-import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 
 from obstore.store import AzureStore, GCSStore, LocalStore, MemoryStore, ObjectStore, S3Store
 
-from tessera.config import StoreConfig
+from tessera.config import StoreConfig, environment
 from tessera.errors import ConfigError, InvalidURLError
 from tessera.storage.errormap import short_detail
 from tessera.storage.url import ENV_PREFIXES, StoreURL
@@ -68,7 +67,7 @@ def environment_client_options(scheme: str, environ: Mapping[str, str] | None = 
     ``az``): each ``PREFIX_KEY`` variable whose ``KEY`` is a client option, by option name.
     Other variables (credentials, region, endpoint) obstore reads itself."""
     prefix = ENV_PREFIXES.get(scheme)
-    env = os.environ if environ is None else environ
+    env = environment() if environ is None else environ
     out: dict[str, str] = {}
     if prefix is None:
         return out
@@ -86,7 +85,7 @@ def environment_endpoint(scheme: str, environ: Mapping[str, str] | None = None) 
     >>> environment_endpoint("s3", {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000"})
     'http://127.0.0.1:9000'
     """
-    env = os.environ if environ is None else environ
+    env = environment() if environ is None else environ
     if scheme != "s3":
         return None
     return next((env[v] for v in _S3_ENDPOINT_VARS if env.get(v)), None)
@@ -101,8 +100,8 @@ def build_backend(
     For a file store whose folder does not exist yet, ``None``: the folder is created by the
     first write (:func:`local_backend`), so that reading or listing a mistyped path leaves
     nothing behind. Cloud stores take their settings from ``options``, then from the
-    environment (``environ``, default ``os.environ``), then from Tessera's ``config``
-    (timeouts).
+    environment (``environ``, default: the process's, ``tessera.config.environment()``),
+    then from Tessera's ``config`` (timeouts).
     """
     if url.scheme == "memory":
         _no_options(url, options)
@@ -113,7 +112,7 @@ def build_backend(
         if path.exists() and not path.is_dir():
             raise InvalidURLError(f"{url} is a file, not a folder; a file store is a folder")
         return local_backend(url, create=False)
-    env = os.environ if environ is None else environ
+    env = environment() if environ is None else environ
     config_opts, client_options = _split_options(options)
     for key, value in environment_client_options(url.scheme, env).items():
         client_options.setdefault(key, value)  # explicit options win over the environment

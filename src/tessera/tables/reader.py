@@ -13,16 +13,15 @@ delta-rs keeps the control plane (the log, commits); this module is the data pla
 from __future__ import annotations
 
 import asyncio
-import collections
 import dataclasses
 import io
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tessera.cache import LRUCache
 from tessera.storage.stats import IOStats
 from tessera.storage.store import AsyncStore
 from tessera.tables.layouts.base import KEYS, Need
@@ -72,31 +71,10 @@ class SparseFile(io.RawIOBase):
         raise OSError(f"bytes {self.pos}..{self.pos + want - 1} of the file were not fetched")
 
 
-class FooterCache:
-    """Parsed footers of Parquet files, per process, least recently used out beyond
-    ``capacity`` files; keyed by (store URL, key): data files are written once."""
-
-    def __init__(self, capacity: int = 4096) -> None:
-        self.capacity = capacity
-        self._entries: collections.OrderedDict[tuple[str, str], pq.FileMetaData] = \
-            collections.OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, str]) -> pq.FileMetaData | None:
-        with self._lock:
-            meta = self._entries.get(key)
-            if meta is not None:
-                self._entries.move_to_end(key)
-            return meta
-
-    def put(self, key: tuple[str, str], meta: pq.FileMetaData) -> None:
-        with self._lock:
-            self._entries[key] = meta
-            while len(self._entries) > self.capacity:
-                self._entries.popitem(last=False)
-
-
-FOOTERS = FooterCache()
+#: Parsed footers of Parquet files, per process (16 MiB of serialized footers), keyed by
+#: (store URL, key): data files are written once, so an entry never goes stale.
+FOOTERS: LRUCache[tuple[str, str], pq.FileMetaData] = LRUCache(
+    "Parquet footers", 16 << 20, size=lambda meta: int(meta.serialized_size))
 
 
 @dataclasses.dataclass(frozen=True)

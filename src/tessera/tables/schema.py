@@ -10,7 +10,7 @@ Delta metadata carries the marker: name ``tessera.tensor_table`` and a JSON desc
 with the format version. Plain ``deltalake``/pyarrow, DuckDB, Polars or Spark read it as any
 Delta table (docs/tables.md documents decoding a row by hand).
 
-Writer settings (spec section 3, measured there through an emulated link): explicit
+Writer settings (docs/tables.md, measured through an emulated link): explicit
 compression (an empty ``WriterProperties()`` writes uncompressed with untruncated
 statistics), statistics and dictionaries off on the blob columns (statistics of 4 MiB
 blobs bloat footers and prune nothing), and row groups of about ``chunk_bytes`` so a read

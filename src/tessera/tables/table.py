@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from tessera._sync import run_sync
+from tessera.cache import LRUCache
 from tessera.config import TablesConfig
 from tessera.errors import (
     CommitConflictError,
@@ -88,9 +89,11 @@ from tessera.tables.tensors import DENSE_ONLY, DTYPES, canonical
 WRITE_MODES = ("error", "overwrite", "ignore")
 #: Commit attempts delta-rs makes for one write before giving up (appends retry safely).
 COMMIT_RETRIES = 1000
-#: Data files whose header rows the process keeps (oldest out first).
-HEADER_CACHE_FILES = 100_000
-_HEADER_ROWS: dict[tuple[str, str], list[dict[str, Any]]] = {}
+#: Header rows of data files, per process (files never change), sized at about
+#: :data:`HEADER_ROW_BYTES` a row, least recently used out beyond 64 MiB.
+HEADER_ROW_BYTES = 512
+_HEADER_ROWS: LRUCache[tuple[str, str], list[dict[str, Any]]] = LRUCache(
+    "tensor-table header rows", 64 << 20, size=lambda rows: HEADER_ROW_BYTES * max(1, len(rows)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -292,9 +295,7 @@ class TensorTable:
         groups = select_header_groups(meta)
         table = await read_groups(self.store.aio, f, meta, groups, HEADER_COLUMNS)
         rows = [r for r in table.to_pylist() if r["kind"] == "header"]
-        if len(_HEADER_ROWS) >= HEADER_CACHE_FILES:
-            _HEADER_ROWS.pop(next(iter(_HEADER_ROWS)))
-        _HEADER_ROWS[key] = rows
+        _HEADER_ROWS.put(key, rows)
         return rows
 
     def _run(self, coro: Any) -> Any:

@@ -1,0 +1,114 @@
+"""Making and opening arrays: :func:`create_array`, :func:`open_array` and
+:func:`from_numpy` (the factories of :class:`~tessera.array.array.Array`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from tessera.array.array import Array, TimestampLike
+from tessera.array.fragment import SCHEMA_KEY
+from tessera.config import PushdownConfig
+from tessera.errors import (
+    ArrayExistsError,
+    ArrayNotFoundError,
+    InvalidArgumentError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    SchemaError,
+)
+from tessera.format.layout import default_tile
+from tessera.format.schema import ArraySchema, Attr, Dim
+from tessera.pushdown.client import PushdownClient
+from tessera.storage.blocking import open_store
+
+
+def create_array(uri: str, schema: ArraySchema, *,
+                 storage_options: dict[str, Any] | None = None,
+                 maxshape: Any = None) -> Array:
+    """Create an empty array at ``uri`` and return it open for writing.
+
+    ``maxshape``: the most cells per dimension the array may grow to (``None`` entries:
+    unbounded), as :func:`from_numpy`'s and h5py's; it replaces the schema's ``maxshape``.
+    Raises :class:`~tessera.errors.ArrayExistsError` if anything already exists there.
+
+    >>> import numpy as np, tessera
+    >>> schema = tessera.ArraySchema([tessera.Dim("t", (0, 3), 4)], [tessera.Attr("v", "i4")])
+    >>> arr = tessera.create_array("memory://doc-create-grow", schema, maxshape=(None,))
+    >>> _ = arr.append(np.ones(6, np.int32)); arr.shape
+    (10,)
+    """
+    if maxshape is not None:
+        schema = dataclasses.replace(schema, maxshape=tuple(
+            None if m is None else int(m) for m in maxshape))
+    store = open_store(uri, **(storage_options or {}))
+    if store.list():
+        raise ArrayExistsError(f"cannot create an array at {uri}: objects already exist there")
+    try:
+        store.put(SCHEMA_KEY, schema.to_json().encode(), mode="create")
+    except ObjectExistsError:
+        raise ArrayExistsError(f"an array was created at {uri} concurrently") from None
+    return Array(store, schema, mode="w")
+
+
+def open_array(uri: str, mode: str = "r", timestamp: TimestampLike = None, *,
+               storage_options: dict[str, Any] | None = None, pushdown: Any = None,
+               pushdown_token: str | None = None, refresh_s: float | None = None) -> Array:
+    """Open the array at ``uri``; ``timestamp`` (ns since the epoch, or an aware datetime)
+    reads it as it was then.
+
+    ``refresh_s``: how long the handle may reuse its list of committed fragments before a
+    read lists the commit markers again (default ``TESSERA_READ_REFRESH_S``, else 1 s; 0:
+    at every read); see :class:`~tessera.config.ReadConfig`.
+
+    ``pushdown``: a pushdown server (``http://host:port``, see ``tessera serve``) whose
+    root holds this array, or a :class:`~tessera.pushdown.client.PushdownClient`; default
+    ``TESSERA_PUSHDOWN_URL``. Its token: ``pushdown_token`` or ``TESSERA_PUSHDOWN_TOKEN``.
+    The planner then weighs pushing tiles down against fetching them; ``method="pushdown"``
+    forces it.
+    """
+    if pushdown is None:
+        pushdown = PushdownConfig.from_env().url or None
+    if isinstance(pushdown, str):
+        pushdown = PushdownClient(pushdown, pushdown_token)
+    store = open_store(uri, **(storage_options or {}))
+    try:
+        text = bytes(store.get(SCHEMA_KEY))
+    except ObjectNotFoundError:
+        raise ArrayNotFoundError(f"no array at {uri} (no {SCHEMA_KEY})") from None
+    arr = Array(store, ArraySchema.from_json(text), mode=mode, timestamp=timestamp,
+                pushdown=pushdown)
+    if refresh_s is not None:
+        arr.reads = dataclasses.replace(arr.reads, refresh_s=refresh_s)
+    return arr
+
+
+def from_numpy(uri: str, ndarray: Any, tile: Any = None, codec: str | None = None,
+               attr: str = "data", *, storage_options: dict[str, Any] | None = None,
+               maxshape: Any = None) -> Array:
+    """Create an array from an ndarray (domains ``[0, n-1]``) and write it as one fragment.
+
+    ``tile``: extents per dimension (default: about 1 MiB tiles). ``maxshape``: the most
+    cells per dimension the array may grow to (``None`` entries: unbounded), as h5py's; a
+    growable dimension keeps its tile extent however small the data is.
+    """
+    data = np.asarray(ndarray)
+    if data.ndim == 0:
+        raise InvalidArgumentError("from_numpy needs at least one dimension")
+    extents = (default_tile(tuple(max(1, n) for n in data.shape), data.dtype.itemsize)
+               if tile is None else tuple(tile))
+    if len(extents) != data.ndim:
+        raise SchemaError(f"tile has {len(extents)} extents for {data.ndim} dimensions")
+    if maxshape is not None and len(maxshape) != data.ndim:
+        raise SchemaError(f"maxshape has {len(maxshape)} entries for {data.ndim} dimensions")
+    grows = [maxshape is not None and (m is None or m > n)
+             for n, m in zip(data.shape, maxshape or data.shape, strict=True)]
+    dims = [Dim(f"d{i}", (0, n - 1), int(t) if g else min(int(t), n)) for i, (n, t, g) in
+            enumerate(zip(data.shape, extents, grows, strict=True))]
+    schema = ArraySchema(dims, [Attr(attr, data.dtype.str, None, codec)], maxshape=maxshape)
+    arr = create_array(uri, schema, storage_options=storage_options)
+    if data.size:  # an empty start (a growable array) has nothing to write
+        arr.write(data)
+    return arr

@@ -399,6 +399,12 @@ class ImageConfig:
         return _from_env(cls, "TESSERA_IMAGES_", os.environ if environ is None else environ)
 
 
+#: The Parquet compressions of tensor tables' files, by the name settings use, with
+#: Parquet's own name (the one list: :class:`TablesConfig` and the table writer read it).
+TABLE_CODECS: dict[str, str] = {"zstd": "ZSTD", "snappy": "SNAPPY", "lz4": "LZ4_RAW",
+                                "gzip": "GZIP", "none": "UNCOMPRESSED"}
+
+
 @dataclasses.dataclass(frozen=True)
 class TablesConfig:
     """Tensor-table settings (``TESSERA_TABLES_*`` variables, read when a table opens).
@@ -440,8 +446,8 @@ class TablesConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"tables {name} must be a positive number of bytes, got "
                                   f"{value!r}")
-        if self.codec.lower() not in ("zstd", "snappy", "lz4", "gzip", "none"):
-            raise ConfigError(f"tables codec must be zstd, snappy, lz4, gzip or none, got "
+        if self.codec.lower() not in TABLE_CODECS:
+            raise ConfigError(f"tables codec must be one of {', '.join(TABLE_CODECS)}, got "
                               f"{self.codec!r}")
 
     @classmethod

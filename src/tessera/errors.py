@@ -159,7 +159,21 @@ class CorruptDataError(TesseraError):
 
     The message names the array, fragment, attribute and tile; the fragment should be
     restored from a copy or removed (its commit marker first) so readers skip it.
+
+    Attributes (``None`` where the error is not about one tile; set by the array engine on
+    a tile's error, so callers need not parse the message):
+        array: the array's URL.
+        fragment: the fragment's name.
+        attr: the attribute.
+        tile: the space tile's index.
+        key: the data object holding the tile.
     """
+
+    array: str | None = None
+    fragment: str | None = None
+    attr: str | None = None
+    tile: tuple[int, ...] | None = None
+    key: str | None = None
 
 
 class HistoryVacuumedError(TesseraError, LookupError):

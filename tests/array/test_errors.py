@@ -31,6 +31,9 @@ def test_checksum_failure_names_array_fragment_attr_tile(store_url, codec) -> No
     text = str(info.value)
     assert arr.uri in text and frag in text and "'v'" in text and "(1, 1)" in text
     assert "checksum" in text
+    err = info.value  # the same, as fields: callers need not parse the message
+    assert (err.array, err.fragment, err.attr, err.tile, err.key) == (arr.uri, frag, "v",
+                                                                      (1, 1), key)
 
 
 def test_truncated_and_missing_objects(store_url) -> None:

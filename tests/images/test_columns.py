@@ -382,7 +382,10 @@ def test_a_damaged_column_chunk_names_its_images(tmp_path) -> None:
     raw = bytearray(data.read_bytes())
     raw[-3] ^= 0xFF  # inside group 1's tiles (the last of the fragment)
     data.write_bytes(bytes(raw))
-    with pytest.raises(CorruptDataError, match=r"attribute 'd62'.*images 4\.\.7, group 1"):
+    with pytest.raises(CorruptDataError, match=r"attribute 'd62'.*images 4\.\.7, group 1") \
+            as caught:
         ImageColumns.open(url, cache=None).read(list(range(8)), k="all")
+    assert caught.value.attr == "d62" and caught.value.tile is not None
+    assert caught.value.tile[0] == 1 and caught.value.key is not None
     # group 0 is intact and still reads
     assert ImageColumns.open(url, cache=None).read([0, 1], k="all").shape == (2, 64, 64, 3)

@@ -139,11 +139,14 @@ def unique_indices(indices: np.ndarray) -> np.ndarray:
     return a if least > 0 else a[np.concatenate(([True], step > 0))]
 
 
-def merge_ranges(ranges: np.ndarray) -> np.ndarray:
-    """Sort ``[start, stop)`` ranges and merge those that overlap or touch.
+def merge_ranges(ranges: np.ndarray, gap: int = 0) -> np.ndarray:
+    """Sort ``[start, stop)`` ranges and merge those that overlap, touch, or lie at most
+    ``gap`` bytes apart (the bytes between are then read too: one request instead of two).
 
     >>> merge_ranges(np.array([[8, 10], [0, 4], [2, 6], [6, 7]])).tolist()
     [[0, 7], [8, 10]]
+    >>> merge_ranges(np.array([[8, 10], [0, 4], [2, 6], [6, 7]]), gap=1).tolist()
+    [[0, 10]]
     """
     r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
     if not len(r):
@@ -151,7 +154,7 @@ def merge_ranges(ranges: np.ndarray) -> np.ndarray:
     r = r[np.argsort(r[:, 0], kind="stable")]
     reach = np.maximum.accumulate(r[:, 1])
     new = np.ones(len(r), dtype=bool)
-    new[1:] = r[1:, 0] > reach[:-1]
+    new[1:] = r[1:, 0] > reach[:-1] + gap
     first = np.flatnonzero(new)
     last = np.concatenate((first[1:], [len(r)])) - 1
     return np.stack((r[first, 0], reach[last]), axis=1)

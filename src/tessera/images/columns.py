@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -308,7 +307,10 @@ class ImageColumns:
         except CorruptDataError as err:
             if checked is not None:
                 concurrent.futures.wait([checked])
-            raise CorruptDataError(self._images_of(err)) from err
+            damaged = CorruptDataError(self._images_of(err))
+            for name in ("array", "fragment", "attr", "tile", "key"):
+                setattr(damaged, name, getattr(err, name))
+            raise damaged from err
         except BaseException:
             if checked is not None:
                 concurrent.futures.wait([checked])
@@ -340,12 +342,12 @@ class ImageColumns:
 
     def _images_of(self, err: CorruptDataError) -> str:
         """``err``'s message and the image ids of the damaged tile's group."""
-        found = re.search(r"tile \((\d+)", str(err))
-        if found is None:
+        if err.tile is None:
             return str(err)
-        first = int(found.group(1)) * self.group
-        return (f"{err} (images {first}..{first + self.group - 1}, group "
-                f"{found.group(1)} of the image set)")
+        group = err.tile[0]  # the coefficient arrays' first dimension: groups of images
+        first = group * self.group
+        return (f"{err} (images {first}..{first + self.group - 1}, group {group} of the "
+                "image set)")
 
     def _window(self, crop: Any, m: int, output: str) -> tuple[int, int, int, int]:
         """The blocks ``(by0, by1, bx0, bx1)`` under ``crop`` (all without one)."""

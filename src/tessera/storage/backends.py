@@ -61,6 +61,17 @@ def process_memory_store() -> MemoryStore:
         return _memory_store
 
 
+def canonical_option(scheme: str, key: str) -> str:
+    """A storage option's canonical name: the aliases a store accepts (``endpoint_url``,
+    ``aws_access_key_id``, ``token``, ... for S3) map to one name, the one the storage layer
+    and every other consumer of storage options (tensor tables' delta-rs mapping) use.
+
+    >>> canonical_option("s3", "aws_access_key_id"), canonical_option("gs", "token")
+    ('access_key_id', 'token')
+    """
+    return _S3_ALIASES.get(key, key) if scheme == "s3" else key
+
+
 def environment_client_options(scheme: str, environ: Mapping[str, str] | None = None,
                                ) -> dict[str, str]:
     """The HTTP client settings the environment gives a ``scheme`` store (``s3``, ``gs``,
@@ -123,7 +134,7 @@ def build_backend(
     retry: Any = {"max_retries": 0, "retry_timeout": dt.timedelta(seconds=config.request_timeout_s)}
     try:
         if url.scheme == "s3":
-            s3_opts = {_S3_ALIASES.get(k, k): v for k, v in config_opts.items()}
+            s3_opts = {canonical_option("s3", k): v for k, v in config_opts.items()}
             if (s3_opts.get("endpoint") and "region" not in s3_opts
                     and not any(env.get(v) for v in _S3_REGION_VARS)):
                 s3_opts["region"] = "us-east-1"  # S3-compatible servers rarely care

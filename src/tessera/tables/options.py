@@ -14,15 +14,14 @@ from typing import Any
 
 from tessera.config import StoreConfig
 from tessera.errors import ConfigError
+from tessera.storage.backends import canonical_option
 from tessera.storage.url import parse_store_url
 
-#: Tessera's S3 option names (and their aliases) -> delta-rs keys.
-_S3 = {"endpoint": "AWS_ENDPOINT_URL", "endpoint_url": "AWS_ENDPOINT_URL",
-       "region": "AWS_REGION", "access_key_id": "AWS_ACCESS_KEY_ID",
-       "aws_access_key_id": "AWS_ACCESS_KEY_ID", "secret_access_key": "AWS_SECRET_ACCESS_KEY",
-       "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY", "session_token": "AWS_SESSION_TOKEN",
-       "aws_session_token": "AWS_SESSION_TOKEN", "token": "AWS_SESSION_TOKEN",
-       "allow_http": "AWS_ALLOW_HTTP"}
+#: Tessera's S3 option names -> delta-rs keys (aliases are mapped to these names by the
+#: storage layer, :func:`tessera.storage.backends.canonical_option`, first).
+_S3 = {"endpoint": "AWS_ENDPOINT_URL", "region": "AWS_REGION",
+       "access_key_id": "AWS_ACCESS_KEY_ID", "secret_access_key": "AWS_SECRET_ACCESS_KEY",
+       "session_token": "AWS_SESSION_TOKEN", "allow_http": "AWS_ALLOW_HTTP"}
 _GS = {"service_account": "GOOGLE_SERVICE_ACCOUNT",
        "service_account_key": "GOOGLE_SERVICE_ACCOUNT_KEY", "allow_http": "allow_http"}
 _AZ = {"account_name": "AZURE_STORAGE_ACCOUNT_NAME", "account_key": "AZURE_STORAGE_ACCOUNT_KEY",
@@ -46,6 +45,7 @@ def delta_location(url: str, options: dict[str, Any] | None = None,
                               f"{', '.join(sorted(options))}")
         return parsed.path, {}
     names = {"s3": _S3, "gs": _GS, "az": _AZ}[parsed.scheme] | _COMMON
+    options = {canonical_option(parsed.scheme, k): v for k, v in options.items()}
     unknown = sorted(k for k in options if k not in names)
     if unknown:
         raise ConfigError(f"unknown storage option(s) for a {parsed.scheme}:// tensor table: "

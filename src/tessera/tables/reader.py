@@ -18,10 +18,12 @@ import io
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tessera.cache import LRUCache
+from tessera.format.decompose import merge_ranges as merge_spans
 from tessera.storage.stats import IOStats
 from tessera.storage.store import AsyncStore
 from tessera.tables.layouts.base import KEYS, Need
@@ -213,14 +215,10 @@ def chunk_ranges(meta: pq.FileMetaData, groups: Sequence[int], columns: Sequence
 
 def merge_ranges(ranges: Sequence[tuple[int, int]], gap: int = MERGE_GAP
                  ) -> list[tuple[int, int]]:
-    """Ranges sorted and merged where less than ``gap`` bytes apart."""
-    merged: list[list[int]] = []
-    for offset, length in sorted(ranges):
-        if merged and offset <= merged[-1][0] + merged[-1][1] + gap:
-            merged[-1][1] = max(merged[-1][1], offset + length - merged[-1][0])
-        else:
-            merged.append([offset, length])
-    return [(o, n) for o, n in merged]
+    """``(offset, length)`` ranges sorted and merged where at most ``gap`` bytes apart
+    (:func:`tessera.format.decompose.merge_ranges`, the engine's one range merger)."""
+    spans = np.array([(o, o + n) for o, n in ranges], dtype=np.int64).reshape(-1, 2)
+    return [(int(a), int(b - a)) for a, b in merge_spans(spans, gap)]
 
 
 async def read_groups(store: AsyncStore, f: DataFile, meta: pq.FileMetaData,

@@ -31,6 +31,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from tessera.config import TABLE_CODECS
 from tessera.errors import InvalidTensorIdError
 from tessera.tables.layouts.base import DataRow, Encoded, aux_layout
 
@@ -57,8 +58,7 @@ DATA_COLUMNS = ["id", "write_id", "kind", "part", "chunk_index", "lo", "hi", "st
                 "count", "indices", "values"]
 BLOB_COLUMNS = ("aux", "indices", "values")
 ID_PATTERN = re.compile(r"^[A-Za-z0-9._/-]{1,256}$")
-CODECS = {"zstd": "ZSTD", "snappy": "SNAPPY", "lz4": "LZ4_RAW", "gzip": "GZIP",
-          "none": "UNCOMPRESSED"}
+CODECS = TABLE_CODECS  # the configuration's one list
 
 
 def check_id(tensor_id: Any) -> str:

@@ -88,6 +88,16 @@ class TileFetcher:
         await asyncio.gather(*pending, return_exceptions=True)
 
     async def _fetch(self, position: int, threaded: bool) -> np.ndarray:
+        try:
+            return await self._fetch_tile(position, threaded)
+        except CorruptDataError as err:  # say which tile, as fields as well as in words
+            read = self.reads[position]
+            if err.tile is None:
+                err.array, err.fragment, err.attr = self.array_url, read.fragment, read.attr
+                err.tile, err.key = tuple(int(i) for i in read.tile_index), read.key
+            raise
+
+    async def _fetch_tile(self, position: int, threaded: bool) -> np.ndarray:
         read = self.reads[position]
         where = tile_where(self.array_url, read)
         attr = self.schema.attr(read.attr)

@@ -20,6 +20,9 @@ import concurrent.futures
 import os
 import threading
 from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 _lock = threading.Lock()
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -43,6 +46,19 @@ def compute_pool() -> concurrent.futures.ThreadPoolExecutor:
                                                           thread_name_prefix="tessera-cpu")
             _pid = os.getpid()
         return _pool
+
+
+def submit(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
+    """``fn(*args, **kwargs)`` on the compute pool; called from a pool thread, it runs right
+    here (a pool thread waiting on the pool could wait for ever) and the future is done."""
+    if not threading.current_thread().name.startswith("tessera-cpu"):
+        return compute_pool().submit(fn, *args, **kwargs)
+    done: concurrent.futures.Future[T] = concurrent.futures.Future()
+    try:
+        done.set_result(fn(*args, **kwargs))
+    except BaseException as err:  # handed to the caller through the future
+        done.set_exception(err)
+    return done
 
 
 def run_chunks(fn: Callable[[int, int], None], n: int, chunk: int) -> None:

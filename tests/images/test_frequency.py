@@ -213,3 +213,27 @@ def test_the_fast_decode_spreads_chunks_over_threads_and_stays_exact() -> None:
     assert np.array_equal(fast.decode_concatenated(fmt, cat, 63, 32), want)
     with pytest.raises(InvalidArgumentError, match="cannot hold"):
         fast.decode_concatenated(fmt, cat[..., :10], 8, 32)
+
+
+def test_the_compute_pool_runs_work_inline_on_its_own_threads() -> None:
+    """A pool thread that submits to the pool runs the work itself: no thread of the pool
+    waits on the pool (which could deadlock a small pool)."""
+    import threading
+
+    from tessera._threads import compute_pool, run_chunks, submit
+
+    def inner() -> str:
+        return threading.current_thread().name
+
+    def outer() -> tuple[str, str]:
+        seen: list[str] = []
+        run_chunks(lambda lo, hi: seen.append(threading.current_thread().name), 4, 1)
+        assert set(seen) == {threading.current_thread().name}
+        return threading.current_thread().name, submit(inner).result()
+
+    mine, theirs = compute_pool().submit(outer).result()
+    assert mine == theirs and mine.startswith("tessera-cpu")
+    assert submit(inner).result().startswith("tessera-cpu")
+    failed = submit(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        failed.result()

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from tessera._threads import compute_pool
+from tessera._threads import submit
 from tessera.array.array import Array
 from tessera.array.factories import create_array, open_array
 from tessera.errors import (
@@ -154,14 +154,11 @@ class ImageColumns:
         options = storage_options or {}
         # The header and both arrays are fetched at once (three round trips become one); the
         # header's verdict comes first, so a missing set is reported as such.
-        with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            arrays = [pool.submit(open_array, store.url.child(name), mode, timestamp,
-                                  storage_options=options) for name in ("coeffs", "meta")]
-            try:
-                header = _header(store, url)
-            finally:
-                for future in arrays:
-                    future.cancel()
+        # (on the process's pool: the waits are short and the pool is made once)
+        arrays = [submit(open_array, store.url.child(name), mode, timestamp,
+                         storage_options=options) for name in ("coeffs", "meta")]
+        try:
+            header = _header(store, url)
             if fmt is not None:
                 for field in ("block", "q", "colour", "transform", "level_shift"):
                     if getattr(header, field) != getattr(fmt, field):
@@ -169,7 +166,12 @@ class ImageColumns:
                                           f"{getattr(header, field)!r}, the format given has "
                                           f"{getattr(fmt, field)!r}; open it without fmt= to "
                                           "read it as stored")
-            coeffs, meta = (future.result() for future in arrays)
+        except BaseException:
+            for future in arrays:
+                future.cancel()
+            concurrent.futures.wait(arrays)
+            raise
+        coeffs, meta = (future.result() for future in arrays)
         return cls(store, header, coeffs, meta, cache)
 
     # -- writing ---------------------------------------------------------------------------
@@ -295,7 +297,7 @@ class ImageColumns:
         blocks = (slice(window[0], window[1]), slice(window[2], window[3]))
         # whether the ids are images (not holes) is read beside the data, not before it
         checked = (None if self._heights is not None and self.coeffs.timestamp is not None
-                   else compute_pool().submit(self._check_ids, chosen))
+                   else submit(self._check_ids, chosen))
         if checked is None:
             self._check_ids(chosen)
         coefficients: np.ndarray | list[np.ndarray]

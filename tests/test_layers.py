@@ -104,3 +104,11 @@ def test_no_two_sibling_packages_import_each_other() -> None:
             siblings[c] |= {child[d] for d in graph[module] if d in child and child[d] != c}
         found += _cycles(siblings)
     assert found == []
+
+
+def test_no_module_is_over_700_lines() -> None:
+    """Modules stay small (docs/architecture.md): split along a seam past 700 lines."""
+    root = Path(__file__).parents[1] / "src" / "tessera"
+    long = {str(p.relative_to(root)): n for p in root.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 700}
+    assert long == {}

@@ -176,7 +176,7 @@ def test_the_h5_facade_keeps_dataset_attributes_in_the_metadata(tmp_path) -> Non
 def test_importers_carry_hdf5_and_zarr_attributes(tmp_path) -> None:
     h5py = pytest.importorskip("h5py")
     zarr = pytest.importorskip("zarr")
-    from tessera.integrations.importers import import_hdf5, import_zarr
+    from tessera.importers import import_hdf5, import_zarr
 
     src = tmp_path / "src.h5"
     with h5py.File(src, "w") as f:

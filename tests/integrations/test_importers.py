@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 import tessera
 import tessera.h5
 from tessera.cli.main import app
-from tessera.integrations import importers
+from tessera.importers import arrays as importers
 
 h5py = pytest.importorskip("h5py")
 zarr = pytest.importorskip("zarr")

@@ -49,7 +49,7 @@ def import_images_cmd(
     )
 
     from tessera.images import FrequencyFormat
-    from tessera.images.ingest import import_images
+    from tessera.importers.images import import_images
 
     try:
         parts = [int(v) for v in size.lower().split("x")]

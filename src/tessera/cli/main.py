@@ -28,8 +28,6 @@ from tessera.cli.common import options as _options
 from tessera.cli.images import images_app, import_images_cmd
 from tessera.cli.models import explain_split, models_app, profile_model
 from tessera.cli.tables import (
-    import_pt,
-    import_safetensors,
     is_table,
     print_summary,
     tables_app,
@@ -400,7 +398,7 @@ def import_npy(
 ) -> None:
     """Import a .npy file as one array (or a .npz file as a tessera.h5 file), copied in
     slabs so memory stays bounded."""
-    from tessera.integrations.importers import import_npy as run
+    from tessera.importers import import_npy as run
 
     extents = tuple(int(t) for t in tile.split(",")) if tile else None
     opts = _options(endpoint, region, allow_http, option)
@@ -419,7 +417,7 @@ def import_hdf5(
 ) -> None:
     """Import every dataset of an HDF5 file (chunk shapes, gzip compression, attributes
     and groups kept) as a tessera.h5 file."""
-    from tessera.integrations.importers import import_hdf5 as run
+    from tessera.importers import import_hdf5 as run
 
     opts = _options(endpoint, region, allow_http, option)
     _run_import("import-hdf5", lambda p: run(source, uri, storage_options=opts, progress=p))
@@ -436,7 +434,7 @@ def import_zarr(
 ) -> None:
     """Import a zarr array or group (chunk shapes, zstd/gzip/blosc/lz4 compression,
     attributes and groups kept) as a tessera.h5 file."""
-    from tessera.integrations.importers import import_zarr as run
+    from tessera.importers import import_zarr as run
 
     opts = _options(endpoint, region, allow_http, option)
     _run_import("import-zarr", lambda p: run(source, uri, storage_options=opts, progress=p))
@@ -455,7 +453,10 @@ def import_pt_cmd(
 ) -> None:
     """Import the tensors of a .pt file into a tensor table (one commit), loaded with
     weights_only=True so no pickled code runs."""
-    ids = import_pt(source, url, tensor_id, _options(endpoint, region, allow_http, option))
+    from tessera.importers.tensors import import_pt
+
+    ids = import_pt(source, url, tensor_id, _options(endpoint, region, allow_http,
+                                                     option)).imported
     out.print(f"import-pt: {len(ids)} tensor(s) -> {url}: {', '.join(ids[:5])}"
               + (" ..." if len(ids) > 5 else ""))
 
@@ -473,7 +474,10 @@ def import_safetensors_cmd(
 ) -> None:
     """Import the tensors of a safetensors file into a tensor table (one commit; the file's
     metadata goes with each tensor)."""
-    ids = import_safetensors(source, url, prefix, _options(endpoint, region, allow_http, option))
+    from tessera.importers.tensors import import_safetensors
+
+    ids = import_safetensors(source, url, prefix, _options(endpoint, region, allow_http,
+                                                           option)).imported
     out.print(f"import-safetensors: {len(ids)} tensor(s) -> {url}: {', '.join(ids[:5])}"
               + (" ..." if len(ids) > 5 else ""))
 

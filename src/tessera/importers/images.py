@@ -19,7 +19,6 @@ not fatal: one broken file must not end an import of a million.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,22 +29,12 @@ from tessera.errors import InvalidArgumentError
 from tessera.images.columns import ImageColumns
 from tessera.images.frequency import FrequencyFormat
 from tessera.images.inputs import Batch, prepare
+from tessera.importers.report import ImportReport
 
 #: Extensions imported (lower case).
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm")
 #: ``progress(done, total)``: files handled so far, of all found.
 Progress = Callable[[int, int], None]
-
-
-@dataclasses.dataclass
-class ImportReport:
-    """What :func:`import_images` did."""
-
-    url: str
-    images: int = 0
-    classes: list[str] | None = None
-    skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (file, why)
-    stored_bytes: int = 0
 
 
 def find_images(src: Path) -> tuple[list[Path], list[int], list[str] | None]:
@@ -73,7 +62,7 @@ def import_images(src: Path | str, url: str, *, size: tuple[int, int], fit: str 
     files, labels, names = find_images(Path(src))
     cols = ImageColumns.create(url, size=size, fmt=fmt, group=group, codec=codec, fit=fit,
                                storage_options=storage_options, cache=None)
-    report = ImportReport(url, classes=names)
+    report = ImportReport(url=url, classes=names)
     if names is not None:
         cols.set_classes(names)
     step = max(1, min(256, flush_images))

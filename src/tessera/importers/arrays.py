@@ -22,7 +22,6 @@ scalars, empty datasets) is skipped and reported, not silently dropped.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -36,29 +35,13 @@ from tessera.errors import InvalidArgumentError
 from tessera.format.codecs import codec_names
 from tessera.format.layout import default_tile
 from tessera.format.schema import ArraySchema, Attr, Dim
+from tessera.importers.report import ImportReport
 from tessera.integrations import h5 as th5
 
 #: Bytes copied per slab (rounded to whole tile rows).
 SLAB_BYTES = 64 << 20
 #: ``progress(label, done_bytes, total_bytes)``
 Progress = Callable[[str, int, int], None]
-
-
-@dataclasses.dataclass
-class ImportReport:
-    """What an import did.
-
-    Attributes:
-        imported: dataset names written (``/`` for a single array).
-        skipped: ``(name, reason)`` for each dataset left out.
-        notes: ``(name, note)``, e.g. a compression stored as raw.
-        nbytes: bytes of data copied.
-    """
-
-    imported: list[str] = dataclasses.field(default_factory=list)
-    skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    notes: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    nbytes: int = 0
 
 
 def _skip_reason(shape: tuple[int, ...], dtype: np.dtype[Any]) -> str | None:

@@ -19,7 +19,14 @@ from tessera.array import (
     open_array,
 )
 from tessera.array.read.sparse import SparseResult
-from tessera.config import PlannerConfig, ReadConfig, RetryPolicy, StoreConfig, WriteConfig
+from tessera.config import (
+    Config,
+    PlannerConfig,
+    ReadConfig,
+    RetryPolicy,
+    StoreConfig,
+    WriteConfig,
+)
 from tessera.errors import (
     AccessDeniedError,
     ArrayExistsError,
@@ -87,6 +94,7 @@ __all__ = [
     "AsyncStore",
     "Attr",
     "CommitConflictError",
+    "Config",
     "ConfigError",
     "CorruptDataError",
     "Dim",

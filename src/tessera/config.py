@@ -456,6 +456,32 @@ class TablesConfig:
         return _from_env(cls, "TESSERA_TABLES_", os.environ if environ is None else environ)
 
 
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """One snapshot of the settings a handle uses, read from the environment once (``open_array
+    (..., config=)`` takes one; without it each handle takes a fresh snapshot when it opens).
+
+    >>> cfg = Config.from_env({"TESSERA_WRITE_CAST": "unsafe", "TESSERA_PLANNER_PHI": "2"})
+    >>> cfg.writes.cast, cfg.planner.phi, cfg.store.max_concurrency
+    ('unsafe', 2.0, 32)
+    """
+
+    store: StoreConfig
+    planner: PlannerConfig
+    reads: ReadConfig
+    writes: WriteConfig
+    pushdown: PushdownConfig
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
+        """Every part from one reading of the environment (``environ``, default the
+        process's)."""
+        env = dict(os.environ if environ is None else environ)
+        return cls(StoreConfig.from_env(env), PlannerConfig.from_env(env),
+                   ReadConfig.from_env(env), WriteConfig.from_env(env),
+                   PushdownConfig.from_env(env))
+
+
 def environment() -> Mapping[str, str]:
     """The process environment. The configuration is the only place Tessera reads it: every
     other module takes a typed config (``*.from_env()``) or asks here (the storage layer for

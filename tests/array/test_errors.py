@@ -141,3 +141,22 @@ def test_attribute_subsets_and_vector_cells(store_url) -> None:
     assert (out["rgb"][0] == 0).all()
     both = arr[1:3]
     assert both["z"].tolist() == [1j, 2 + 3j]
+
+
+def test_a_handle_reads_its_settings_from_one_snapshot(monkeypatch) -> None:
+    """open_array(config=) takes one Config for the handle and its store; without it the
+    environment is read once when the handle opens, and later changes do not reach it."""
+    from tessera.config import Config
+
+    cfg = Config.from_env({"TESSERA_WRITE_CAST": "unsafe", "TESSERA_STORE_MAX_CONCURRENCY": "3",
+                           "TESSERA_READ_REFRESH_S": "0"})
+    arr = tessera.from_numpy("memory://cfg-snapshot", np.zeros((4, 4), np.int32), config=cfg)
+    again = tessera.open_array(arr.uri, mode="w", config=cfg)
+    assert again.writes.cast == "unsafe" and again.reads.refresh_s == 0
+    assert again.store.aio.config.max_concurrency == 3
+    again[0, 0] = np.int64(2**32 + 5)  # the snapshot's unsafe cast: wraps, as asked
+    assert again[0, 0] == 5
+    monkeypatch.setenv("TESSERA_WRITE_CAST", "unsafe")
+    plain = tessera.open_array(arr.uri, mode="w")
+    monkeypatch.setenv("TESSERA_WRITE_CAST", "checked")  # after the open: not seen
+    assert plain.writes.cast == "unsafe" and plain.config.writes.cast == "unsafe"

@@ -52,7 +52,7 @@ from tessera.array.read.tiles import TileReads, plan_tile_reads
 from tessera.array.read.updates import MergedUpdates, merged_for
 from tessera.array.sparse import check_coords
 from tessera.array.writes import LOCAL_CHANGES, ArrayWrites
-from tessera.config import PlannerConfig, ReadConfig, WriteConfig
+from tessera.config import Config, PlannerConfig, ReadConfig, WriteConfig
 from tessera.errors import (
     CorruptDataError,
     InvalidArgumentError,
@@ -111,7 +111,8 @@ class Array(NumpyConventions, ArrayWrites):
     """
 
     def __init__(self, store: Store, schema: ArraySchema, *, mode: str = "r",
-                 timestamp: TimestampLike = None, pushdown: Any = None) -> None:
+                 timestamp: TimestampLike = None, pushdown: Any = None,
+                 config: Config | None = None) -> None:
         if mode not in ("r", "w"):
             raise InvalidArgumentError(f"mode must be 'r' or 'w', got {mode!r}")
         self._store = store
@@ -120,9 +121,11 @@ class Array(NumpyConventions, ArrayWrites):
         self.mode = mode
         self.timestamp = _to_ns(timestamp)
         self._extent_at: tuple[float, int] | None = None  # (monotonic time, change number)
-        self.planner = PlannerConfig.from_env()
-        self.reads = ReadConfig.from_env()
-        self.writes = WriteConfig.from_env()
+        settings = config or Config.from_env()  # one reading of the environment
+        self.config = settings
+        self.planner: PlannerConfig = settings.planner
+        self.reads: ReadConfig = settings.reads
+        self.writes: WriteConfig = settings.writes
         self._profile: StoreProfile | None = None
         self._last_visible: list[FragmentMeta] | None = None  # what the latest read used
         self._metas: dict[str, FragmentMeta] = {}
@@ -632,7 +635,8 @@ class Array(NumpyConventions, ArrayWrites):
     def _at(self, timestamp: int) -> Array:
         """A read-only handle on this array at ``timestamp`` sharing this handle's
         fragment bookkeeping (consolidation reads through it)."""
-        return Array(self._store, self._created, mode="r", timestamp=timestamp)
+        return Array(self._store, self._created, mode="r", timestamp=timestamp,
+                     config=self.config)
 
     def _report(self, report: ReadReport, pushdown: PushdownReader | None) -> ReadReport:
         """``report`` with the pushdown fallbacks of the read."""

@@ -10,7 +10,7 @@ import numpy as np
 
 from tessera.array.array import Array, TimestampLike
 from tessera.array.fragment import SCHEMA_KEY
-from tessera.config import PushdownConfig
+from tessera.config import Config
 from tessera.errors import (
     ArrayExistsError,
     ArrayNotFoundError,
@@ -27,11 +27,13 @@ from tessera.storage.blocking import open_store
 
 def create_array(uri: str, schema: ArraySchema, *,
                  storage_options: dict[str, Any] | None = None,
-                 maxshape: Any = None) -> Array:
+                 maxshape: Any = None, config: Config | None = None) -> Array:
     """Create an empty array at ``uri`` and return it open for writing.
 
     ``maxshape``: the most cells per dimension the array may grow to (``None`` entries:
     unbounded), as :func:`from_numpy`'s and h5py's; it replaces the schema's ``maxshape``.
+    ``config``: the settings the handle and its store use (one
+    :class:`~tessera.config.Config` snapshot; default: read from the environment now).
     Raises :class:`~tessera.errors.ArrayExistsError` if anything already exists there.
 
     >>> import numpy as np, tessera
@@ -43,19 +45,21 @@ def create_array(uri: str, schema: ArraySchema, *,
     if maxshape is not None:
         schema = dataclasses.replace(schema, maxshape=tuple(
             None if m is None else int(m) for m in maxshape))
-    store = open_store(uri, **(storage_options or {}))
+    settings = config or Config.from_env()
+    store = open_store(uri, config=settings.store, **(storage_options or {}))
     if store.list():
         raise ArrayExistsError(f"cannot create an array at {uri}: objects already exist there")
     try:
         store.put(SCHEMA_KEY, schema.to_json().encode(), mode="create")
     except ObjectExistsError:
         raise ArrayExistsError(f"an array was created at {uri} concurrently") from None
-    return Array(store, schema, mode="w")
+    return Array(store, schema, mode="w", config=settings)
 
 
 def open_array(uri: str, mode: str = "r", timestamp: TimestampLike = None, *,
                storage_options: dict[str, Any] | None = None, pushdown: Any = None,
-               pushdown_token: str | None = None, refresh_s: float | None = None) -> Array:
+               pushdown_token: str | None = None, refresh_s: float | None = None,
+               config: Config | None = None) -> Array:
     """Open the array at ``uri``; ``timestamp`` (ns since the epoch, or an aware datetime)
     reads it as it was then.
 
@@ -68,18 +72,23 @@ def open_array(uri: str, mode: str = "r", timestamp: TimestampLike = None, *,
     ``TESSERA_PUSHDOWN_URL``. Its token: ``pushdown_token`` or ``TESSERA_PUSHDOWN_TOKEN``.
     The planner then weighs pushing tiles down against fetching them; ``method="pushdown"``
     forces it.
+
+    ``config``: the settings the handle and its store use (one
+    :class:`~tessera.config.Config` snapshot: the environment is read once for all of them;
+    default: read now).
     """
+    settings = config or Config.from_env()
     if pushdown is None:
-        pushdown = PushdownConfig.from_env().url or None
+        pushdown = settings.pushdown.url or None
     if isinstance(pushdown, str):
-        pushdown = PushdownClient(pushdown, pushdown_token)
-    store = open_store(uri, **(storage_options or {}))
+        pushdown = PushdownClient(pushdown, pushdown_token, config=settings.pushdown)
+    store = open_store(uri, config=settings.store, **(storage_options or {}))
     try:
         text = bytes(store.get(SCHEMA_KEY))
     except ObjectNotFoundError:
         raise ArrayNotFoundError(f"no array at {uri} (no {SCHEMA_KEY})") from None
     arr = Array(store, ArraySchema.from_json(text), mode=mode, timestamp=timestamp,
-                pushdown=pushdown)
+                pushdown=pushdown, config=settings)
     if refresh_s is not None:
         arr.reads = dataclasses.replace(arr.reads, refresh_s=refresh_s)
     return arr
@@ -87,7 +96,7 @@ def open_array(uri: str, mode: str = "r", timestamp: TimestampLike = None, *,
 
 def from_numpy(uri: str, ndarray: Any, tile: Any = None, codec: str | None = None,
                attr: str = "data", *, storage_options: dict[str, Any] | None = None,
-               maxshape: Any = None) -> Array:
+               maxshape: Any = None, config: Config | None = None) -> Array:
     """Create an array from an ndarray (domains ``[0, n-1]``) and write it as one fragment.
 
     ``tile``: extents per dimension (default: about 1 MiB tiles). ``maxshape``: the most
@@ -108,7 +117,7 @@ def from_numpy(uri: str, ndarray: Any, tile: Any = None, codec: str | None = Non
     dims = [Dim(f"d{i}", (0, n - 1), int(t) if g else min(int(t), n)) for i, (n, t, g) in
             enumerate(zip(data.shape, extents, grows, strict=True))]
     schema = ArraySchema(dims, [Attr(attr, data.dtype.str, None, codec)], maxshape=maxshape)
-    arr = create_array(uri, schema, storage_options=storage_options)
+    arr = create_array(uri, schema, storage_options=storage_options, config=config)
     if data.size:  # an empty start (a growable array) has nothing to write
         arr.write(data)
     return arr

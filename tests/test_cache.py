@@ -89,5 +89,19 @@ def test_every_engine_cache_is_the_one_cache() -> None:
     from tessera.tables.reader import FOOTERS
     from tessera.tables.table import _HEADER_ROWS
 
-    for cache in (META_CACHE, ColumnCache(1), TileCache(1), FOOTERS, _HEADER_ROWS):
+    for cache in (META_CACHE(), ColumnCache(1), TileCache(1), FOOTERS(), _HEADER_ROWS()):
         assert isinstance(cache, LRUCache), cache
+
+
+def test_process_caches_take_their_budget_from_the_configuration_at_first_use(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from tessera.cache import ProcessCache
+    from tessera.config import CacheConfig
+
+    monkeypatch.setenv("TESSERA_FOOTERS_CACHE_BYTES", "1234")
+    cache: ProcessCache[str, bytes] = ProcessCache(
+        "footers", lambda: CacheConfig.from_env().footers_cache_bytes)
+    assert cache().capacity_bytes == 1234 and cache() is cache()  # made once
+    monkeypatch.setenv("TESSERA_FOOTERS_CACHE_BYTES", "-1")
+    with pytest.raises(ConfigError, match="footers_cache_bytes"):
+        CacheConfig.from_env()

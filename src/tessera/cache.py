@@ -19,6 +19,7 @@ an entry larger than the whole budget is not kept; a budget of 0 keeps nothing.
 from __future__ import annotations
 
 import collections
+import os
 import threading
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
@@ -141,3 +142,30 @@ class LRUCache(Generic[K, V]):
                     "nbytes": self._bytes, "entries": len(self._entries), "hits": self.hits,
                     "misses": self.misses, "hit_bytes": self.hit_bytes,
                     "evictions": self.evictions}
+
+
+class ProcessCache(Generic[K, V]):
+    """A process-wide :class:`LRUCache`, made on first use with the budget ``budget()`` gives
+    then (read from the configuration, never at import), and made anew in a forked child.
+    Call it for the cache: ``META_CACHE().get(key)``.
+
+    >>> cache: ProcessCache[str, bytes] = ProcessCache("doc", lambda: 8)
+    >>> cache().put("a", b"1234"); cache().capacity_bytes, len(cache())
+    (8, 1)
+    """
+
+    def __init__(self, name: str, budget: Callable[[], int],
+                 size: Callable[[V], int] = nbytes_of) -> None:
+        self.name = name
+        self._budget = budget
+        self._size = size
+        self._cache: LRUCache[K, V] | None = None
+        self._pid = 0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> LRUCache[K, V]:
+        with self._lock:
+            if self._cache is None or self._pid != os.getpid():
+                self._cache = LRUCache(self.name, self._budget(), self._size)
+                self._pid = os.getpid()
+            return self._cache

@@ -399,6 +399,40 @@ class ImageConfig:
         return _from_env(cls, "TESSERA_IMAGES_", os.environ if environ is None else environ)
 
 
+@dataclasses.dataclass(frozen=True)
+class CacheConfig:
+    """Budgets of the process-wide caches of metadata (``TESSERA_*_CACHE_BYTES``, read when
+    each cache is first used). The caches of data have theirs beside their engines:
+    ``TESSERA_IMAGES_CACHE_BYTES`` (:class:`ImageConfig`), ``TESSERA_SERVER_CACHE_BYTES``
+    and ``TESSERA_SERVER_MODEL_CACHE_BYTES`` (:class:`ServerConfig`).
+
+    Attributes:
+        fragments_cache_bytes: committed fragments' bookkeeping (JSON bytes).
+        footers_cache_bytes: tensor tables' Parquet footers (serialized bytes).
+        headers_cache_bytes: tensor tables' header rows (about 512 bytes a row).
+
+    >>> CacheConfig.from_env({"TESSERA_FOOTERS_CACHE_BYTES": "0"}).footers_cache_bytes
+    0
+    """
+
+    fragments_cache_bytes: int = 64 << 20
+    footers_cache_bytes: int = 16 << 20
+    headers_cache_bytes: int = 64 << 20
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{field.name} must be a number of bytes >= 0, got "
+                                  f"{value!r}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> CacheConfig:
+        """Defaults overridden by ``TESSERA_FRAGMENTS_CACHE_BYTES``,
+        ``TESSERA_FOOTERS_CACHE_BYTES`` and ``TESSERA_HEADERS_CACHE_BYTES``."""
+        return _from_env(cls, "TESSERA_", os.environ if environ is None else environ)
+
+
 #: The Parquet compressions of tensor tables' files, by the name settings use, with
 #: Parquet's own name (the one list: :class:`TablesConfig` and the table writer read it).
 TABLE_CODECS: dict[str, str] = {"zstd": "ZSTD", "snappy": "SNAPPY", "lz4": "LZ4_RAW",

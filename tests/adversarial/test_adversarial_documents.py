@@ -26,7 +26,7 @@ def _array(tmp_path: Path) -> tuple[tessera.Array, str, str]:
 
 
 def _reopen_read(url: str) -> Any:
-    META_CACHE.clear()  # the process keeps committed bookkeeping; a damaged one is re-read
+    META_CACHE().clear()  # the process keeps committed bookkeeping; a damaged one is re-read
     return tessera.open_array(url)[:, :]
 
 

@@ -127,7 +127,7 @@ def test_damaged_inline_tiles_are_reported(store_url) -> None:
         tessera.open_array(arr.uri, storage_options=options)[:, :]
     doc["attrs"]["data"]["inline"] = "not base64!"
     arr.store.put(key, json.dumps(doc).encode())
-    META_CACHE.clear()  # the process keeps committed bookkeeping, which never changes
+    META_CACHE().clear()  # the process keeps committed bookkeeping, which never changes
     with pytest.raises(tessera.CorruptDataError, match="unreadable fragment bookkeeping"):
         tessera.open_array(arr.uri, storage_options=options)[:, :]
 

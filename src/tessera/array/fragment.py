@@ -38,7 +38,8 @@ from typing import Any
 import numpy as np
 
 from tessera.array.bookkeeping import check_document
-from tessera.cache import LRUCache
+from tessera.cache import ProcessCache
+from tessera.config import CacheConfig
 from tessera.errors import CorruptDataError, ObjectNotFoundError
 from tessera.format.blocks import (
     BLOCK_BYTES,
@@ -661,17 +662,18 @@ async def list_committed(store: AsyncStore) -> list[str]:
     return sorted(n for n in names if n.startswith("f") and len(n) > 21)
 
 
-#: The process's cache of committed fragments' bookkeeping (64 MiB of JSON), so that every
-#: handle opened on an array in this process loads a fragment's ``__meta.json`` once. A
-#: committed fragment never changes (its name is unique: timestamp and random id), so an
-#: entry never goes stale; a vacuumed fragment is simply no longer listed.
-META_CACHE: LRUCache[tuple[str, str], FragmentMeta] = LRUCache("fragment bookkeeping",
-                                                               64 << 20)
+#: The process's cache of committed fragments' bookkeeping (``TESSERA_FRAGMENTS_CACHE_BYTES``,
+#: 64 MiB of JSON), so that every handle opened on an array in this process loads a
+#: fragment's ``__meta.json`` once. A committed fragment never changes (its name is unique:
+#: timestamp and random id), so an entry never goes stale; a vacuumed fragment is simply no
+#: longer listed. ``META_CACHE()`` is the cache.
+META_CACHE: ProcessCache[tuple[str, str], FragmentMeta] = ProcessCache(
+    "fragment bookkeeping", lambda: CacheConfig.from_env().fragments_cache_bytes)
 
 
 async def load_meta(store: AsyncStore, name: str, array_url: str) -> FragmentMeta:
     """Read one committed fragment's bookkeeping (once per process: :data:`META_CACHE`)."""
-    cached = META_CACHE.get((array_url, name))
+    cached = META_CACHE().get((array_url, name))
     if cached is not None:
         return cached
     key = f"{FRAGMENTS}/{name_id(name)}/__meta.json"
@@ -681,5 +683,5 @@ async def load_meta(store: AsyncStore, name: str, array_url: str) -> FragmentMet
         raise CorruptDataError(f"array {array_url}, fragment {name}: committed but its "
                                f"bookkeeping object {key} is missing") from None
     meta = FragmentMeta.from_json(bytes(data), f"array {array_url}, fragment {name}")
-    META_CACHE.put((array_url, name), meta, len(data))
+    META_CACHE().put((array_url, name), meta, len(data))
     return meta

@@ -22,7 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tessera.cache import LRUCache
+from tessera.cache import ProcessCache
+from tessera.config import CacheConfig
 from tessera.format.decompose import merge_ranges as merge_spans
 from tessera.storage.stats import IOStats
 from tessera.storage.store import AsyncStore
@@ -73,10 +74,12 @@ class SparseFile(io.RawIOBase):
         raise OSError(f"bytes {self.pos}..{self.pos + want - 1} of the file were not fetched")
 
 
-#: Parsed footers of Parquet files, per process (16 MiB of serialized footers), keyed by
-#: (store URL, key): data files are written once, so an entry never goes stale.
-FOOTERS: LRUCache[tuple[str, str], pq.FileMetaData] = LRUCache(
-    "Parquet footers", 16 << 20, size=lambda meta: int(meta.serialized_size))
+#: Parsed footers of Parquet files, per process (``TESSERA_FOOTERS_CACHE_BYTES``, 16 MiB of
+#: serialized footers), keyed by (store URL, key): data files are written once, so an entry
+#: never goes stale. ``FOOTERS()`` is the cache.
+FOOTERS: ProcessCache[tuple[str, str], pq.FileMetaData] = ProcessCache(
+    "Parquet footers", lambda: CacheConfig.from_env().footers_cache_bytes,
+    size=lambda meta: int(meta.serialized_size))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +128,7 @@ class TableRead:
 async def footer(store: AsyncStore, f: DataFile) -> pq.FileMetaData:
     """The file's footer (cached; one request when it fits the last 64 KiB)."""
     key = (str(store.url), f.path)
-    cached = FOOTERS.get(key)
+    cached = FOOTERS().get(key)
     if cached is not None:
         return cached
     tail_len = min(f.size, TAIL_BYTES)
@@ -134,7 +137,7 @@ async def footer(store: AsyncStore, f: DataFile) -> pq.FileMetaData:
     if length > len(tail):
         tail = bytes(await store.get_range(f.path, f.size - length, length))
     meta = pq.read_metadata(pa.PythonFile(SparseFile(f.size, {f.size - len(tail): tail})))
-    FOOTERS.put(key, meta)
+    FOOTERS().put(key, meta)
     return meta
 
 

@@ -32,8 +32,8 @@ import numpy as np
 import pyarrow as pa
 
 from tessera._sync import run_sync
-from tessera.cache import LRUCache
-from tessera.config import TablesConfig
+from tessera.cache import ProcessCache
+from tessera.config import CacheConfig, TablesConfig
 from tessera.errors import (
     CommitConflictError,
     FormatError,
@@ -89,11 +89,12 @@ from tessera.tables.tensors import DENSE_ONLY, DTYPES, canonical
 WRITE_MODES = ("error", "overwrite", "ignore")
 #: Commit attempts delta-rs makes for one write before giving up (appends retry safely).
 COMMIT_RETRIES = 1000
-#: Header rows of data files, per process (files never change), sized at about
-#: :data:`HEADER_ROW_BYTES` a row, least recently used out beyond 64 MiB.
+#: Header rows of data files, per process (files never change; ``TESSERA_HEADERS_CACHE_BYTES``,
+#: 64 MiB), sized at about :data:`HEADER_ROW_BYTES` a row. ``_HEADER_ROWS()`` is the cache.
 HEADER_ROW_BYTES = 512
-_HEADER_ROWS: LRUCache[tuple[str, str], list[dict[str, Any]]] = LRUCache(
-    "tensor-table header rows", 64 << 20, size=lambda rows: HEADER_ROW_BYTES * max(1, len(rows)))
+_HEADER_ROWS: ProcessCache[tuple[str, str], list[dict[str, Any]]] = ProcessCache(
+    "tensor-table header rows", lambda: CacheConfig.from_env().headers_cache_bytes,
+    size=lambda rows: HEADER_ROW_BYTES * max(1, len(rows)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -288,14 +289,14 @@ class TensorTable:
     async def _file_headers(self, f: DataFile) -> list[dict[str, Any]]:
         """The header rows of one data file (read once per process: files never change)."""
         key = (str(self.store.url), f.path)
-        cached = _HEADER_ROWS.get(key)
+        cached = _HEADER_ROWS().get(key)
         if cached is not None:
             return cached
         meta = await footer(self.store.aio, f)
         groups = select_header_groups(meta)
         table = await read_groups(self.store.aio, f, meta, groups, HEADER_COLUMNS)
         rows = [r for r in table.to_pylist() if r["kind"] == "header"]
-        _HEADER_ROWS.put(key, rows)
+        _HEADER_ROWS().put(key, rows)
         return rows
 
     def _run(self, coro: Any) -> Any:

@@ -4,6 +4,7 @@ also derives from the builtin a Python user would catch (``ValueError``, ``TypeE
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import importlib.util
 import uuid
@@ -51,7 +52,10 @@ def calls(arr: tessera.Array, folder: Path) -> list[Call]:
          ValueError, "exclude"),
         ("store config", lambda: StoreConfig(max_concurrency=0), ValueError,
          "max_concurrency"),
-        ("planner method", lambda: PlannerConfig(method="teleport"), ValueError, "teleport"),
+        ("planner method", lambda: tessera.open_array(uri, config=dataclasses.replace(
+            tessera.Config.from_env(), planner=PlannerConfig(method="teleport"))),
+         ValueError, "teleport"),
+        ("planner method type", lambda: PlannerConfig(method=""), ValueError, "name"),
         ("server config", lambda: ServerConfig(max_items=0), ValueError, "max_items"),
         ("cache budget", lambda: TileCache(-1), ValueError, "cache budget"),
         ("array mode", lambda: tessera.open_array(uri, mode="a"), ValueError, "mode"),

@@ -3,11 +3,13 @@ architecture page shows (one class, one registration) that plans and reads end t
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 import tessera
-from tessera.config import PlannerConfig, read_modes
+from tessera.config import PlannerConfig
 from tessera.errors import ConfigError
 from tessera.query.cost import RequestMix
 from tessera.query.methods import (
@@ -26,7 +28,7 @@ from tessera.query.need import TileNeed
 
 def test_the_built_in_methods_and_modes() -> None:
     assert [m.name for m in methods()] == ["get", "range", "pushdown"]
-    assert mode_names() == read_modes() == ("auto", "get", "merge", "fetch", "pushdown")
+    assert mode_names() == ("auto", "get", "merge", "fetch", "pushdown")
     assert read_mode("merge").method == "range" and read_mode("auto").method is None
     get, rng, push = (read_method(n) for n in ("get", "range", "pushdown"))
     assert (get.store_bytes, get.whole_tile, get.on_server) == (True, True, False)
@@ -57,10 +59,9 @@ class WholeRange(ReadMethod):
 @pytest.fixture
 def whole_range():
     """WholeRange registered (with its mode) for one test, unregistered after it."""
-    from tessera import config
     from tessera.query.methods import registry
 
-    saved = (dict(registry._METHODS), dict(registry._MODES), list(config._READ_MODES))
+    saved = (dict(registry._METHODS), dict(registry._MODES))
     register_method(WholeRange())
     register_mode(ReadMode("whole-range", "whole-range"))
     yield
@@ -68,13 +69,15 @@ def whole_range():
     registry._METHODS.update(saved[0])
     registry._MODES.clear()
     registry._MODES.update(saved[1])
-    config._READ_MODES[:] = saved[2]
 
 
 def test_a_registered_method_plans_and_reads(whole_range) -> None:
     data = np.arange(64 * 64, dtype=np.int32).reshape(64, 64)
     arr = tessera.from_numpy("memory://methods-whole-range", data, tile=(16, 16))
-    assert PlannerConfig(method="whole-range").method == "whole-range"  # the config knows it
+    assert PlannerConfig(method="whole-range").method == "whole-range"
+    planned = tessera.open_array(arr.uri, config=dataclasses.replace(
+        tessera.Config.from_env(), planner=PlannerConfig(method="whole-range")))
+    assert planned.planner.method == "whole-range"  # a handle accepts a registered mode
     got = arr.read((slice(3, 40), slice(5, 9)), method="whole-range")
     assert np.array_equal(got, data[3:40, 5:9])
     plan = arr.last_read.plan

@@ -124,6 +124,7 @@ class Array(NumpyConventions, ArrayWrites):
         settings = config or Config.from_env()  # one reading of the environment
         self.config = settings
         self.planner: PlannerConfig = settings.planner
+        read_mode(self.planner.method)  # a method no one registered: ConfigError now
         self.reads: ReadConfig = settings.reads
         self.writes: WriteConfig = settings.writes
         self._profile: StoreProfile | None = None

@@ -20,7 +20,6 @@ import dataclasses
 from collections.abc import Callable
 from typing import ClassVar, TypeVar
 
-from tessera.config import allow_read_mode
 from tessera.errors import ConfigError
 from tessera.query.cost import CostModel, RequestMix
 from tessera.query.need import TileNeed
@@ -111,7 +110,6 @@ def register_mode(mode: ReadMode) -> None:
         raise ConfigError(f"read mode {mode.name!r} names no registered method "
                           f"({mode.method!r})")
     _MODES[mode.name] = mode
-    allow_read_mode(mode.name)
 
 
 def read_method(name: str) -> ReadMethod:

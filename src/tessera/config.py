@@ -477,8 +477,9 @@ class TablesConfig:
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """One snapshot of the settings a handle uses, read from the environment once (``open_array
-    (..., config=)`` takes one; without it each handle takes a fresh snapshot when it opens).
+    """One snapshot of the settings a handle uses, read from the environment once
+    (``open_array(..., config=)`` and ``TensorTable.open(..., config=)`` take one; without it
+    each handle takes a fresh snapshot when it opens).
 
     >>> cfg = Config.from_env({"TESSERA_WRITE_CAST": "unsafe", "TESSERA_PLANNER_PHI": "2"})
     >>> cfg.writes.cast, cfg.planner.phi, cfg.store.max_concurrency
@@ -490,6 +491,7 @@ class Config:
     reads: ReadConfig
     writes: WriteConfig
     pushdown: PushdownConfig
+    tables: TablesConfig
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Config:
@@ -498,7 +500,7 @@ class Config:
         env = dict(os.environ if environ is None else environ)
         return cls(StoreConfig.from_env(env), PlannerConfig.from_env(env),
                    ReadConfig.from_env(env), WriteConfig.from_env(env),
-                   PushdownConfig.from_env(env))
+                   PushdownConfig.from_env(env), TablesConfig.from_env(env))
 
 
 def environment() -> Mapping[str, str]:

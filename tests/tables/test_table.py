@@ -370,3 +370,26 @@ def test_stored_bytes_are_the_files_the_commit_added(table) -> None:
     assert stats.stored_bytes == sum(f.size for f in table.files())
     assert infos[0].stored_bytes == infos[1].stored_bytes > 0
     assert stats.encoded_bytes >= info.encoded_bytes
+
+
+def test_a_table_reads_its_settings_from_one_snapshot(table_url, monkeypatch) -> None:
+    """TensorTable.open(config=) takes one Config (its tables and store parts); without one
+    the environment is read once when the handle opens."""
+    import dataclasses
+
+    from tessera.config import Config, TablesConfig
+
+    url, options = table_url
+    cfg = Config.from_env({"TESSERA_TABLES_CODEC": "snappy", "TESSERA_STORE_MAX_CONCURRENCY": "5"})
+    tt = TensorTable.create(url, storage_options=options, config=cfg)
+    assert tt.config.codec == "snappy" and tt.store.aio.config.max_concurrency == 5
+    tt.write("a", np.arange(6.0))
+    assert np.array_equal(TensorTable.open(url, storage_options=options, config=cfg)["a"]
+                          .numpy(), np.arange(6.0))
+    own = TensorTable.open(url, storage_options=options, config=TablesConfig(codec="gzip"))
+    assert own.config.codec == "gzip" and isinstance(own.settings, Config)
+    monkeypatch.setenv("TESSERA_TABLES_CODEC", "lz4")
+    plain = TensorTable.open(url, storage_options=options)
+    monkeypatch.setenv("TESSERA_TABLES_CODEC", "gzip")  # after the open: not seen
+    assert plain.config.codec == "lz4"
+    assert dataclasses.replace(cfg, tables=TablesConfig()).tables.codec == "zstd"

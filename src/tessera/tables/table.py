@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from tessera._sync import run_sync
 from tessera.cache import ProcessCache
-from tessera.config import CacheConfig, TablesConfig
+from tessera.config import CacheConfig, Config, TablesConfig
 from tessera.errors import (
     CommitConflictError,
     FormatError,
@@ -146,13 +146,15 @@ class TensorTable:
     """A tensor table. Make one with :meth:`create`, open one with :meth:`open`."""
 
     def __init__(self, url: str, options: dict[str, Any] | None, mode: str,
-                 version: int | str | dt.datetime | None, config: TablesConfig) -> None:
+                 version: int | str | dt.datetime | None, config: Config) -> None:
         if mode not in ("r", "w"):
             raise InvalidArgumentError(f"mode must be 'r' or 'w', got {mode!r}")
-        self.url, self.mode, self.config = url, mode, config
+        self.url, self.mode = url, mode
+        self.settings = config
+        self.config: TablesConfig = config.tables
         self._options = dict(options or {})
-        self._uri, self._delta_options = delta_location(url, self._options)
-        self.store: Store = open_store(url, **self._options)
+        self._uri, self._delta_options = delta_location(url, self._options, config.store)
+        self.store: Store = open_store(url, config=config.store, **self._options)
         self._pinned = version is not None
         self._dt = self._load(version)
         self._catalog: dict[str, Header] | None = None
@@ -162,15 +164,18 @@ class TensorTable:
     @classmethod
     def create(cls, url: str, *, storage_options: dict[str, Any] | None = None,
                allow_unsafe_single_writer: bool = False,
-               config: TablesConfig | None = None) -> TensorTable:
+               config: Config | TablesConfig | None = None) -> TensorTable:
         """A new, empty tensor table at ``url`` (which must hold nothing yet).
 
         Delta commits are create-only puts: on a store that ignores them, concurrent
         writers would overwrite each other's commits without an error. ``create`` checks
         the store and refuses such a store unless ``allow_unsafe_single_writer=True``
-        (only ever one writer)."""
-        uri, delta_options = delta_location(url, storage_options)
-        store = open_store(url, **(storage_options or {}))
+        (only ever one writer). ``config``: a :class:`~tessera.config.Config` snapshot (its
+        ``tables`` and ``store`` parts), or just the tables' settings; default: read from the
+        environment once, now."""
+        settings = _settings(config)
+        uri, delta_options = delta_location(url, storage_options, settings.store)
+        store = open_store(url, config=settings.store, **(storage_options or {}))
         found = store.list()
         if found:
             raise TableExistsError(f"{url} is not empty ({len(found)} object(s), e.g. "
@@ -186,18 +191,18 @@ class TensorTable:
 
         DeltaTable.create(uri, SCHEMA, name=FORMAT_NAME, description=DESCRIPTION,
                           storage_options=delta_options or None)
-        return cls(url, storage_options, "w", None, config or TablesConfig.from_env())
+        return cls(url, storage_options, "w", None, settings)
 
     @classmethod
     def open(cls, url: str, mode: str = "r", version: int | str | dt.datetime | None = None,
              *, storage_options: dict[str, Any] | None = None,
-             config: TablesConfig | None = None) -> TensorTable:
+             config: Config | TablesConfig | None = None) -> TensorTable:
         """The tensor table at ``url``; ``version`` (a number, a datetime or an RFC 3339
-        string) opens it as it was then."""
+        string) opens it as it was then. ``config``: as :meth:`create`'s."""
         if version is not None and mode == "w":
             raise InvalidArgumentError("a table opened at a past version is read-only: "
                                        "open it with mode='r'")
-        return cls(url, storage_options, mode, version, config or TablesConfig.from_env())
+        return cls(url, storage_options, mode, version, _settings(config))
 
     def _load(self, version: int | str | dt.datetime | None) -> Any:
         note_io()
@@ -683,3 +688,12 @@ def _checked_version(version: Any, latest: int, url: str) -> int | str | dt.date
         return version
     raise InvalidTypeError(f"version of {url} must be a number, a datetime or an RFC 3339 "
                            f"string, got {type(version).__name__}")
+
+
+def _settings(config: Config | TablesConfig | None) -> Config:
+    """One :class:`~tessera.config.Config` snapshot for a table handle: the one given, one
+    read now with the given tables' settings in it, or one read now."""
+    if isinstance(config, Config):
+        return config
+    settings = Config.from_env()
+    return settings if config is None else dataclasses.replace(settings, tables=config)

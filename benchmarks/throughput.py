@@ -27,7 +27,8 @@ bandwidth``).
 
 Writes ``throughput.csv``, ``throughput.png`` and ``throughput_results.md`` under ``--out``.
 
-    python benchmarks/throughput.py [--quick] [--full] [--out DIR]
+    python benchmarks/throughput.py [--quick] [--full] [--out DIR]   (default benchmarks/out;
+    the committed results: --full --out benchmarks/results)
 """
 
 from __future__ import annotations
@@ -585,7 +586,7 @@ def main() -> None:
                         "every link, 3 runs each")
     parser.add_argument("--images", type=int, help="images in the set (overrides the mode)")
     parser.add_argument("--side", type=int, help="the array's side (overrides the mode)")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
     args = parser.parse_args()
     n_images = args.images or (512 if args.full else 128 if args.quick else 256)
     side = args.side or (4096 if args.full or not args.quick else 2048)

@@ -100,7 +100,7 @@ def test_process_caches_take_their_budget_from_the_configuration_at_first_use(
 
     monkeypatch.setenv("TESSERA_FOOTERS_CACHE_BYTES", "1234")
     cache: ProcessCache[str, bytes] = ProcessCache(
-        "footers", lambda: CacheConfig.from_env().footers_cache_bytes)
+        lambda: LRUCache("footers", CacheConfig.from_env().footers_cache_bytes))
     assert cache().capacity_bytes == 1234 and cache() is cache()  # made once
     monkeypatch.setenv("TESSERA_FOOTERS_CACHE_BYTES", "-1")
     with pytest.raises(ConfigError, match="footers_cache_bytes"):

@@ -145,20 +145,17 @@ class LRUCache(Generic[K, V]):
 
 
 class ProcessCache(Generic[K, V]):
-    """A process-wide :class:`LRUCache`, made on first use with the budget ``budget()`` gives
-    then (read from the configuration, never at import), and made anew in a forked child.
+    """A process-wide :class:`LRUCache`, made on first use by ``make()`` (which reads its
+    budget from the configuration then, never at import), and made anew in a forked child.
     Call it for the cache: ``META_CACHE().get(key)``.
 
-    >>> cache: ProcessCache[str, bytes] = ProcessCache("doc", lambda: 8)
+    >>> cache: ProcessCache[str, bytes] = ProcessCache(lambda: LRUCache("doc", 8))
     >>> cache().put("a", b"1234"); cache().capacity_bytes, len(cache())
     (8, 1)
     """
 
-    def __init__(self, name: str, budget: Callable[[], int],
-                 size: Callable[[V], int] = nbytes_of) -> None:
-        self.name = name
-        self._budget = budget
-        self._size = size
+    def __init__(self, make: Callable[[], LRUCache[K, V]]) -> None:
+        self._make = make
         self._cache: LRUCache[K, V] | None = None
         self._pid = 0
         self._lock = threading.Lock()
@@ -166,6 +163,6 @@ class ProcessCache(Generic[K, V]):
     def __call__(self) -> LRUCache[K, V]:
         with self._lock:
             if self._cache is None or self._pid != os.getpid():
-                self._cache = LRUCache(self.name, self._budget(), self._size)
+                self._cache = self._make()
                 self._pid = os.getpid()
             return self._cache

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from tessera.array.bookkeeping import check_document
-from tessera.cache import ProcessCache
+from tessera.cache import LRUCache, ProcessCache
 from tessera.config import CacheConfig
 from tessera.errors import CorruptDataError, ObjectNotFoundError
 from tessera.format.blocks import (
@@ -263,8 +263,7 @@ class FragmentMeta:
                        bounds=np.asarray(doc["bounds"]) if sparse else None,
                        tile_cells=np.asarray(doc["tile_cells"], np.int64) if sparse else None,
                        replaces=tuple(doc.get("replaces", ())))
-        except (ValueError, KeyError, TypeError, IndexError, AttributeError,
-                binascii.Error) as err:
+        except (ValueError, KeyError, TypeError, IndexError, binascii.Error) as err:
             raise CorruptDataError(f"{where}: unreadable fragment bookkeeping: {err}") from None
 
 
@@ -667,8 +666,8 @@ async def list_committed(store: AsyncStore) -> list[str]:
 #: fragment's ``__meta.json`` once. A committed fragment never changes (its name is unique:
 #: timestamp and random id), so an entry never goes stale; a vacuumed fragment is simply no
 #: longer listed. ``META_CACHE()`` is the cache.
-META_CACHE: ProcessCache[tuple[str, str], FragmentMeta] = ProcessCache(
-    "fragment bookkeeping", lambda: CacheConfig.from_env().fragments_cache_bytes)
+META_CACHE: ProcessCache[tuple[str, str], FragmentMeta] = ProcessCache(lambda: LRUCache(
+    "fragment bookkeeping", CacheConfig.from_env().fragments_cache_bytes))
 
 
 async def load_meta(store: AsyncStore, name: str, array_url: str) -> FragmentMeta:

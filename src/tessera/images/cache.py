@@ -24,12 +24,10 @@ processes each have their own.
 from __future__ import annotations
 
 import dataclasses
-import os
-import threading
 
 import numpy as np
 
-from tessera.cache import LRUCache
+from tessera.cache import LRUCache, ProcessCache
 from tessera.config import ImageConfig
 
 #: (set identity, group)
@@ -78,17 +76,14 @@ class ColumnCache(LRUCache[GroupKey, GroupColumns]):
         self.put(key, GroupColumns(k, data))
 
 
-_shared: ColumnCache | None = None
-_shared_pid: int | None = None
-_shared_lock = threading.Lock()
+#: The process's column cache, made on first use (``TESSERA_IMAGES_CACHE_BYTES``).
+_SHARED: ProcessCache[GroupKey, GroupColumns] = ProcessCache(
+    lambda: ColumnCache(ImageConfig.from_env().cache_bytes))
 
 
 def shared_cache() -> ColumnCache:
     """The process's column cache (made on first use with ``TESSERA_IMAGES_CACHE_BYTES``;
     a child process gets a new, empty one)."""
-    global _shared, _shared_pid
-    with _shared_lock:
-        if _shared is None or _shared_pid != os.getpid():
-            _shared = ColumnCache(ImageConfig.from_env().cache_bytes)
-            _shared_pid = os.getpid()
-        return _shared
+    cache = _SHARED()
+    assert isinstance(cache, ColumnCache)
+    return cache

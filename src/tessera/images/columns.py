@@ -309,10 +309,8 @@ class ImageColumns:
         except CorruptDataError as err:
             if checked is not None:
                 concurrent.futures.wait([checked])
-            damaged = CorruptDataError(self._images_of(err))
-            for name in ("array", "fragment", "attr", "tile", "key"):
-                setattr(damaged, name, getattr(err, name))
-            raise damaged from err
+            err.args = (self._images_of(err),)  # the same error (and fields), which images
+            raise
         except BaseException:
             if checked is not None:
                 concurrent.futures.wait([checked])

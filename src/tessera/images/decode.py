@@ -34,7 +34,13 @@ import numpy as np
 
 from tessera._threads import run_chunks, workers
 from tessera.errors import InvalidArgumentError
-from tessera.images.transform import YCBCR_TO_RGB, dct_matrix, inverse_dct
+from tessera.images.transform import (
+    YCBCR_TO_RGB,
+    _diagonal_order,
+    dct_matrix,
+    diagonals,
+    inverse_dct,
+)
 
 
 class FrequencyFormat(Protocol):
@@ -67,17 +73,12 @@ def gather_index(block: int, r: int, k: int) -> np.ndarray:
     >>> gather_index(32, 2, 2).tolist(), gather_index(32, 2, 3).tolist()
     ([0, 1, 2, 3], [0, 1, 2, 4])
     """
-    starts = [0]
-    for d in range(2 * block - 1):
-        starts.append(starts[-1] + min(d + 1, 2 * block - 1 - d))
-    total = starts[k]
-    idx = np.full(r * r, total, dtype=np.intp)
-    for i in range(r):
-        for j in range(r):
-            d = i + j
-            if d < k:
-                first = max(0, d - block + 1)  # the smallest i on diagonal d
-                idx[i * r + j] = starts[d] + (i - first)
+    flat = _diagonal_order(block)  # flat (i * block + j) in d-major order
+    position = np.empty(block * block, dtype=np.intp)
+    position[flat] = np.arange(block * block)  # where each flat index lies in that order
+    total = sum(len(d) for d in diagonals(block)[:k])
+    i, j = np.divmod(np.arange(r * r), r)
+    idx = np.where(i + j < k, position[i * block + j], total).astype(np.intp)
     idx.setflags(write=False)
     return idx
 

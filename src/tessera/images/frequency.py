@@ -38,7 +38,9 @@ from tessera.images.transform import (
     RGB_TO_YCBCR,
     TRUNCATED_UP_TO,
     YCBCR_TO_RGB,
+    _diagonal_order,
     dct_matrix,
+    diagonals,
     inverse_dct,
 )
 
@@ -52,29 +54,6 @@ BLOCKS = (8, 16, 32, 64)
 #: keeps them in cache (measured per 256x256 image: 4.3 ms at 4, 4.7 at 16, 9.1 at 64, 12.8
 #: at 256).
 ENCODE_CHUNK = 4
-
-
-@functools.lru_cache(maxsize=8)
-def diagonals(block: int) -> tuple[np.ndarray, ...]:
-    """Flat indices (``i * block + j``) of each anti-diagonal ``d = i + j``, ``i`` ascending.
-
-    >>> [d.tolist() for d in diagonals(4)[:3]]
-    [[0], [1, 4], [2, 5, 8]]
-    """
-    out = []
-    for d in range(2 * block - 1):
-        rows = range(max(0, d - block + 1), min(d, block - 1) + 1)
-        idx = np.array([i * block + (d - i) for i in rows], dtype=np.intp)
-        idx.setflags(write=False)
-        out.append(idx)
-    return tuple(out)
-
-
-@functools.lru_cache(maxsize=8)
-def _diagonal_order(block: int) -> np.ndarray:
-    """All flat indices in d-major order (the diagonals of :func:`diagonals` one after the
-    other)."""
-    return np.concatenate(diagonals(block))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""The linear pieces of the frequency format: the colour matrices, the DCT matrix and the
-inverse DCT of kept corners (shared by the format, :mod:`tessera.images.frequency`, and its
-decoder, :mod:`tessera.images.decode`).
+"""The linear pieces of the frequency format: the colour matrices, the DCT matrix, the
+inverse DCT of kept corners and the diagonal order of a block's coefficients (shared by the
+format, :mod:`tessera.images.frequency`, and its decoder, :mod:`tessera.images.decode`).
 
 >>> import numpy as np
 >>> d = dct_matrix(8)
@@ -49,3 +49,26 @@ def inverse_dct(c: np.ndarray, m: int) -> np.ndarray:
     full[..., :r, :r] = c
     return np.asarray(scipy.fft.idctn(full, type=2, norm="ortho", axes=(-2, -1),
                                       overwrite_x=True))
+
+
+@functools.lru_cache(maxsize=8)
+def diagonals(block: int) -> tuple[np.ndarray, ...]:
+    """Flat indices (``i * block + j``) of each anti-diagonal ``d = i + j``, ``i`` ascending.
+
+    >>> [d.tolist() for d in diagonals(4)[:3]]
+    [[0], [1, 4], [2, 5, 8]]
+    """
+    out = []
+    for d in range(2 * block - 1):
+        rows = range(max(0, d - block + 1), min(d, block - 1) + 1)
+        idx = np.array([i * block + (d - i) for i in rows], dtype=np.intp)
+        idx.setflags(write=False)
+        out.append(idx)
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=8)
+def _diagonal_order(block: int) -> np.ndarray:
+    """All flat indices in d-major order (the diagonals of :func:`diagonals` one after the
+    other)."""
+    return np.concatenate(diagonals(block))

@@ -80,7 +80,7 @@ def import_npy(path: str | Path, uri: str, *, tile: tuple[int, ...] | None = Non
                progress: Progress | None = None) -> ImportReport:
     """Import a ``.npy`` file as one array at ``uri`` (memory-mapped, copied in slabs), or a
     ``.npz`` file as a tessera.h5 file with one dataset per member."""
-    report = ImportReport()
+    report = ImportReport(url=uri)
     path = Path(path)
     if path.suffix == ".npz":
         with np.load(path, allow_pickle=False) as npz, \
@@ -120,7 +120,7 @@ def import_hdf5(path: str | Path, uri: str, *, storage_options: dict[str, Any] |
     """Import every dataset (and group) of an HDF5 file into a tessera.h5 file at ``uri``."""
     import h5py
 
-    report = ImportReport()
+    report = ImportReport(url=uri)
     with h5py.File(path, "r") as src, \
             th5.File(uri, "w-", storage_options=storage_options) as dst:
         _copy_attrs(src.attrs, dst.attrs, "/", report)
@@ -163,7 +163,7 @@ def import_zarr(source: str | Path, uri: str, *,
     tessera.h5 file at ``uri``."""
     import zarr
 
-    report = ImportReport()
+    report = ImportReport(url=uri)
     root = zarr.open(str(source), mode="r")
     with th5.File(uri, "w-", storage_options=storage_options) as dst:
         if isinstance(root, zarr.Array):

@@ -43,9 +43,6 @@ class ConnectionGuard:
         self._by_client: collections.Counter[str] = collections.Counter()
         self._total = 0
         self._lock = threading.Lock()
-        #: Connections refused so far, and connections closed for stalling before headers.
-        self.refused = 0
-        self.stalled = 0
 
     @classmethod
     def of(cls, config: ServerConfig) -> ConnectionGuard:
@@ -58,10 +55,8 @@ class ConnectionGuard:
         limit it passes (``in total``, ``from <address>``), and it is not counted."""
         with self._lock:
             if self._total >= self.max_total:
-                self.refused += 1
                 return "in total"
             if self.max_per_client and self._by_client[client] >= self.max_per_client:
-                self.refused += 1
                 return f"from {client}"
             self._total += 1
             self._by_client[client] += 1
@@ -151,7 +146,6 @@ def guarded_protocol(guard: ConnectionGuard) -> type[asyncio.Protocol]:
             busy = self.cycle is not None and not self.cycle.response_complete \
                 and self.cycle is self._seen_cycle
             if not busy and not self.transport.is_closing():
-                guard.stalled += 1
                 self.transport.close()
 
     return GuardedH11Protocol

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tessera.cache import ProcessCache
+from tessera.cache import LRUCache, ProcessCache
 from tessera.config import CacheConfig
 from tessera.format.decompose import merge_ranges as merge_spans
 from tessera.storage.stats import IOStats
@@ -77,9 +77,9 @@ class SparseFile(io.RawIOBase):
 #: Parsed footers of Parquet files, per process (``TESSERA_FOOTERS_CACHE_BYTES``, 16 MiB of
 #: serialized footers), keyed by (store URL, key): data files are written once, so an entry
 #: never goes stale. ``FOOTERS()`` is the cache.
-FOOTERS: ProcessCache[tuple[str, str], pq.FileMetaData] = ProcessCache(
-    "Parquet footers", lambda: CacheConfig.from_env().footers_cache_bytes,
-    size=lambda meta: int(meta.serialized_size))
+FOOTERS: ProcessCache[tuple[str, str], pq.FileMetaData] = ProcessCache(lambda: LRUCache(
+    "Parquet footers", CacheConfig.from_env().footers_cache_bytes,
+    size=lambda meta: int(meta.serialized_size)))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -58,7 +58,6 @@ DATA_COLUMNS = ["id", "write_id", "kind", "part", "chunk_index", "lo", "hi", "st
                 "count", "indices", "values"]
 BLOB_COLUMNS = ("aux", "indices", "values")
 ID_PATTERN = re.compile(r"^[A-Za-z0-9._/-]{1,256}$")
-CODECS = TABLE_CODECS  # the configuration's one list
 
 
 def check_id(tensor_id: Any) -> str:
@@ -115,6 +114,6 @@ def writer_properties(codec: str, rows_per_group: int) -> Any:
 
     blobs = {name: ColumnProperties(dictionary_enabled=False, statistics_enabled="NONE")
              for name in BLOB_COLUMNS}
-    return WriterProperties(compression=CODECS[codec.lower()],  # type: ignore[arg-type]
+    return WriterProperties(compression=TABLE_CODECS[codec.lower()],  # type: ignore[arg-type]
                             max_row_group_size=max(1, rows_per_group),
                             statistics_truncate_length=64, column_properties=blobs)

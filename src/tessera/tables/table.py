@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from tessera._sync import run_sync
-from tessera.cache import ProcessCache
+from tessera.cache import LRUCache, ProcessCache
 from tessera.config import CacheConfig, Config, TablesConfig
 from tessera.errors import (
     CommitConflictError,
@@ -93,8 +93,8 @@ COMMIT_RETRIES = 1000
 #: 64 MiB), sized at about :data:`HEADER_ROW_BYTES` a row. ``_HEADER_ROWS()`` is the cache.
 HEADER_ROW_BYTES = 512
 _HEADER_ROWS: ProcessCache[tuple[str, str], list[dict[str, Any]]] = ProcessCache(
-    "tensor-table header rows", lambda: CacheConfig.from_env().headers_cache_bytes,
-    size=lambda rows: HEADER_ROW_BYTES * max(1, len(rows)))
+    lambda: LRUCache("tensor-table header rows", CacheConfig.from_env().headers_cache_bytes,
+                     size=lambda rows: HEADER_ROW_BYTES * max(1, len(rows))))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,8 +131,8 @@ class TableStats:
         tensors: tensors visible.
         files: data files.
         stored_bytes: bytes of those files (after Parquet compression).
-        encoded_bytes: bytes of the visible tensors' rows before Parquet compression, as
-            their writes reported them (``sum of TensorInfo.encoded_bytes``).
+        encoded_bytes: bytes of the rows' blob columns (aux, indices, values) in those files
+            before Parquet compression, from the files' footers.
     """
 
     version: int

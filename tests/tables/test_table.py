@@ -203,11 +203,11 @@ def test_bad_inputs_get_errors_that_say_what_to_do(table, tmp_path) -> None:
     with pytest.raises(TensorNotFoundError, match=r"no tensor 'emb/2'.*did you mean 'emb/1'"):
         table.write("emb/1", np.ones(1))
         table["emb/2"]
-    with pytest.raises(SelectionError, match="out of bounds"):
+    with pytest.raises(SelectionError, match="index 3 is outside dimension 0's domain"):
         table["x"][3]
-    with pytest.raises(SelectionError, match="step 0"):
+    with pytest.raises(SelectionError, match="must be a non-zero integer"):
         table["x"][::0]
-    with pytest.raises(SelectionError, match="3 indices"):
+    with pytest.raises(SelectionError, match="too many indices: 3"):
         table["x"][0, 0, 0]
     table.config = type(table.config)(max_dense_bytes=8)
     table.write("s", _sparse((10, 10), 0.03), format="coo")

@@ -8,6 +8,14 @@ with numpy positions, and negative values count from the end as in numpy; for ot
 they are the coordinates themselves (as in TileDB). Anything outside the domain raises
 :class:`~tessera.errors.SelectionError` (an ``IndexError``).
 
+One set of rules serves every engine; :class:`Rules` names the three places where engines
+differ, and each engine passes its own: arrays (:data:`ARRAY_RULES`) refuse slice bounds
+more than one past either end (a domain is a contract, as in TileDB) and allow repeated
+indices; tensors in tables (:data:`TENSOR_RULES`, through :func:`normalize_shape`) clip
+slice bounds as numpy does and refuse repeated indices (a sparse result cannot hold a
+non-zero twice). Both take 1-D boolean masks. The table in docs/arrays.md
+("Selections") lists them.
+
 >>> from tessera.format.schema import ArraySchema, Dim, Attr
 >>> schema = ArraySchema([Dim("y", (0, 9), 5), Dim("x", (0, 9), 5)], [Attr("v", "i4")])
 >>> sel = normalize_selection((slice(2, 8, 3), [7, 1]), schema)
@@ -19,12 +27,39 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from tessera.errors import SelectionError
 from tessera.format.schema import ArraySchema, Dim
+
+
+@dataclasses.dataclass(frozen=True)
+class Rules:
+    """Where engines differ in reading a selection.
+
+    Attributes:
+        clip_slices: slice bounds past either end are clipped as numpy does (``a[0:100]`` of
+            a 5-cell dimension is its 5 cells); False refuses bounds more than one past an
+            end with a :class:`~tessera.errors.SelectionError`.
+        repeats: an index list may name a coordinate more than once (the result repeats
+            it); False refuses such a list.
+        masks: 1-D boolean masks select the cells where they are True.
+    """
+
+    clip_slices: bool = False
+    repeats: bool = True
+    masks: bool = True
+
+
+ARRAY_RULES = Rules()
+"""Dense arrays: slice bounds inside the domain (one past an end allowed), repeats and
+masks allowed."""
+
+TENSOR_RULES = Rules(clip_slices=True, repeats=False)
+"""Tensors in tables: numpy's slice clipping, no repeated indices, masks allowed."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,59 +138,89 @@ class Selection:
         return (tuple(d.lo for d in self.dims), tuple(d.hi for d in self.dims))
 
 
-def normalize_selection(sel: Any, schema: ArraySchema) -> Selection:
+def normalize_selection(sel: Any, schema: ArraySchema, rules: Rules = ARRAY_RULES) -> Selection:
     """Turn a user selection into a :class:`Selection` on ``schema``'s dense domain."""
+    return _normalize(sel, schema.dims, rules)
+
+
+def normalize_shape(sel: Any, shape: tuple[int, ...], rules: Rules = TENSOR_RULES) -> Selection:
+    """A selection on a plain ``shape`` (dimensions counted from 0, named by position), under
+    ``rules`` (numpy's by default, as tensors in tables take them).
+
+    >>> s = normalize_shape((1, slice(None, 99, 2)), (3, 5))
+    >>> [d.coords.tolist() for d in s.dims], s.shape
+    ([[1], [0, 2, 4]], (3,))
+    >>> normalize_shape([0, 0], (3,))
+    Traceback (most recent call last):
+    ...
+    tessera.errors.SelectionError: indices on dimension 0 repeat; give each once
+    """
+    dims = tuple(Dim(str(axis), (0, n - 1)) for axis, n in enumerate(shape))
+    return _normalize(sel, dims, rules)
+
+
+def _normalize(sel: Any, dims: Sequence[Dim], rules: Rules) -> Selection:
+    ndim = len(dims)
     items = sel if isinstance(sel, tuple) else (sel,)
     n_ell = sum(1 for it in items if it is Ellipsis)
     if n_ell > 1:
         raise SelectionError("a selection may contain at most one '...'")
     if n_ell:
         at = next(i for i, it in enumerate(items) if it is Ellipsis)
-        fill = schema.ndim - (len(items) - 1)
+        fill = ndim - (len(items) - 1)
         if fill < 0:
-            raise SelectionError(_too_many(len(items) - 1, schema))
+            raise SelectionError(_too_many(len(items) - 1, ndim))
         items = items[:at] + (slice(None),) * fill + items[at + 1:]
-    if len(items) > schema.ndim:
-        raise SelectionError(_too_many(len(items), schema))
-    items = items + (slice(None),) * (schema.ndim - len(items))
-    return Selection(tuple(_one(it, d) for it, d in zip(items, schema.dims, strict=True)))
+    if len(items) > ndim:
+        raise SelectionError(_too_many(len(items), ndim))
+    items = items + (slice(None),) * (ndim - len(items))
+    return Selection(tuple(_one(it, d, rules) for it, d in zip(items, dims, strict=True)))
 
 
-def _too_many(n: int, schema: ArraySchema) -> str:
-    return f"too many indices: {n} for an array of {schema.ndim} dimensions"
+def _too_many(n: int, ndim: int) -> str:
+    return f"too many indices: {n} for an array of {ndim} dimensions"
+
+
+def _called(dim: Dim) -> str:
+    """``dimension 'y'`` for a named dimension, ``dimension 0`` for a positional one."""
+    return f"dimension {dim.name}" if dim.name.isdigit() else f"dimension {dim.name!r}"
 
 
 def _coord(value: Any, dim: Dim, what: str, slack: int = 0) -> int:
     """An index in ``dim``'s domain (negative counts from the end when the domain starts at
     0); ``slack=1`` for slice bounds, which may lie one past either end."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise SelectionError(f"{what} for dimension {dim.name!r} must be an integer, "
+        raise SelectionError(f"{what} for {_called(dim)} must be an integer, "
                              f"got {value!r}")
     lo, hi = int(dim.domain[0]), int(dim.domain[1])
     v = int(value)
     if lo == 0 and v < 0:
         v += dim.size
     if not lo - slack <= v <= hi + slack:
-        raise SelectionError(f"{what} {value} is outside dimension {dim.name!r}'s domain "
+        raise SelectionError(f"{what} {value} is outside {_called(dim)}'s domain "
                              f"[{lo}, {hi}]")
     return v
 
 
-def _one(item: Any, dim: Dim) -> DimSelection:
+def _one(item: Any, dim: Dim, rules: Rules) -> DimSelection:
     lo, hi = int(dim.domain[0]), int(dim.domain[1])
     if isinstance(item, slice):
         step = 1 if item.step is None else item.step
-        if not isinstance(step, (int, np.integer)) or step == 0:
-            raise SelectionError(f"slice step for dimension {dim.name!r} must be a non-zero "
+        if not isinstance(step, (int, np.integer)) or isinstance(step, (bool, np.bool_)) \
+                or step == 0:
+            raise SelectionError(f"slice step for {_called(dim)} must be a non-zero "
                                  f"integer, got {item.step!r}")
         step = int(step)
-        if step > 0:
-            start = lo if item.start is None else _coord(item.start, dim, "slice start", 1)
-            stop = hi + 1 if item.stop is None else _coord(item.stop, dim, "slice stop", 1)
+        if rules.clip_slices:
+            coords = _clipped(item, step, dim)
         else:
-            start = hi if item.start is None else _coord(item.start, dim, "slice start", 1)
-            stop = lo - 1 if item.stop is None else _coord(item.stop, dim, "slice stop", 1)
-        coords = np.arange(start, stop, step, dtype=np.int64)
+            if step > 0:
+                start = lo if item.start is None else _coord(item.start, dim, "slice start", 1)
+                stop = hi + 1 if item.stop is None else _coord(item.stop, dim, "slice stop", 1)
+            else:
+                start = hi if item.start is None else _coord(item.start, dim, "slice start", 1)
+                stop = lo - 1 if item.stop is None else _coord(item.stop, dim, "slice stop", 1)
+            coords = np.arange(start, stop, step, dtype=np.int64)
         if step > 0:
             return DimSelection(coords, False, coords, np.arange(len(coords), dtype=np.int64))
         return _from_list(coords, False)
@@ -167,18 +232,36 @@ def _one(item: Any, dim: Dim) -> DimSelection:
     if isinstance(item, (list, np.ndarray, range)):
         arr = np.asarray(item)
         if arr.dtype == bool:
+            if not rules.masks:
+                raise SelectionError(f"boolean masks are not taken for {_called(dim)}; give "
+                                     "a list of indices")
             if arr.shape != (dim.size,):
-                raise SelectionError(f"a boolean mask for dimension {dim.name!r} must be 1-D "
+                raise SelectionError(f"a boolean mask for {_called(dim)} must be 1-D "
                                      f"with one entry per cell ({dim.size}), got shape "
                                      f"{arr.shape}")
             coords = np.flatnonzero(arr).astype(np.int64) + lo
             return DimSelection(coords, False, coords, np.arange(len(coords), dtype=np.int64))
         if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-            raise SelectionError(f"an index list for dimension {dim.name!r} must be a 1-D list "
+            raise SelectionError(f"an index list for {_called(dim)} must be a 1-D list "
                                  f"of integers, got {item!r:.80}")
-        return _from_list(_indices(arr, dim), False)
-    raise SelectionError(f"unsupported index {item!r:.80} for dimension {dim.name!r}: use an "
+        coords = _indices(arr, dim)
+        if not rules.repeats and len(np.unique(coords)) != len(coords):
+            raise SelectionError(f"indices on {_called(dim)} repeat; give each once")
+        return _from_list(coords, False)
+    raise SelectionError(f"unsupported index {item!r:.80} for {_called(dim)}: use an "
                          "int, a slice, '...', a list of ints or a 1-D boolean mask")
+
+
+def _clipped(item: slice, step: int, dim: Dim) -> np.ndarray:
+    """A slice's coordinates with numpy's rules: bounds past either end are clipped."""
+    for bound in (item.start, item.stop):
+        if bound is not None and (isinstance(bound, (bool, np.bool_))
+                                  or not isinstance(bound, (int, np.integer))):
+            raise SelectionError(f"slice bounds for {_called(dim)} must be integers, "
+                                 f"got {bound!r}")
+    start, stop, _ = slice(item.start, item.stop, step).indices(dim.size)
+    lo = int(dim.domain[0])
+    return np.arange(start + lo, stop + lo, step, dtype=np.int64)
 
 
 def _indices(arr: np.ndarray, dim: Dim) -> np.ndarray:
@@ -186,15 +269,15 @@ def _indices(arr: np.ndarray, dim: Dim) -> np.ndarray:
     domain starting at 0; any outside the domain raises ``SelectionError``."""
     lo, hi = int(dim.domain[0]), int(dim.domain[1])
     if arr.size and arr.dtype.kind == "u" and int(arr.max()) > hi:  # before a wrapping cast
-        raise SelectionError(f"index {int(arr.max())} is outside dimension {dim.name!r}'s "
+        raise SelectionError(f"index {int(arr.max())} is outside {_called(dim)}'s "
                              f"domain [{lo}, {hi}]")
     coords = arr.astype(np.int64)
     if lo == 0:
         coords = np.where(coords < 0, coords + dim.size, coords)
     bad = (coords < lo) | (coords > hi)
     if bad.any():
-        raise SelectionError(f"index {int(arr[bad].flat[0])} is outside dimension "
-                             f"{dim.name!r}'s domain [{lo}, {hi}]")
+        raise SelectionError(f"index {int(arr[bad].flat[0])} is outside "
+                             f"{_called(dim)}'s domain [{lo}, {hi}]")
     return coords
 
 

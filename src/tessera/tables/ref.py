@@ -1,9 +1,11 @@
 """Lazy references to the tensors of a table: ``tt[id]`` reads nothing until it is sliced;
 then only the rows (row groups, byte ranges) that hold the slice are fetched.
 
-Selections are numpy's basic ones: ints (negative count from the end), slices with steps,
-``...``, plus lists of distinct ints per dimension (orthogonal, as ``oindex``); fewer indices
-than dimensions select the rest whole.
+Selections are numpy's basic ones: ints (negative count from the end), slices with steps
+(bounds clipped as numpy clips them), ``...``, plus lists of distinct ints and 1-D boolean
+masks per dimension (orthogonal, as ``oindex``); fewer indices than dimensions select the
+rest whole. The rules are the shared floor's (:mod:`tessera.format.selection`,
+``TENSOR_RULES``).
 
 >>> normalize((1, slice(None, None, 2)), (3, 5))[0]
 (array([1]), array([0, 2, 4]))
@@ -19,7 +21,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from tessera.config import TablesConfig
-from tessera.errors import FormatError, MemoryLimitError, SelectionError
+from tessera.errors import FormatError, MemoryLimitError
+from tessera.format.selection import TENSOR_RULES, normalize_shape
 from tessera.storage.stats import IOStats
 from tessera.tables.layouts import get_layout
 from tessera.tables.layouts.base import DataRow, Header, Need, Selection
@@ -62,47 +65,11 @@ class SparseTensor:
 
 
 def normalize(sel: Any, shape: tuple[int, ...]) -> tuple[Selection, tuple[int, ...]]:
-    """``sel`` as one index array per dimension, and the dimensions an int removes (a
+    """``sel`` as one index array per dimension, and the dimensions an int removes, read by
+    the shared selection floor under :data:`~tessera.format.selection.TENSOR_RULES` (a
     ``SelectionError`` names what is out of range or malformed)."""
-    items = sel if isinstance(sel, tuple) else (sel,)
-    if sum(1 for s in items if s is Ellipsis) > 1:
-        raise SelectionError("a selection may hold one '...' only")
-    if Ellipsis in items:
-        at = items.index(Ellipsis)
-        fill = len(shape) - (len(items) - 1)
-        items = items[:at] + (slice(None),) * max(0, fill) + items[at + 1:]
-    if len(items) > len(shape):
-        raise SelectionError(f"{len(items)} indices for a tensor of shape {shape}")
-    items = items + (slice(None),) * (len(shape) - len(items))
-    out, dropped = [], []
-    for axis, (s, n) in enumerate(zip(items, shape, strict=True)):
-        if isinstance(s, (bool, np.bool_)):
-            raise SelectionError(f"index {s!r} on dimension {axis}: booleans are not indices")
-        if isinstance(s, (int, np.integer)):
-            i = int(s)
-            if not -n <= i < n:
-                raise SelectionError(f"index {i} is out of bounds for dimension {axis} of "
-                                     f"size {n} (shape {shape})")
-            out.append(np.array([i % n]))
-            dropped.append(axis)
-        elif isinstance(s, slice):
-            if s.step == 0:
-                raise SelectionError(f"slice step 0 on dimension {axis}")
-            out.append(np.arange(n)[s])
-        elif isinstance(s, (list, np.ndarray)) and np.asarray(s).ndim == 1 and (
-                np.asarray(s).dtype.kind in "iu" or not len(s)):
-            idx = np.asarray(s, dtype=np.int64)
-            if len(idx) and (idx.min() < -n or idx.max() >= n):
-                raise SelectionError(f"an index of {s!r:.60} is out of bounds for dimension "
-                                     f"{axis} of size {n}")
-            idx = idx % n if n else idx
-            if len(np.unique(idx)) != len(idx):
-                raise SelectionError(f"indices on dimension {axis} repeat; give each once")
-            out.append(idx)
-        else:
-            raise SelectionError(f"index {s!r:.60} on dimension {axis}: use ints, slices, "
-                                 "lists of ints or '...'")
-    return tuple(out), tuple(dropped)
+    dims = normalize_shape(sel, shape, TENSOR_RULES).dims
+    return tuple(d.coords for d in dims), tuple(i for i, d in enumerate(dims) if d.drop)
 
 
 class RowSource(Protocol):

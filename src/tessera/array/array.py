@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import logging
 import time
-import warnings
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -37,11 +35,12 @@ from tessera.array.growth import load_extent
 from tessera.array.maintenance import apply_replacements, check_history, visible_at
 from tessera.array.metadata import ArrayMetadata
 from tessera.array.numpy_face import NumpyConventions
+from tessera.array.read.direct import read_now, runs_now
 from tessera.array.read.execute import execute_tile_reads
 from tessera.array.read.fetch import TileFetcher
 from tessera.array.read.points import point_needs, read_points
 from tessera.array.read.pushdown import PushdownReader
-from tessera.array.read.report import ReadReport
+from tessera.array.read.report import ReadReport, warn_fallbacks, with_fallbacks
 from tessera.array.read.sparse import (
     SparseResult,
     normalize_sparse_selection,
@@ -58,7 +57,6 @@ from tessera.errors import (
     InvalidArgumentError,
     InvalidTypeError,
     ObjectNotFoundError,
-    PushdownFallbackWarning,
     SchemaError,
     SelectionError,
 )
@@ -66,6 +64,7 @@ from tessera.format.schema import ArraySchema
 from tessera.format.selection import (
     Hyperslabs,
     Points,
+    Selection,
     SparseSelection,
     is_full_mask,
     normalize_selection,
@@ -88,7 +87,6 @@ from tessera.storage.blocking import Store
 
 TimestampLike = int | dt.datetime | None
 T = TypeVar("T")
-_log = logging.getLogger("tessera.pushdown")
 
 
 
@@ -286,8 +284,38 @@ class Array(NumpyConventions, ArrayWrites):
             return [self._shape_result(s, out, names, attrs) for s, out in
                     zip(sels, boxes, strict=True)]
         selection = normalize_selection(sel, self.schema)
-        outputs = self._run_read(self._read_async(selection, names, method, phi))
+        outputs = self._read_now(selection, names, method, phi)
+        if outputs is None:
+            outputs = self._run_read(self._read_async(selection, names, method, phi))
         return self._shape_result(selection, outputs, names, attrs)
+
+    def _read_now(self, selection: Selection, names: list[str], method: str,
+                  phi: float) -> dict[str, np.ndarray] | None:
+        """A small read of a store that never waits on a network, on the calling thread
+        (:mod:`tessera.array.read.direct`): the same plan, requests, report and errors as
+        the event loop's path, without the trip to it. ``None`` when the read is not one:
+        then, and after a damaged or missing tile (the loop's path lists the fragments
+        again and decides), the caller takes the general path."""
+        metas = self._cached_listing() if self.timestamp is None else self._snapshot
+        if metas is None or self._pushdown is not None or not self._store.aio.reads_now:
+            return None
+        merged = merged_for(self._updates, self.schema, metas, names, self.uri)[1]
+        reads, cell_reads, skipped = plan_tile_reads(self.schema, selection, metas, names)
+        if merged is not None or cell_reads:
+            return None
+        plan = self._plan_needs(reads, tile_needs(self.schema, selection, reads), method, phi)
+        if not runs_now(self._store.aio, plan):
+            return None
+        with self._store.collect() as stats:
+            try:
+                outputs = read_now(self._store.aio, self.schema, selection, reads, names,
+                                   self.uri, plan)
+            except (CorruptDataError, ObjectNotFoundError):
+                return None
+        self._last_visible = metas
+        self.last_read = ReadReport(reads, len({r.fragment for r in reads}), skipped,
+                                    stats=stats, plan=plan)
+        return outputs
 
     def _attr_names(self, attrs: list[str] | None) -> list[str]:
         """The attributes a read asks for (default: all), each checked to exist."""
@@ -310,7 +338,8 @@ class Array(NumpyConventions, ArrayWrites):
         report.stats = stats
         self.last_read = report
         if report.pushdown_fallbacks:
-            self._warn_fallbacks(report)
+            # warn_fallbacks <- _run_read <- read <- the caller
+            warn_fallbacks(report, self._fallback_reasons_seen, self.uri, stacklevel=4)
         return result
 
     @staticmethod
@@ -425,7 +454,7 @@ class Array(NumpyConventions, ArrayWrites):
                    | {c.fragment for _, cells, _ in per for c in cells})
         cell_reads = [c for _, cells, _ in per for c in cells]
         self._last_visible = metas
-        return list(outs), self._report(ReadReport(distinct, used, 0, cell_reads=cell_reads,
+        return list(outs), with_fallbacks(ReadReport(distinct, used, 0, cell_reads=cell_reads,
                                                    plan=plan), pushdown)
 
     def _planner_choice(self, method: str | None, phi: float | None) -> tuple[str, float]:
@@ -547,7 +576,7 @@ class Array(NumpyConventions, ArrayWrites):
         if merged is not None:  # the run's fragments count as read, as without the index
             touched = 0 if selection.empty else merged.touching(selection.bounds())
             used, skipped = used + touched, skipped + len(merged.fragments) - touched
-        return outputs, self._report(ReadReport(reads, used, skipped, cell_reads=cell_reads,
+        return outputs, with_fallbacks(ReadReport(reads, used, skipped, cell_reads=cell_reads,
                                                 plan=plan), pushdown)
 
     async def _read_sparse_async(self, ssel: SparseSelection, names: list[str],
@@ -567,7 +596,7 @@ class Array(NumpyConventions, ArrayWrites):
                     raise
                 metas = fresh
         used = len({r.fragment for r in reads})
-        return result, self._report(
+        return result, with_fallbacks(
             ReadReport([], used, len(metas) - used, cell_reads=reads), pushdown)
 
     async def _committed_metas(self) -> list[FragmentMeta]:
@@ -638,32 +667,6 @@ class Array(NumpyConventions, ArrayWrites):
         fragment bookkeeping (consolidation reads through it)."""
         return Array(self._store, self._created, mode="r", timestamp=timestamp,
                      config=self.config)
-
-    def _report(self, report: ReadReport, pushdown: PushdownReader | None) -> ReadReport:
-        """``report`` with the pushdown fallbacks of the read."""
-        if pushdown is not None:
-            report.pushdown_fallbacks = pushdown.fallbacks
-            report.pushdown_error = pushdown.last_error
-            report.pushdown_fallback_reasons = dict(pushdown.reasons)
-            report.pushdown_fallback_details = dict(pushdown.details)
-        return report
-
-    def _warn_fallbacks(self, report: ReadReport) -> None:
-        """Log (``tessera.pushdown`` logger, level warning) and warn
-        (:class:`~tessera.errors.PushdownFallbackWarning`) about each reason for pushdown
-        fallbacks that this handle has not reported yet."""
-        for reason, tiles in report.pushdown_fallback_reasons.items():
-            if reason in self._fallback_reasons_seen:
-                continue
-            self._fallback_reasons_seen.add(reason)
-            message = (f"pushdown reads of {self.uri} fall back to fetching tiles directly "
-                       f"({reason}; {tiles} tiles of this read): "
-                       f"{report.pushdown_fallback_details[reason]}. The data is "
-                       "right, but the read moves more bytes; "
-                       "arr.last_read.pushdown_fallback_reasons counts the tiles")
-            _log.warning("%s", message)
-            # _warn_fallbacks <- _run_read <- read <- the caller
-            warnings.warn(message, PushdownFallbackWarning, stacklevel=4)
 
 
 def _forces_server(mode: str) -> bool:

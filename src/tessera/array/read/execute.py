@@ -34,6 +34,32 @@ from tessera.query.methods import read_method
 from tessera.query.plan import Plan
 from tessera.storage.store import AsyncStore
 
+Outputs = dict[str, np.ndarray]
+Ranks = dict[str, np.ndarray | None]
+
+
+def allocate_outputs(schema: ArraySchema, sel: Selection, reads: list[TileRead],
+                     attrs: list[str], cell_ranks: set[int]) -> tuple[Outputs, Ranks, bool]:
+    """Full-shape outputs for a read, its per-cell rank arrays and whether it is *layered*.
+
+    Layered: the dense tiles all come from one fragment and every sparse fragment
+    (``cell_ranks``) is newer, so no cell needs arbitrating (no rank arrays); its outputs
+    start empty when the dense tiles cover the selection, else filled with the fill value.
+    """
+    dense_ranks = {r.rank for r in reads}
+    layered = len(dense_ranks) <= 1 and (not dense_ranks or not cell_ranks
+                                         or min(cell_ranks) > max(dense_ranks))
+    full = layered and covers_selection(reads, attrs, sel)
+    outputs: Outputs = {}
+    ranks: Ranks = {}
+    for name in attrs:
+        attr = schema.attr(name)
+        shape = sel.full_shape + attr.cell_shape
+        outputs[name] = (np.empty(shape, dtype=attr.np_dtype) if full
+                         else np.full(shape, attr.fill_value, dtype=attr.np_dtype))
+        ranks[name] = None if layered else np.full(sel.full_shape, -1, dtype=np.int32)
+    return outputs, ranks, layered
+
 
 async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Selection,
                              reads: list[TileRead], attrs: list[str], array_url: str,
@@ -67,19 +93,8 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
     vectorised pass afterwards; otherwise a per-cell rank array arbitrates.
     """
     cell_reads = cell_reads or []
-    dense_ranks = {r.rank for r in reads}
     cell_ranks = {c.rank for c in cell_reads} | ({merged.rank} if merged is not None else set())
-    layered = len(dense_ranks) <= 1 and (not dense_ranks or not cell_ranks
-                                         or min(cell_ranks) > max(dense_ranks))
-    full = layered and covers_selection(reads, attrs, sel)
-    outputs: dict[str, np.ndarray] = {}
-    ranks: dict[str, np.ndarray | None] = {}
-    for name in attrs:
-        attr = schema.attr(name)
-        shape = sel.full_shape + attr.cell_shape
-        outputs[name] = (np.empty(shape, dtype=attr.np_dtype) if full
-                         else np.full(shape, attr.fill_value, dtype=attr.np_dtype))
-        ranks[name] = None if layered else np.full(sel.full_shape, -1, dtype=np.int32)
+    outputs, ranks, layered = allocate_outputs(schema, sel, reads, attrs, cell_ranks)
     if fetcher is None:
         fetcher = TileFetcher(store, schema, reads, plan, array_url)
     elif plan is None:

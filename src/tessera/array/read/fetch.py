@@ -5,6 +5,7 @@ verified and decoded), single pieces (:func:`fetch_piece`) and sparse data tiles
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from tessera.format.tile import (
 )
 from tessera.query.methods import read_method
 from tessera.query.plan import Plan
+from tessera.query.refine import PlannedRequest
 from tessera.storage.store import AsyncStore
 
 
@@ -58,8 +60,7 @@ class TileFetcher:
         read = self.reads[position]
         whole = tile_nbytes(self.schema, self.schema.attr(read.attr))
         plan = self.plan
-        if plan is None or not (reads_parts(plan.choices[position].method)
-                                or position in plan.shared_tiles):
+        if plan is None or not from_requests(plan, position):
             return max(whole, read.length)
         end = read.offset + read.length
         fetched: int = sum(max(0, min(r.stop, end) - max(r.start, read.offset))
@@ -91,60 +92,29 @@ class TileFetcher:
         try:
             return await self._fetch_tile(position, threaded)
         except CorruptDataError as err:  # say which tile, as fields as well as in words
-            read = self.reads[position]
-            if err.tile is None:
-                err.array, err.fragment, err.attr = self.array_url, read.fragment, read.attr
-                err.tile, err.key = tuple(int(i) for i in read.tile_index), read.key
+            annotate(err, self.array_url, self.reads[position])
             raise
 
     async def _fetch_tile(self, position: int, threaded: bool) -> np.ndarray:
         read = self.reads[position]
         where = tile_where(self.array_url, read)
-        attr = self.schema.attr(read.attr)
         plan = self.plan
-        data: Any
-        if plan is not None and (reads_parts(plan.choices[position].method)
-                                 or position in plan.shared_tiles):
+        if plan is not None and from_requests(plan, position):
             requests = plan.requests_for(position)
-            end = read.offset + read.length
             for req in requests:  # issue them all before waiting for any
                 ident = (req.key, req.start, req.stop)
                 if ident not in self._requests:
                     self._requests[ident] = asyncio.ensure_future(
                         self._fetch_request(req.key, req.start, req.stop, where))
-            within = [r for r in requests if r.start <= read.offset and r.stop >= end]
-            if within:
-                # The whole tile came in one request (maybe shared with neighbours): its
-                # bytes are a view of that request's buffer, checked and decoded like a get.
-                req = within[0]
-                got = memoryview(await self._requests[(req.key, req.start, req.stop)])
-                data = got[read.offset - req.start:end - req.start]
-            else:
-                # Pieces of a raw or blocked tile: the selected cells all lie in the fetched
-                # ranges (of a blocked tile: in the blocks they cover, each checked against
-                # its own checksum and decoded alone).
-                buf = np.empty(read.length, dtype=np.uint8)
-                spans = []
-                for req in requests:
-                    ident = (req.key, req.start, req.stop)
-                    got_arr = np.frombuffer(memoryview(await self._requests[ident]), np.uint8)
-                    lo, hi = max(req.start, read.offset), min(req.stop, end)
-                    buf[lo - read.offset:hi - read.offset] = \
-                        got_arr[lo - req.start:hi - req.start]
-                    spans.append((lo - read.offset, hi - read.offset))
-                if read.blocks is None:
-                    return decode_tile(self.schema, attr, buf.data, where)
-                blocks = read.blocks
+            fetched = {ident: await self._requests[ident]
+                       for ident in request_idents(read, requests)}
 
-                def decode_blocks() -> np.ndarray:
-                    raw = decode_blocked(get_codec(read.codec), buf, blocks,
-                                         blocks.covered(spans), check=True, where=where)
-                    return decode_tile(self.schema, attr, raw.data, where)
+            def assemble() -> np.ndarray:
+                return tile_from_requests(self.schema, read, requests, fetched, where)
 
-                return await asyncio.to_thread(decode_blocks) if threaded else decode_blocks()
-        else:
-            async with self.limit:
-                data = await fetch_bytes(self.store, read.piece, where)
+            return await asyncio.to_thread(assemble) if threaded else assemble()
+        async with self.limit:
+            data = await fetch_bytes(self.store, read.piece, where)
 
         def decode() -> np.ndarray:
             return verified_tile(self.schema, read, data, where)
@@ -157,6 +127,59 @@ class TileFetcher:
             data = await fetch_bytes(self.store, piece, where)
         check_length(data, piece, where)
         return data
+
+
+#: A planned request's identity: ``(key, start, stop)``.
+RequestId = tuple[str, int, int]
+
+
+def from_requests(plan: Plan, position: int) -> bool:
+    """True if tile ``position`` is assembled from the plan's requests (parts of it, or a
+    request shared with neighbouring tiles) rather than fetched whole by a get of its own."""
+    return reads_parts(plan.choices[position].method) or position in plan.shared_tiles
+
+
+def request_idents(read: TileRead, requests: list[PlannedRequest]) -> list[RequestId]:
+    """The requests a tile is assembled from: the first that holds the whole tile (a get
+    shared with neighbours), else every one of them (parts of the tile)."""
+    end = read.offset + read.length
+    within = [r for r in requests if r.start <= read.offset and r.stop >= end]
+    return [(r.key, r.start, r.stop) for r in (within[:1] or requests)]
+
+
+def tile_from_requests(schema: ArraySchema, read: TileRead, requests: list[PlannedRequest],
+                       fetched: Mapping[RequestId, Any], where: str) -> np.ndarray:
+    """A tile made from the bytes of its planned requests (``fetched``, as
+    :func:`request_idents` names them). A request that holds the whole tile gives a view of
+    its buffer, checked and decoded like a get; otherwise the parts of a raw or blocked tile
+    are placed in a tile buffer: the selected cells all lie in them (of a blocked tile: in
+    the blocks they cover, each checked against its own checksum and decoded alone)."""
+    attr = schema.attr(read.attr)
+    end = read.offset + read.length
+    idents = request_idents(read, requests)
+    if len(idents) == 1 and idents[0][1] <= read.offset and idents[0][2] >= end:
+        start = idents[0][1]
+        data = memoryview(fetched[idents[0]])[read.offset - start:end - start]
+        return verified_tile(schema, read, data, where)
+    buf = np.empty(read.length, dtype=np.uint8)
+    spans = []
+    for key, start, stop in idents:
+        got = np.frombuffer(memoryview(fetched[(key, start, stop)]), np.uint8)
+        lo, hi = max(start, read.offset), min(stop, end)
+        buf[lo - read.offset:hi - read.offset] = got[lo - start:hi - start]
+        spans.append((lo - read.offset, hi - read.offset))
+    if read.blocks is None:
+        return decode_tile(schema, attr, buf.data, where)
+    raw = decode_blocked(get_codec(read.codec), buf, read.blocks, read.blocks.covered(spans),
+                         check=True, where=where)
+    return decode_tile(schema, attr, raw.data, where)
+
+
+def annotate(err: CorruptDataError, array_url: str, read: TileRead) -> None:
+    """Name the damaged tile in ``err``'s fields (unless an inner step named one)."""
+    if err.tile is None:
+        err.array, err.fragment, err.attr = array_url, read.fragment, read.attr
+        err.tile, err.key = tuple(int(i) for i in read.tile_index), read.key
 
 
 async def fetch_bytes(store: AsyncStore, piece: Piece, where: str) -> Any:

@@ -4,8 +4,12 @@ estimates, the measured I/O and any pushdown fallbacks), printable as estimated 
 from __future__ import annotations
 
 import dataclasses
+import logging
+import warnings
 from typing import Any
 
+from tessera.array.read.pushdown import PushdownReader
+from tessera.errors import PushdownFallbackWarning
 from tessera.format.tile import (
     CellTileRead,
     TileRead,
@@ -13,6 +17,8 @@ from tessera.format.tile import (
 from tessera.query.methods import methods
 from tessera.query.plan import Plan
 from tessera.storage.stats import IOStats
+
+_log = logging.getLogger("tessera.pushdown")
 
 
 @dataclasses.dataclass
@@ -86,3 +92,31 @@ class ReadReport:
         out = io.StringIO()
         Console(file=out, width=110, highlight=False).print(self.table())
         return out.getvalue()
+
+
+def with_fallbacks(report: ReadReport, pushdown: PushdownReader | None) -> ReadReport:
+    """``report`` with the pushdown fallbacks of the read."""
+    if pushdown is not None:
+        report.pushdown_fallbacks = pushdown.fallbacks
+        report.pushdown_error = pushdown.last_error
+        report.pushdown_fallback_reasons = dict(pushdown.reasons)
+        report.pushdown_fallback_details = dict(pushdown.details)
+    return report
+
+
+def warn_fallbacks(report: ReadReport, seen: set[str], uri: str, stacklevel: int) -> None:
+    """Log (``tessera.pushdown`` logger, level warning) and warn
+    (:class:`~tessera.errors.PushdownFallbackWarning`) about each reason for pushdown
+    fallbacks that the handle (its reasons ``seen``) has not reported yet; ``stacklevel``
+    as ``warnings.warn`` counts it from here."""
+    for reason, tiles in report.pushdown_fallback_reasons.items():
+        if reason in seen:
+            continue
+        seen.add(reason)
+        message = (f"pushdown reads of {uri} fall back to fetching tiles directly "
+                   f"({reason}; {tiles} tiles of this read): "
+                   f"{report.pushdown_fallback_details[reason]}. The data is "
+                   "right, but the read moves more bytes; "
+                   "arr.last_read.pushdown_fallback_reasons counts the tiles")
+        _log.warning("%s", message)
+        warnings.warn(message, PushdownFallbackWarning, stacklevel=stacklevel)

@@ -114,12 +114,16 @@ class PlannerConfig:
         max_request_bytes: largest request that merging neighbouring tiles may build
             (a single tile larger than this is still fetched whole). Bounds the bytes one
             request holds in memory and keeps a large read spread over concurrent requests.
+        plan_cache_bytes: memory per array handle for plan templates, reused by reads whose
+            needs have the same shape (:mod:`tessera.query.plan_cache`); 0 plans every read
+            afresh.
     """
 
     method: str = "auto"
     phi: float = 0.0
     pricing: str = ""
     max_request_bytes: int = 16 << 20
+    plan_cache_bytes: int = 1 << 20
 
     def __post_init__(self) -> None:
         if not isinstance(self.method, str) or not self.method:
@@ -129,6 +133,9 @@ class PlannerConfig:
         if self.max_request_bytes < 1:
             raise ConfigError("max_request_bytes must be a positive number of bytes, got "
                               f"{self.max_request_bytes!r}")
+        if self.plan_cache_bytes < 0:
+            raise ConfigError("plan_cache_bytes must be a number of bytes >= 0, got "
+                              f"{self.plan_cache_bytes!r}")
 
     def overridden(self, method: str | None = None, phi: float | None = None,
                    ) -> PlannerConfig:

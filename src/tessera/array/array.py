@@ -82,6 +82,7 @@ from tessera.query.plan import (
     tile_needs,
     union_needs,
 )
+from tessera.query.plan_cache import PlanCache
 from tessera.query.profiler import load_profile
 from tessera.storage.blocking import Store
 
@@ -126,6 +127,7 @@ class Array(NumpyConventions, ArrayWrites):
         self.reads: ReadConfig = settings.reads
         self.writes: WriteConfig = settings.writes
         self._profile: StoreProfile | None = None
+        self._plans = PlanCache(self.planner.plan_cache_bytes)  # see tessera.query.plan_cache
         self._last_visible: list[FragmentMeta] | None = None  # what the latest read used
         self._metas: dict[str, FragmentMeta] = {}
         # The newest run of many small updates, merged once (see tessera.array.read.updates).
@@ -387,11 +389,13 @@ class Array(NumpyConventions, ArrayWrites):
         # forced pushdown still plans it (and falls back to fetching).
         push = pushdown_ok and self._pushdown is not None and (
             self._pushdown.available or _forces_server(method))
-        return plan_needs(needs, url=self._store.url, method=method, phi=phi,
-                          pricing=self.planner.pricing or None,
-                          profile=self.profile.with_pushdown_defaults() if push
-                          else self.profile, cell_nbytes=cell, allow_pushdown=push,
-                          max_request_bytes=self.planner.max_request_bytes)
+        profile = self.profile.with_pushdown_defaults() if push else self.profile
+        pricing, most = self.planner.pricing or None, self.planner.max_request_bytes
+        return self._plans.plan(needs, (method, phi, pricing, profile, cell, push, most),
+                                lambda n: plan_needs(n, url=self._store.url, method=method,
+                                                     phi=phi, pricing=pricing, profile=profile,
+                                                     cell_nbytes=cell, allow_pushdown=push,
+                                                     max_request_bytes=most))
 
     def _pushdown_reader(self) -> PushdownReader | None:
         """The pushdown server as this read uses it (``None`` without one). The server is

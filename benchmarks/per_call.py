@@ -1,0 +1,277 @@
+"""Per-call cost: what one small read costs when a user's own loop (a PyTorch ``Dataset``'s
+``__getitem__``) reads one sample per call, the most common way people write datasets over
+arrays. Everything measured in one run, in one process.
+
+Reads: 20 x 20 crops of a 1000 x 1000 int32 array in 256 x 256 tiles (raw: no codec, so the
+figures are the fixed cost of a call, not decompression), touching 1, 2 or 4 tiles, each at
+a different place (``--reads`` per shape, the first 10 of each run not counted).
+
+Systems: Tessera on ``memory://``, a local folder and the S3 test server on loopback; the
+``tessera.h5`` facade on a local folder; h5py on a chunked HDF5 file on the local disk; zarr
+v3 on its MemoryStore and LocalStore (same chunks, no compression); TensorStore's zarr3 driver
+on its memory and file key-value stores (where it installs). End to end: the same crops as a
+per-sample ``torch.utils.data.Dataset`` read through a ``DataLoader`` (no workers, one sample
+per step), for Tessera, zarr and h5py.
+
+Per row: the mean per-call time (median of ``--reps`` runs), the ratio to zarr on the same
+kind of store and to h5py, and for Tessera its planner's estimate of the read
+(``arr.explain(sel).estimate.seconds``, mean over the same reads) beside the measured time.
+
+Writes ``per_call.csv``, ``per_call.png`` and ``per_call_results.md`` under ``--out``.
+
+    python benchmarks/per_call.py [--quick] [--out DIR]   (default benchmarks/out; the
+    committed results: --out benchmarks/results)
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+import tessera
+import tessera.h5
+from _common import write_csv
+from tessera.testing import S3TestServer
+
+SIDE, TILE, CROP = 1000, 256, 20
+WARM = 10
+
+
+def crops(tiles: int, n: int, seed: int) -> list[tuple[int, int]]:
+    """``n`` crop corners whose 20 x 20 crop touches exactly ``tiles`` (1, 2 or 4) tiles."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        ti, tj = rng.integers(0, 3, 2)  # tiles 0-2 along each axis: all full-size
+        inside = rng.integers(0, TILE - CROP + 1, 2)
+        across = TILE - rng.integers(1, CROP, 2)  # the crop starts 1-19 cells before a seam
+        r = ti * TILE + (across[0] if tiles == 4 else inside[0])
+        c = tj * TILE + (across[1] if tiles >= 2 else inside[1])
+        out.append((int(r), int(c)))
+    return out
+
+
+def per_call(read: Callable[[int, int], Any], corners: list[tuple[int, int]],
+             reps: int) -> float:
+    """Mean seconds per call (median of ``reps`` runs over ``corners``)."""
+    for r, c in corners[:WARM]:
+        read(r, c)
+    runs = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        for r, c in corners[WARM:]:
+            read(r, c)
+        runs.append((time.perf_counter() - start) / (len(corners) - WARM))
+    return statistics.median(runs)
+
+
+def _check(read: Callable[[int, int], Any], data: np.ndarray, name: str) -> None:
+    for r, c in ((0, 0), (250, 500), (750, 240)):
+        got = np.asarray(read(r, c))
+        if not np.array_equal(got, data[r:r + CROP, c:c + CROP]):
+            raise SystemExit(f"{name} read the wrong data at ({r}, {c})")
+
+
+def systems(data: np.ndarray, work: Path, s3: S3TestServer) -> dict[str, tuple[str, Any, Any]]:
+    """name -> (store kind, read(r, c), the Tessera array or None)."""
+    out: dict[str, tuple[str, Any, Any]] = {}
+    tile = (TILE, TILE)
+    for kind, url, options in (
+            ("memory", "memory://per-call", {}),
+            ("local", (work / "tessera").as_uri(), {}),
+            ("s3 loopback", s3.unique_url("per-call"), dict(s3.storage_options()))):
+        arr = tessera.from_numpy(url, data, tile=tile, storage_options=options)
+        out[f"tessera {kind}"] = (kind, _slicer(arr), arr)
+    f = tessera.h5.File((work / "facade").as_uri(), "w")
+    out["tessera.h5 local"] = ("local", _slicer(f.create_dataset("x", data=data, chunks=tile)),
+                               None)
+    import h5py
+
+    with h5py.File(work / "x.h5", "w") as h:
+        h.create_dataset("x", data=data, chunks=tile)
+    out["h5py local"] = ("local", _slicer(h5py.File(work / "x.h5", "r")["x"]), None)
+    import zarr
+
+    for kind, store in (("memory", zarr.storage.MemoryStore()),
+                        ("local", zarr.storage.LocalStore(str(work / "zarr")))):
+        z = zarr.create_array(store, shape=data.shape, chunks=tile, dtype=data.dtype,
+                              compressors=None)
+        z[:] = data
+        out[f"zarr {kind}"] = (kind, _slicer(z), None)
+    out.update(_tensorstore(data, work))
+    return out
+
+
+def _slicer(obj: Any) -> Callable[[int, int], Any]:
+    return lambda r, c: obj[r:r + CROP, c:c + CROP]
+
+
+def _tensorstore(data: np.ndarray, work: Path) -> dict[str, tuple[str, Any, Any]]:
+    try:
+        import tensorstore as ts
+    except ImportError as err:
+        print(f"TensorStore: not measured ({err})")
+        return {}
+    out: dict[str, tuple[str, Any, Any]] = {}
+    for kind, kvstore in (("memory", {"driver": "memory"}),
+                          ("local", {"driver": "file", "path": str(work / "ts")})):
+        t = ts.open({"driver": "zarr3", "kvstore": kvstore}, create=True, dtype=ts.int32,
+                    shape=data.shape, chunk_layout=ts.ChunkLayout(chunk_shape=[TILE, TILE]),
+                    ).result()
+        t[...].write(data).result()
+        out[f"tensorstore {kind}"] = (
+            kind, lambda r, c, t=t: t[r:r + CROP, c:c + CROP].read().result(), None)
+    return out
+
+
+def loader_rows(data: np.ndarray, named: dict[str, tuple[str, Any, Any]],
+                corners: list[tuple[int, int]], reps: int) -> list[dict[str, Any]]:
+    """The end-to-end row: per-sample Datasets through a DataLoader (no workers)."""
+    try:
+        import torch.utils.data as tud
+    except ImportError as err:
+        print(f"DataLoader rows: not measured ({err})")
+        return []
+
+    class Crops(tud.Dataset):  # type: ignore[type-arg]
+        def __init__(self, read: Callable[[int, int], Any]) -> None:
+            self.read = read
+
+        def __len__(self) -> int:
+            return len(corners)
+
+        def __getitem__(self, i: int) -> Any:
+            return np.asarray(self.read(*corners[i]))
+
+    rows = []
+    for name in ("tessera memory", "tessera local", "zarr memory", "zarr local", "h5py local"):
+        kind, read, _ = named[name]
+        loader = tud.DataLoader(Crops(read), batch_size=None, num_workers=0)
+
+        def epoch(loader: Any = loader) -> None:
+            for _ in loader:
+                pass
+
+        epoch()
+        runs = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            epoch()
+            runs.append((time.perf_counter() - start) / len(corners))
+        rows.append({"system": name, "store": kind, "tiles": "1 (DataLoader)",
+                     "per_call_ms": statistics.median(runs) * 1e3})
+    return rows
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(r["system"] for r in rows))
+    shapes = ["1", "2", "4", "1 (DataLoader)"]
+    fig, ax = plt.subplots(figsize=(11, 4.8))
+    width = 0.8 / len(shapes)
+    for k, shape in enumerate(shapes):
+        got = {r["system"]: r["per_call_ms"] for r in rows if r["tiles"] == shape}
+        ax.bar([i + k * width for i in range(len(names))],
+               [got.get(n, 0.0) for n in names], width, label=f"{shape} tile(s)")
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))], names, rotation=30,
+                  ha="right")
+    ax.set_yscale("log")
+    ax.set_ylabel("ms per 20 x 20 read (log)")
+    ax.set_title("Per-call cost of one small read, one process (lower is better)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def results_md(rows: list[dict[str, Any]], n: int) -> str:
+    by = {(r["system"], r["tiles"]): r for r in rows}
+    lines = ["# Per-call cost: one small read per call", "",
+             f"`python benchmarks/per_call.py` — {n} reads of 20 x 20 int32 per shape, raw "
+             "256 x 256 tiles of a 1000 x 1000 array, one process, every system in the "
+             "same run (ms per call; ratios against zarr v3 on the same kind of store and "
+             "against h5py on a local file).", "",
+             "| system | store | tiles | ms per call | / zarr | / h5py | estimate ms | "
+             "estimate / measured |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        zarr = by.get((f"zarr {r['store']}", r["tiles"]))
+        h5 = by.get(("h5py local", r["tiles"]))
+        est = r.get("estimate_ms")
+        lines.append(
+            f"| {r['system']} | {r['store']} | {r['tiles']} | {r['per_call_ms']:.4f} | "
+            + (f"{r['per_call_ms'] / zarr['per_call_ms']:.2f}" if zarr else "-") + " | "
+            + (f"{r['per_call_ms'] / h5['per_call_ms']:.2f}" if h5 else "-") + " | "
+            + (f"{est:.4f} | {est / r['per_call_ms']:.2f}" if est is not None else "- | -")
+            + " |")
+    lines += ["", "## Goals (issue 40)", ""]
+    for kind in ("memory", "local"):
+        t, z = by.get((f"tessera {kind}", "1")), by.get((f"zarr {kind}", "1"))
+        if t and z:
+            lines.append(f"- Tessera on {kind}, 1 tile: {t['per_call_ms']:.4f} ms vs zarr "
+                         f"{z['per_call_ms']:.4f} ms ({t['per_call_ms'] / z['per_call_ms']:.2f}"
+                         "x; goal <= 1x)" + (f"; goal <= 0.05 ms: "
+                                             f"{'met' if t['per_call_ms'] <= 0.05 else 'missed'}"
+                                             if kind == "memory" else ""))
+    t, h = by.get(("tessera.h5 local", "1")), by.get(("h5py local", "1"))
+    if t and h:
+        lines.append(f"- tessera.h5 on a local folder vs h5py on a local file, 1 tile: "
+                     f"{t['per_call_ms'] / h['per_call_ms']:.1f}x (goal <= 3x)")
+    for r in rows:
+        if r.get("estimate_ms") is not None and r["store"] in ("memory", "local"):
+            ratio = r["estimate_ms"] / r["per_call_ms"]
+            lines.append(f"- estimate of {r['system']}, {r['tiles']} tile(s): {ratio:.2f}x "
+                         f"measured ({'within' if abs(ratio - 1) <= 0.25 else 'outside'} "
+                         "25%)")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="60 reads per shape, one run")
+    parser.add_argument("--reads", type=int, help="reads per shape (overrides the mode)")
+    parser.add_argument("--reps", type=int, help="runs per system (median taken)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    args = parser.parse_args()
+    n = args.reads or (60 if args.quick else 400)
+    reps = args.reps or (1 if args.quick else 5)
+    args.out.mkdir(parents=True, exist_ok=True)
+    data = np.arange(SIDE * SIDE, dtype=np.int32).reshape(SIDE, SIDE)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as work, S3TestServer() as s3:
+        named = systems(data, Path(work), s3)
+        for name, (_, read, _) in named.items():
+            _check(read, data, name)
+        for tiles in (1, 2, 4):
+            corners = crops(tiles, n + WARM, seed=tiles)
+            for name, (kind, read, arr) in named.items():
+                row: dict[str, Any] = {"system": name, "store": kind, "tiles": str(tiles),
+                                       "per_call_ms": per_call(read, corners, reps) * 1e3}
+                if arr is not None:
+                    est = [arr.explain((slice(r, r + CROP), slice(c, c + CROP))).estimate
+                           for r, c in corners[WARM:]]
+                    row["estimate_ms"] = statistics.fmean(e.seconds for e in est) * 1e3
+                rows.append(row)
+                print(f"{name:>20} {tiles} tile(s): {row['per_call_ms']:.4f} ms/call"
+                      + (f" (estimate {row['estimate_ms']:.4f})" if "estimate_ms" in row
+                         else ""))
+        rows += loader_rows(data, named, crops(1, n, seed=9), reps)
+    write_csv(args.out / "per_call.csv", rows)
+    plot(rows, args.out / "per_call.png")
+    (args.out / "per_call_results.md").write_text(results_md(rows, n))
+    print(f"wrote {args.out}/per_call.csv, per_call.png, per_call_results.md")
+
+
+if __name__ == "__main__":
+    main()

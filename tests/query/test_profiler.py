@@ -80,3 +80,46 @@ def test_pushdown_fit_of_one_size_and_of_lines_it_clips() -> None:
     # A line that would cross zero above size 0 (negative beta) goes through the origin.
     alpha, beta = _fit_pushdown([(1000, 0.001), (2000, 0.004)])
     assert alpha == pytest.approx(9.0 / 5e6) and beta == 1e-6
+
+
+def test_the_client_work_is_measured_through_the_reader_and_kept(tmp_path) -> None:
+    from tessera.array.calibrate import measure_calls
+    from tessera.query.cost import DEFAULT_PROFILES
+
+    store = tessera.open_store((tmp_path / "s").as_uri())
+    seen = []
+
+    def calls(s, prof):
+        seen.append(prof)
+        return measure_calls(s, prof, reads=5)
+
+    prof = tessera.profile_store(store, quick=True, save=False, calls=calls)
+    assert seen and seen[0].request_latency_s == prof.request_latency_s
+    assert prof.call_s >= 0 and prof.tile_s >= 0
+    assert not list((tmp_path / "s").iterdir())  # the scratch array and its folders went
+    plain = tessera.profile_store(store, quick=True, save=False)  # the kind's defaults stay
+    local = DEFAULT_PROFILES["local"]
+    assert (plain.call_s, plain.tile_s) == (local.call_s, local.tile_s) and local.call_s > 0
+    # A profile saved before the client's work was measured reads with the defaults.
+    path = save_profile(prof, endpoint_id(store))
+    doc = json.loads(path.read_text())
+    del doc["profile"]["call_s"], doc["profile"]["tile_s"]
+    path.write_text(json.dumps(doc))
+    loaded = load_profile(store)
+    assert loaded is not None and (loaded.call_s, loaded.tile_s) == (local.call_s, local.tile_s)
+
+
+def test_a_plans_estimate_counts_the_client_work() -> None:
+    import dataclasses
+
+    from tessera.query.cost import DEFAULT_PROFILES
+
+    arr = tessera.from_numpy("memory://prof-client", np.zeros((64, 64), np.int32),
+                             tile=(16, 16))
+    io = dataclasses.replace(DEFAULT_PROFILES["local"], call_s=0.0, tile_s=0.0)
+    arr.profile = io
+    bare = arr.explain((slice(0, 20), slice(0, 20))).estimate  # 4 tiles
+    arr.profile = dataclasses.replace(io, call_s=1e-3, tile_s=1e-4)
+    full = arr.explain((slice(0, 20), slice(0, 20))).estimate
+    assert full.seconds == pytest.approx(bare.seconds + 1e-3 + 4e-4)
+    assert full.dollars == bare.dollars

@@ -202,10 +202,13 @@ def profile(
     allow_http: AllowHttpOpt = False,
     option: OptionOpt = None,
 ) -> None:
-    """Measure a store (bandwidth at several concurrencies, per-request latency) for the
-    read planner, and save the profile for its endpoint. Writes and removes a scratch
-    object below URL."""
+    """Measure a store (bandwidth at several concurrencies, per-request latency, the
+    client's own work per read call and per tile) for the read planner, and save the
+    profile for its endpoint. Writes and removes a scratch object and a scratch array
+    below URL."""
     from rich.progress import Progress
+
+    from tessera.array.calibrate import measure_calls
 
     with Progress(console=err, transient=True) as bar:
         task = bar.add_task("profiling", total=1.0)
@@ -215,7 +218,7 @@ def profile(
 
         store = tessera.open_store(url, **_options(endpoint, region, allow_http, option))
         prof = tessera.profile_store(store, pushdown=pushdown, quick=quick, save=save,
-                                     progress=step)
+                                     progress=step, calls=measure_calls)
     table = Table("concurrent requests", "bandwidth", title=f"profile of {url}",
                   title_justify="left")
     for n, bw in prof.bandwidth:
@@ -223,6 +226,8 @@ def profile(
     out.print(table)
     out.print(f"request latency T_R {prof.request_latency_s * 1e3:.3f} ms, client "
               f"concurrency t {prof.concurrency}, peak range N {prof.n_min}-{prof.n_max}")
+    out.print(f"client work per read call {prof.call_s * 1e3:.3f} ms, per tile "
+              f"{prof.tile_s * 1e3:.3f} ms")
     if prof.has_pushdown:
         assert prof.pushdown_alpha_s_per_byte is not None and prof.pushdown_beta_s is not None
         out.print(f"pushdown T_lambda = {prof.pushdown_alpha_s_per_byte * 1e9:.3f} ns/byte x "

@@ -41,6 +41,13 @@ class StoreProfile:
             pay no ``T_R`` besides, as Lambda requests in the paper's model); ``None`` when
             no pushdown server was profiled.
         pushdown_memory_gb: ``M_lambda``, memory billed per pushdown invocation.
+        call_s: the client's fixed work per read call (selection, plan, report), and
+        tile_s: its work per tile the read touches (assembling and placing), beside the
+            requests: what a small read costs where the link is not what it waits for.
+            Added to a plan's estimate, never to the costs that choose between methods
+            (they are the same whichever method is chosen). ``tessera profile`` measures
+            them through the array reader; the defaults were measured on the development
+            machine (docs/performance.md, "Per-call cost").
     """
 
     name: str
@@ -50,6 +57,8 @@ class StoreProfile:
     pushdown_alpha_s_per_byte: float | None = None
     pushdown_beta_s: float | None = None
     pushdown_memory_gb: float = 1.0
+    call_s: float = 0.0
+    tile_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.bandwidth:
@@ -63,6 +72,12 @@ class StoreProfile:
         if self.request_latency_s < 0 or self.concurrency < 1:
             raise ConfigError(f"profile {self.name!r}: latency must be >= 0 and concurrency "
                               ">= 1")
+        if not (self.call_s >= 0 and self.tile_s >= 0):
+            raise ConfigError(f"profile {self.name!r}: call_s and tile_s must be >= 0")
+
+    def client_s(self, tiles: int) -> float:
+        """The client's own seconds for a read call touching ``tiles`` tiles."""
+        return self.call_s + self.tile_s * tiles
 
     def bw(self, requests: float) -> float:
         """Bytes per second with ``requests`` in flight, interpolated linearly between the
@@ -123,13 +138,19 @@ class StoreProfile:
 DEFAULT_PROFILES: Mapping[str, StoreProfile] = MappingProxyType({
     # A local folder or memory store: fast, ~0.15 ms per request through the async bridge
     # (measured on the development machine), little gain from concurrency on few cores.
+    # The client's own work per read call and per tile (call_s, tile_s): fitted by
+    # tessera.array.calibrate.measure_calls on memory and folder stores of the development
+    # machine (20 x 20 crops of raw 128 x 128 tiles, 1-4 tiles, plans warm: 0.11-0.31 ms
+    # per call and 0-0.09 ms per tile over six runs).
     "local": StoreProfile("default:local", ((1, 2.0e9), (2, 3.0e9)),
-                          request_latency_s=150e-6, concurrency=2),
+                          request_latency_s=150e-6, concurrency=2, call_s=200e-6,
+                          tile_s=40e-6),
     # A cloud object store seen from outside its region (the paper's Figure 4 shape: S3
     # needs several requests in flight to fill the link; ~30 ms to first byte).
     "cloud": StoreProfile("default:cloud", ((1, 25e6), (8, 90e6), (32, 100e6), (256, 80e6)),
                           request_latency_s=0.030, concurrency=32,
-                          pushdown_alpha_s_per_byte=None, pushdown_beta_s=None),
+                          pushdown_alpha_s_per_byte=None, pushdown_beta_s=None,
+                          call_s=200e-6, tile_s=40e-6),  # the same client work
 })
 """Built-in profiles used until a store has been profiled."""
 

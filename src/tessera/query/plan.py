@@ -201,7 +201,9 @@ def plan_needs(needs: list[TileNeed], *, url: StoreURL, method: str = "auto", ph
                max_request_bytes: int = PlannerConfig.max_request_bytes) -> Plan:
     """Plan tiles whose needs are already known (one read, or a union of selections).
     ``allow_pushdown``: whether pushdown may compete (default: the profile has figures);
-    ``max_request_bytes``: the largest request neighbour merging may build."""
+    ``max_request_bytes``: the largest request neighbour merging may build. The estimate
+    adds the client's own work per call and per tile (:meth:`StoreProfile.client_s`) to
+    the requests'."""
     prof = profile or default_profile(url)
     model = CostModel(prof, pricing or default_pricing(url), phi)
     choices = plan_tiles(needs, model, method, cell_nbytes=cell_nbytes,
@@ -211,5 +213,7 @@ def plan_needs(needs: list[TileNeed], *, url: StoreURL, method: str = "auto", ph
     totals = sum((read_method(r.method).mix([(r.start, r.stop)], choices[r.tiles[0]].need)
                   for r in requests if read_method(r.method).store_bytes), RequestMix())
     totals = sum((c.mix for c in choices if not read_method(c.method).store_bytes), totals)
+    io = model.estimate(totals)
+    client = prof.client_s(len(choices)) if choices else 0.0
     return Plan(method, phi, prof.name, model.prices.name, choices, requests, totals,
-                model.estimate(totals))
+                Estimate(io.seconds + client, io.dollars, io.cost + client))

@@ -43,7 +43,7 @@ from tessera._sync import run_sync
 from tessera.config import ProcessConfig
 from tessera.errors import ConfigError
 from tessera.format.checksum import DEFAULT_CHECKSUM, checksum
-from tessera.query.cost import StoreProfile
+from tessera.query.cost import DEFAULT_PROFILES, StoreProfile
 from tessera.storage.blocking import Store, open_store
 from tessera.storage.store import AsyncStore
 
@@ -116,10 +116,14 @@ def load_profile(store: Store | AsyncStore, directory: Path | None = None,
         if doc.get("format") != "tessera.profile" or doc.get("version") != PROFILE_VERSION:
             return None
         p = doc["profile"]
+        kind = DEFAULT_PROFILES["cloud" if store.url.is_cloud else "local"]
         return StoreProfile(str(p["name"]), tuple((int(n), float(b)) for n, b in p["bandwidth"]),
                             float(p["request_latency_s"]), int(p["concurrency"]),
                             _opt(p.get("pushdown_alpha_s_per_byte")),
-                            _opt(p.get("pushdown_beta_s")), float(p["pushdown_memory_gb"]))
+                            _opt(p.get("pushdown_beta_s")), float(p["pushdown_memory_gb"]),
+                            # profiles saved before the client's work was measured
+                            float(p.get("call_s", kind.call_s)),
+                            float(p.get("tile_s", kind.tile_s)))
     except (OSError, ValueError, KeyError, TypeError, ConfigError):
         return None
 
@@ -128,9 +132,16 @@ def _opt(v: Any) -> float | None:
     return None if v is None else float(v)
 
 
+#: Measures the client's work per read call and per tile (``call_s``, ``tile_s``) on a store
+#: with a profile of its requests; the array floor provides one
+#: (:func:`tessera.array.calibrate.measure_calls`).
+CallMeter = Callable[[Store, StoreProfile], tuple[float, float]]
+
+
 def profile_store(url: str | Store, pushdown: Any = None, quick: bool = False, *,
                   save: bool = True, directory: Path | None = None,
                   progress: Callable[[str, float], None] | None = None,
+                  calls: CallMeter | None = None,
                   **storage_options: Any) -> StoreProfile:
     """Measure a store and (by default) save the profile for its endpoint.
 
@@ -147,6 +158,10 @@ def profile_store(url: str | Store, pushdown: Any = None, quick: bool = False, *
             concurrent ranges less ``T_R`` (the cost model adds ``T_R`` itself).
         save: write the profile where :func:`load_profile` finds it.
         progress: called with a step name and the fraction done.
+        calls: measures the client's own work per read (``call_s``, ``tile_s``) once the
+            requests are profiled (``tessera profile`` passes the array reader's,
+            :func:`tessera.array.calibrate.measure_calls`); without it the built-in
+            defaults for the kind of store stay.
 
     >>> import tessera
     >>> prof = tessera.profile_store("memory://doc-profile", quick=True, save=False)
@@ -160,6 +175,9 @@ def profile_store(url: str | Store, pushdown: Any = None, quick: bool = False, *
     settings = QUICK if quick else FULL
     profile = run_sync(_measure(store.aio, settings, progress or (lambda step, done: None),
                                 client))
+    kind = DEFAULT_PROFILES["cloud" if store.url.is_cloud else "local"]
+    call_s, tile_s = (kind.call_s, kind.tile_s) if calls is None else calls(store, profile)
+    profile = dataclasses.replace(profile, call_s=call_s, tile_s=tile_s)
     if save:
         save_profile(profile, endpoint_id(store), directory)
     return profile

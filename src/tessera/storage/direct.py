@@ -104,6 +104,28 @@ class CallingThreadIO:
         return data
 
     # -- folder stores ---------------------------------------------------------------------
+    def prune_folders(self, prefix: str) -> None:
+        """Remove the empty folders below ``prefix`` of a folder store (and ``prefix``
+        itself if it ends up empty), as deleting its objects leaves them; other stores have
+        no folders, so nothing to do. Folders that still hold anything stay.
+
+        >>> import pathlib, tempfile, tessera
+        >>> root = pathlib.Path(tempfile.mkdtemp())
+        >>> store = tessera.open_store(root.as_uri())
+        >>> _ = store.put("a/b/c", b"x"); store.delete("a/b/c"); store.aio.prune_folders("a")
+        >>> list(root.iterdir())
+        []
+        """
+        if not self.is_local:
+            return
+        top = self._file(prefix)
+        if not top.is_dir():
+            return
+        below = sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
+        for folder in [*below, top]:  # deepest first
+            with contextlib.suppress(OSError):  # not empty: it stays
+                folder.rmdir()
+
     @property
     def is_local(self) -> bool:
         """True for folder stores (``file://``), whose objects are plain files that

@@ -1,0 +1,83 @@
+"""The client's own work per read, measured: what ``tessera profile`` adds to a store's
+profile so that the planner's estimates of small reads (where the link is not what a read
+waits for) hold (``StoreProfile.call_s`` and ``tile_s``, docs/performance.md).
+
+A scratch array of raw tiles is written below the store, read through the ordinary read
+path in 20 x 20 crops that touch 1, 2 and 4 tiles (each list read once untimed, as a
+training loop's first epoch: the fragments' bookkeeping read, plans made, then timed), and
+removed. The time the planner expects for the requests of each crop (its estimate without
+the client's work) is taken from each measured time; a straight line through what is left,
+against the tiles touched, gives the work per call (its intercept) and per tile (its slope).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+import uuid
+
+import numpy as np
+
+from tessera.array.factories import from_numpy
+from tessera.query.cost import StoreProfile
+from tessera.storage.blocking import Store
+
+TILE, CROP, SIDE = 128, 20, 512
+#: Reads timed per shape (after the same reads untimed).
+READS = 40
+
+
+def crop_corners(tiles: int, n: int, seed: int = 0) -> list[tuple[int, int]]:
+    """``n`` corners of 20 x 20 crops of the scratch array touching ``tiles`` (1, 2 or 4)
+    tiles, each at another place."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        ti, tj = (int(v) for v in rng.integers(0, SIDE // TILE - 1, 2))
+        inside = [int(v) for v in rng.integers(0, TILE - CROP + 1, 2)]
+        across = [TILE - int(v) for v in rng.integers(1, CROP, 2)]
+        r = ti * TILE + (across[0] if tiles == 4 else inside[0])
+        c = tj * TILE + (across[1] if tiles >= 2 else inside[1])
+        out.append((r, c))
+    return out
+
+
+def measure_calls(store: Store, profile: StoreProfile, reads: int = READS,
+                  ) -> tuple[float, float]:
+    """``(call_s, tile_s)`` of reads of ``store`` under ``profile`` (see the module docs);
+    both at least 0.
+
+    >>> import tessera
+    >>> from tessera.query.cost import DEFAULT_PROFILES
+    >>> call_s, tile_s = measure_calls(tessera.open_store("memory://doc-calls"),
+    ...                                DEFAULT_PROFILES["local"], reads=5)
+    >>> call_s >= 0 and tile_s >= 0
+    True
+    """
+    prefix = f"__tessera_profile-calls-{uuid.uuid4().hex}"
+    url = str(store.url.child(prefix))
+    data = np.zeros((SIDE, SIDE), np.int32)
+    io_only = dataclasses.replace(profile, call_s=0.0, tile_s=0.0)
+    arr = from_numpy(url, data, tile=(TILE, TILE), storage_options=store.aio.storage_options)
+    try:
+        arr.profile = io_only
+        xs, ys = [], []
+        for tiles in (1, 2, 4):
+            corners = crop_corners(tiles, reads, seed=tiles)
+            sels = [(slice(r, r + CROP), slice(c, c + CROP)) for r, c in corners]
+            for sel in sels:  # warm, as a loop's second epoch is: bookkeeping read, plans made
+                arr.read(sel)
+            start = time.perf_counter()
+            for sel in sels:
+                arr.read(sel)
+            measured = (time.perf_counter() - start) / reads
+            expected = statistics.fmean(arr.explain(s).estimate.seconds for s in sels)
+            xs.append(tiles)
+            ys.append(measured - expected)
+        slope, intercept = np.polyfit(xs, ys, 1)
+        return max(0.0, float(intercept)), max(0.0, float(slope))
+    finally:
+        for obj in store.list(prefix):
+            store.delete(obj.key)
+        store.aio.prune_folders(prefix)

@@ -76,6 +76,18 @@ def _check(url: str, history, monkeypatch: pytest.MonkeyPatch) -> None:
                 want = _model_select(model[name], sel, schema)
                 np.testing.assert_array_equal(fast[name], want)
                 np.testing.assert_array_equal(slow[name], want)
+    # A union of the selections (a batch of samples): tiles they share fetched once.
+    union = tessera.Hyperslabs(selections)
+    fast_all = arr.read(union, attrs=names)
+    fast_report = _report(arr)
+    with _general(monkeypatch):
+        slow_all = arr.read(union, attrs=names)
+    assert _report(arr) == fast_report
+    for sel, fast, slow in zip(selections, fast_all, slow_all, strict=True):
+        for name in names:
+            want = _model_select(model[name], sel, schema)
+            np.testing.assert_array_equal(fast[name], want)
+            np.testing.assert_array_equal(slow[name], want)
 
 
 @PROFILE

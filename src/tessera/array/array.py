@@ -25,6 +25,7 @@ import numpy as np
 
 from tessera._sync import run_sync
 from tessera.array.bookkeeping import check_against_schema
+from tessera.array.calling_thread import CallingThreadReads, UnionPlan
 from tessera.array.fragment import (
     FragmentInfo,
     FragmentMeta,
@@ -35,7 +36,6 @@ from tessera.array.growth import load_extent
 from tessera.array.maintenance import apply_replacements, check_history, visible_at
 from tessera.array.metadata import ArrayMetadata
 from tessera.array.numpy_face import NumpyConventions
-from tessera.array.read.direct import read_now, runs_now
 from tessera.array.read.execute import execute_tile_reads
 from tessera.array.read.fetch import TileFetcher
 from tessera.array.read.points import point_needs, read_points
@@ -47,7 +47,7 @@ from tessera.array.read.sparse import (
     plan_cell_reads,
     read_sparse,
 )
-from tessera.array.read.tiles import TileReads, plan_tile_reads
+from tessera.array.read.tiles import plan_tile_reads
 from tessera.array.read.updates import MergedUpdates, merged_for
 from tessera.array.sparse import check_coords
 from tessera.array.writes import LOCAL_CHANGES, ArrayWrites
@@ -64,7 +64,6 @@ from tessera.format.schema import ArraySchema
 from tessera.format.selection import (
     Hyperslabs,
     Points,
-    Selection,
     SparseSelection,
     is_full_mask,
     normalize_selection,
@@ -80,7 +79,6 @@ from tessera.query.plan import (
     default_profile,
     plan_needs,
     tile_needs,
-    union_needs,
 )
 from tessera.query.plan_cache import PlanCache
 from tessera.query.profiler import load_profile
@@ -91,7 +89,7 @@ T = TypeVar("T")
 
 
 
-class Array(NumpyConventions, ArrayWrites):
+class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
     """An open array. Get one with :func:`open_array`, :func:`create_array` or
     :func:`from_numpy`.
 
@@ -282,7 +280,9 @@ class Array(NumpyConventions, ArrayWrites):
             return values if attrs is not None or len(names) > 1 else values[names[0]]
         if isinstance(sel, Hyperslabs):
             sels = [normalize_selection(s, self.schema) for s in sel.selections]
-            boxes = self._run_read(self._read_union_async(sels, names, method, phi))
+            boxes = self._read_union_now(sels, names, method, phi)
+            if boxes is None:
+                boxes = self._run_read(self._read_union_async(sels, names, method, phi))
             return [self._shape_result(s, out, names, attrs) for s, out in
                     zip(sels, boxes, strict=True)]
         selection = normalize_selection(sel, self.schema)
@@ -290,34 +290,6 @@ class Array(NumpyConventions, ArrayWrites):
         if outputs is None:
             outputs = self._run_read(self._read_async(selection, names, method, phi))
         return self._shape_result(selection, outputs, names, attrs)
-
-    def _read_now(self, selection: Selection, names: list[str], method: str,
-                  phi: float) -> dict[str, np.ndarray] | None:
-        """A small read of a store that never waits on a network, on the calling thread
-        (:mod:`tessera.array.read.direct`): the same plan, requests, report and errors as
-        the event loop's path, without the trip to it. ``None`` when the read is not one:
-        then, and after a damaged or missing tile (the loop's path lists the fragments
-        again and decides), the caller takes the general path."""
-        metas = self._cached_listing() if self.timestamp is None else self._snapshot
-        if metas is None or self._pushdown is not None or not self._store.aio.reads_now:
-            return None
-        merged = merged_for(self._updates, self.schema, metas, names, self.uri)[1]
-        reads, cell_reads, skipped = plan_tile_reads(self.schema, selection, metas, names)
-        if merged is not None or cell_reads:
-            return None
-        plan = self._plan_needs(reads, tile_needs(self.schema, selection, reads), method, phi)
-        if not runs_now(self._store.aio, plan):
-            return None
-        with self._store.collect() as stats:
-            try:
-                outputs = read_now(self._store.aio, self.schema, selection, reads, names,
-                                   self.uri, plan)
-            except (CorruptDataError, ObjectNotFoundError):
-                return None
-        self._last_visible = metas
-        self.last_read = ReadReport(reads, len({r.fragment for r in reads}), skipped,
-                                    stats=stats, plan=plan)
-        return outputs
 
     def _attr_names(self, attrs: list[str] | None) -> list[str]:
         """The attributes a read asks for (default: all), each checked to exist."""
@@ -352,31 +324,11 @@ class Array(NumpyConventions, ArrayWrites):
         return dense if attrs is not None or len(names) > 1 else dense[names[0]]
 
     async def _union_plan(self, sels: list[Any], names: list[str], method: str, phi: float,
-                          metas: list[FragmentMeta] | None = None,
-                          ) -> tuple[list[TileReads], list[list[int]], list[TileRead],
-                                     Plan | None]:
-        """Tile reads of every selection, the distinct tiles among them, which distinct
-        tile each read is, and one plan over the distinct tiles."""
+                          metas: list[FragmentMeta] | None = None) -> UnionPlan:
+        """:meth:`_union_plan_with` the fragments a read sees (``metas``, else listed)."""
         if metas is None:
             metas = await self._visible_metas()
-        per = [plan_tile_reads(self.schema, s, metas, names) for s in sels]
-        index: dict[tuple[Any, ...], int] = {}
-        distinct: list[TileRead] = []
-        needs: list[TileNeed] = []
-        positions: list[list[int]] = []
-        for s, (reads, _, _) in zip(sels, per, strict=True):
-            pos = []
-            for read, need in zip(reads, tile_needs(self.schema, s, reads), strict=True):
-                key = (read.fragment, read.attr, read.tile_index)
-                if key not in index:
-                    index[key] = len(distinct)
-                    distinct.append(read)
-                    needs.append(need)
-                else:
-                    needs[index[key]] = union_needs(needs[index[key]], need)
-                pos.append(index[key])
-            positions.append(pos)
-        return per, positions, distinct, self._plan_needs(distinct, needs, method, phi)
+        return self._union_plan_with(sels, names, method, phi, metas)
 
     def _plan_needs(self, reads: list[TileRead], needs: list[TileNeed], method: str, phi: float,
                     pushdown_ok: bool = True) -> Plan | None:

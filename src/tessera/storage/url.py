@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import urllib.parse
 from pathlib import Path
@@ -46,6 +47,12 @@ class StoreURL:
         return self.scheme in CLOUD_SCHEMES
 
     def __str__(self) -> str:
+        return self._text
+
+    @functools.cached_property
+    def _text(self) -> str:
+        # Made once: a file URL's Path.as_uri() costs tens of microseconds, and reads name
+        # their array's URL several times each.
         if self.scheme == "file":
             return Path(self.path).as_uri()
         if self.scheme == "memory":

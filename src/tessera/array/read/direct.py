@@ -52,31 +52,56 @@ def read_now(store: AsyncStore, schema: ArraySchema, sel: Selection, reads: list
              attrs: list[str], array_url: str, plan: Plan | None) -> dict[str, np.ndarray]:
     """Fetch, check, decode and place every dense tile read of ``plan`` on this thread;
     full-shape outputs, newest fragment winning per cell."""
-    outputs, ranks, _ = allocate_outputs(schema, sel, reads, attrs, set())
-    fetched: dict[RequestId, Any] = {}
-    for position, read in enumerate(reads):
-        where = tile_where(array_url, read)
-        try:
-            tile = _tile(store, schema, read, position, plan, fetched, where)
-        except CorruptDataError as err:
-            annotate(err, array_url, read)
-            raise
-        scatter(outputs[read.attr], ranks[read.attr], tile, read, sel)
-    return outputs
+    return DirectReads(store, schema, reads, plan, array_url).place(sel, reads, attrs)
 
 
-def _tile(store: AsyncStore, schema: ArraySchema, read: TileRead, position: int,
-          plan: Plan | None, fetched: dict[RequestId, Any], where: str) -> np.ndarray:
-    if plan is not None and from_requests(plan, position):
-        requests = plan.requests_for(position)
-        for ident in request_idents(read, requests):
-            if ident not in fetched:  # a request shared with a neighbour is made once
-                key, start, stop = ident
-                piece = Piece(key, start, stop - start, None, 0)
-                fetched[ident] = data = _bytes(store, piece, where)
-                check_length(data, piece, where)
-        return tile_from_requests(schema, read, requests, fetched, where)
-    return verified_tile(schema, read, _bytes(store, read.piece, where), where)
+class DirectReads:
+    """The tiles of one plan, fetched on this thread as it says, each request made once and
+    each tile decoded once (several selections of a union may share them): the calling
+    thread's :class:`~tessera.array.read.fetch.TileFetcher`."""
+
+    def __init__(self, store: AsyncStore, schema: ArraySchema, reads: list[TileRead],
+                 plan: Plan | None, array_url: str) -> None:
+        self.store, self.schema, self.reads, self.plan = store, schema, reads, plan
+        self.array_url = array_url
+        self._fetched: dict[RequestId, Any] = {}
+        self._tiles: dict[int, np.ndarray] = {}
+
+    def place(self, sel: Selection, reads: list[TileRead], attrs: list[str],
+              positions: list[int] | None = None) -> dict[str, np.ndarray]:
+        """Full-shape outputs of ``sel`` from its tile ``reads`` (read ``i`` is tile
+        ``positions[i]`` of the plan; default: the same position)."""
+        outputs, ranks, _ = allocate_outputs(self.schema, sel, reads, attrs, set())
+        for i, read in enumerate(reads):
+            tile = self.tile(i if positions is None else positions[i])
+            scatter(outputs[read.attr], ranks[read.attr], tile, read, sel)
+        return outputs
+
+    def tile(self, position: int) -> np.ndarray:
+        """The decoded tile ``position`` of the plan."""
+        tile = self._tiles.get(position)
+        if tile is None:
+            read = self.reads[position]
+            try:
+                tile = self._tile(read, position, tile_where(self.array_url, read))
+            except CorruptDataError as err:
+                annotate(err, self.array_url, read)
+                raise
+            self._tiles[position] = tile
+        return tile
+
+    def _tile(self, read: TileRead, position: int, where: str) -> np.ndarray:
+        plan = self.plan
+        if plan is not None and from_requests(plan, position):
+            requests = plan.requests_for(position)
+            for ident in request_idents(read, requests):
+                if ident not in self._fetched:  # a request shared with a neighbour: once
+                    key, start, stop = ident
+                    piece = Piece(key, start, stop - start, None, 0)
+                    self._fetched[ident] = data = _bytes(self.store, piece, where)
+                    check_length(data, piece, where)
+            return tile_from_requests(self.schema, read, requests, self._fetched, where)
+        return verified_tile(self.schema, read, _bytes(self.store, read.piece, where), where)
 
 
 def _bytes(store: AsyncStore, piece: Piece, where: str) -> Any:

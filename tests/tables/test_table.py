@@ -393,3 +393,22 @@ def test_a_table_reads_its_settings_from_one_snapshot(table_url, monkeypatch) ->
     monkeypatch.setenv("TESSERA_TABLES_CODEC", "gzip")  # after the open: not seen
     assert plain.config.codec == "lz4"
     assert dataclasses.replace(cfg, tables=TablesConfig()).tables.codec == "zstd"
+
+
+def test_reads_of_a_folder_table_stay_on_the_calling_thread(table_url, monkeypatch) -> None:
+    import tessera.tables.reader as reader
+
+    url, options = table_url
+    tt = TensorTable.create(url, storage_options=options)
+    x = np.arange(600, dtype=np.float32).reshape(20, 30)
+    tt.write("x", x)
+    assert np.array_equal(tt["x"][3], x[3])  # the catalog and footers read once
+    trips = []
+    real = reader.run_sync
+    monkeypatch.setattr(reader, "run_sync", lambda c: trips.append(c) or real(c))
+    assert np.array_equal(tt["x"][5:7], x[5:7])
+    assert (trips == []) == url.startswith("file://")  # S3: the loop's, concurrently
+    assert tt.last_read.stats.requests >= 1
+    before = tt.files()
+    tt.write("y", x)  # a new version: its files are listed again
+    assert len(tt.files()) == len(before) + 1

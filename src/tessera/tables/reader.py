@@ -15,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import io
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tessera._sync import run_sync
 from tessera.cache import LRUCache, ProcessCache
 from tessera.config import CacheConfig
 from tessera.format.decompose import merge_ranges as merge_spans
@@ -125,18 +126,56 @@ class TableRead:
         return sum(len(r.row_groups) for r in self.reads)
 
 
+#: A read of a file's footer as steps: it yields the ``(offset, length)`` it needs next and
+#: is sent those bytes; it returns the footer.
+FooterSteps = Generator[tuple[int, int], bytes, pq.FileMetaData]
+
+
+def _footer_steps(f: DataFile) -> FooterSteps:
+    """The file's footer, one request when it fits the last 64 KiB (else a second one)."""
+    tail_len = min(f.size, TAIL_BYTES)
+    tail = yield (f.size - tail_len, tail_len)
+    length = int.from_bytes(tail[-8:-4], "little") + 8
+    if length > len(tail):
+        tail = yield (f.size - length, length)
+    return pq.read_metadata(pa.PythonFile(SparseFile(f.size, {f.size - len(tail): tail})))
+
+
 async def footer(store: AsyncStore, f: DataFile) -> pq.FileMetaData:
     """The file's footer (cached; one request when it fits the last 64 KiB)."""
+    return await _footer(store, f, store.get_range)
+
+
+def footer_now(store: AsyncStore, f: DataFile) -> pq.FileMetaData:
+    """:func:`footer` on the calling thread, for stores that ``reads_now`` (memory, folders):
+    the same steps, each range read where it is asked for, so the coroutine never waits and
+    runs to its end without an event loop."""
+    async def now(key: str, offset: int, length: int) -> Any:
+        return store.read_range_now(key, offset, length)
+
+    coro = _footer(store, f, now)
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        meta: pq.FileMetaData = done.value
+        return meta
+    coro.close()
+    raise AssertionError("a footer read on the calling thread waited")  # pragma: no cover
+
+
+async def _footer(store: AsyncStore, f: DataFile,
+                  read: Callable[[str, int, int], Awaitable[Any]]) -> pq.FileMetaData:
     key = (str(store.url), f.path)
     cached = FOOTERS().get(key)
     if cached is not None:
         return cached
-    tail_len = min(f.size, TAIL_BYTES)
-    tail = bytes(await store.get_range(f.path, f.size - tail_len, tail_len))
-    length = int.from_bytes(tail[-8:-4], "little") + 8
-    if length > len(tail):
-        tail = bytes(await store.get_range(f.path, f.size - length, length))
-    meta = pq.read_metadata(pa.PythonFile(SparseFile(f.size, {f.size - len(tail): tail})))
+    steps = _footer_steps(f)
+    try:
+        want = next(steps)
+        while True:
+            want = steps.send(bytes(await read(f.path, *want)))
+    except StopIteration as done:
+        meta: pq.FileMetaData = done.value
     FOOTERS().put(key, meta)
     return meta
 
@@ -227,14 +266,46 @@ def merge_ranges(ranges: Sequence[tuple[int, int]], gap: int = MERGE_GAP
 async def read_groups(store: AsyncStore, f: DataFile, meta: pq.FileMetaData,
                       groups: Sequence[int], columns: Sequence[str]) -> pa.Table:
     """Columns ``columns`` of row groups ``groups``, fetching only their column chunks."""
+    spans = merge_ranges(chunk_ranges(meta, groups, columns)) if groups else []
+    got = await store.get_ranges(f.path, spans) if spans else []
+    return _groups_table(f, meta, groups, columns, spans, got)
+
+
+def read_groups_now(store: AsyncStore, f: DataFile, meta: pq.FileMetaData,
+                    groups: Sequence[int], columns: Sequence[str]) -> pa.Table:
+    """:func:`read_groups` on the calling thread, for stores that ``reads_now``."""
+    spans = merge_ranges(chunk_ranges(meta, groups, columns)) if groups else []
+    got = [store.read_range_now(f.path, o, n) for o, n in spans]
+    return _groups_table(f, meta, groups, columns, spans, got)
+
+
+def _groups_table(f: DataFile, meta: pq.FileMetaData, groups: Sequence[int],
+                  columns: Sequence[str], spans: list[tuple[int, int]],
+                  got: Sequence[Any]) -> pa.Table:
     if not groups:
         return pa.table({name: [] for name in columns})
-    spans = merge_ranges(chunk_ranges(meta, groups, columns))
-    got = await store.get_ranges(f.path, spans)
     pieces = {offset: bytes(data) for (offset, _), data in zip(spans, got, strict=True)}
     source = pa.PythonFile(SparseFile(f.size, pieces))
     return pq.ParquetFile(source, metadata=meta).read_row_groups(list(groups),
                                                                  columns=list(columns))
+
+
+def footers(store: AsyncStore, files: Sequence[DataFile]) -> list[pq.FileMetaData]:
+    """The footers of ``files``: read on the calling thread for stores that never wait on a
+    network (no trip to the event loop per read), else on the loop, concurrently."""
+    if store.reads_now:
+        return [footer_now(store, f) for f in files]
+    return run_sync(gather(*(footer(store, f) for f in files)))
+
+
+def groups_of(store: AsyncStore, plan: Sequence[tuple[DataFile, pq.FileMetaData, list[int]]],
+              columns: Sequence[str]) -> list[pa.Table]:
+    """Columns ``columns`` of the planned row groups of each file (read as :func:`footers`
+    reads)."""
+    if store.reads_now:
+        return [read_groups_now(store, f, meta, groups, columns) for f, meta, groups in plan]
+    return run_sync(gather(*(read_groups(store, f, meta, groups, columns)
+                             for f, meta, groups in plan)))
 
 
 async def gather(*coros: Any) -> list[Any]:

@@ -22,13 +22,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import json
 import math
 import uuid
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
-import numpy as np
 import pyarrow as pa
 
 from tessera._sync import run_sync
@@ -39,7 +39,6 @@ from tessera.errors import (
     FormatError,
     HistoryVacuumedError,
     InvalidArgumentError,
-    InvalidTypeError,
     ObjectExistsError,
     ObjectNotFoundError,
     ReadOnlyError,
@@ -64,7 +63,9 @@ from tessera.tables.reader import (
     TableRead,
     chunk_ranges,
     footer,
+    footers,
     gather,
+    groups_of,
     merge_ranges,
     read_groups,
     select_header_groups,
@@ -85,6 +86,7 @@ from tessera.tables.schema import (
     writer_properties,
 )
 from tessera.tables.tensors import DENSE_ONLY, DTYPES, canonical
+from tessera.tables.versions import checked_version
 
 WRITE_MODES = ("error", "overwrite", "ignore")
 #: Commit attempts delta-rs makes for one write before giving up (appends retry safely).
@@ -95,6 +97,8 @@ HEADER_ROW_BYTES = 512
 _HEADER_ROWS: ProcessCache[tuple[str, str], list[dict[str, Any]]] = ProcessCache(
     lambda: LRUCache("tensor-table header rows", CacheConfig.from_env().headers_cache_bytes,
                      size=lambda rows: HEADER_ROW_BYTES * max(1, len(rows))))
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +162,7 @@ class TensorTable:
         self._pinned = version is not None
         self._dt = self._load(version)
         self._catalog: dict[str, Header] | None = None
+        self._files: tuple[int, list[DataFile]] | None = None  # (version, its data files)
         self.last_read: TableRead | None = None
 
     # -- create / open -----------------------------------------------------------------------
@@ -229,7 +234,7 @@ class TensorTable:
                               f"than this Tessera understands ({FORMAT_VERSION}); upgrade")
         if version is not None:
             latest = table.version()
-            version = _checked_version(version, latest, self.url)
+            version = checked_version(version, latest, self.url)
             try:
                 table.load_as_version(version)
             except (DeltaError, ValueError, TypeError) as err:
@@ -251,20 +256,26 @@ class TensorTable:
             self._catalog = None
 
     def files(self) -> list[DataFile]:
-        """The data files of this version (path, size, id range from the log)."""
+        """The data files of this version (path, size, id range from the log; made once
+        per version: a version's files never change)."""
+        version = self.version
+        if self._files is not None and self._files[0] == version:
+            return list(self._files[1])
         adds = pa.table(self._dt.get_add_actions(flatten=True))
         names = adds.column_names
         rows = adds.to_pylist()
-        return [DataFile(r["path"], int(r["size_bytes"]),
-                         r.get("min.id") if "min.id" in names else None,
-                         r.get("max.id") if "max.id" in names else None) for r in rows]
+        files = [DataFile(r["path"], int(r["size_bytes"]),
+                          r.get("min.id") if "min.id" in names else None,
+                          r.get("max.id") if "max.id" in names else None) for r in rows]
+        self._files = (version, files)
+        return list(files)
 
     def stats(self) -> TableStats:
         """The size of this version: its tensors, its data files and their bytes on storage
         (from the Delta log's add actions), and the bytes of their tensor rows before Parquet
         compression (from the files' footers, read once per process)."""
         files = self.files()
-        metas = self._run(gather(*(footer(self.store.aio, f) for f in files)))
+        metas = self._mapped(lambda: footers(self.store.aio, files))
         encoded = 0
         for meta in metas:
             for g in range(meta.num_row_groups):
@@ -305,8 +316,12 @@ class TensorTable:
         return rows
 
     def _run(self, coro: Any) -> Any:
+        return self._mapped(lambda: run_sync(coro))
+
+    def _mapped(self, read: Callable[[], T]) -> T:
+        """``read()``, a missing data file of a pinned version named as vacuumed."""
         try:
-            return run_sync(coro)
+            return read()
         except ObjectNotFoundError as err:
             if self._pinned:
                 raise HistoryVacuumedError(
@@ -510,7 +525,7 @@ class TensorTable:
         if self.mode != "w":
             raise ReadOnlyError(f"{self.url} is open read-only; open it with mode='w'")
         note_io()
-        self._dt.restore(_checked_version(version, self._dt.version(), self.url))
+        self._dt.restore(checked_version(version, self._dt.version(), self.url))
         self._dt.update_incremental()
         self._catalog = None
 
@@ -543,7 +558,7 @@ class TensorTable:
     # -- reading rows -------------------------------------------------------------------
     def plan(self, header: Header, needs: list[Need]) -> list[tuple[DataFile, Any, list[int]]]:
         files = [f for f in self.files() if f.may_hold(header.id)]
-        metas = self._run(gather(*(footer(self.store.aio, f) for f in files)))
+        metas = self._mapped(lambda: footers(self.store.aio, files))
         out = []
         for f, meta in zip(files, metas, strict=True):
             groups = sorted({g for need in needs for g in select_row_groups(
@@ -555,8 +570,7 @@ class TensorTable:
     def read_rows(self, header: Header, need: Need, report: TableRead) -> list[DataRow]:
         """The data rows of ``header``'s write that ``need`` asks for (exactly)."""
         plan = self.plan(header, [need])
-        tables = self._run(gather(*(read_groups(self.store.aio, f, meta, groups, DATA_COLUMNS)
-                                    for f, meta, groups in plan)))
+        tables = self._mapped(lambda: groups_of(self.store.aio, plan, DATA_COLUMNS))
         for f, meta, groups in plan:
             report.reads.append(RowGroupRead(f, tuple(groups), tuple(merge_ranges(
                 chunk_ranges(meta, groups, DATA_COLUMNS)))))
@@ -580,12 +594,13 @@ class TensorTable:
             return header
         found: bytes | None = None
         files = [f for f in self.files() if f.may_hold(header.id)]
-        metas = self._run(gather(*(footer(self.store.aio, f) for f in files)))
+        metas = self._mapped(lambda: footers(self.store.aio, files))
         for f, meta in zip(files, metas, strict=True):
             groups = select_row_groups(meta, tensor_id=header.id, kind="header",
                                        write_id=header.write_id)
-            table = self._run(read_groups(self.store.aio, f, meta, groups,
-                                          ["id", "write_id", "kind", "aux"]))
+            table = self._mapped(functools.partial(
+                groups_of, self.store.aio, [(f, meta, groups)], ["id", "write_id", "kind",
+                                                                 "aux"]))[0]
             for r in table.to_pylist():
                 if (r["id"], r["write_id"], r["kind"]) == (header.id, header.write_id,
                                                            "header"):
@@ -659,35 +674,6 @@ def open_table(url: str, mode: str = "r", version: int | str | dt.datetime | Non
                **kwargs: Any) -> TensorTable:
     """:meth:`TensorTable.open`."""
     return TensorTable.open(url, mode, version, **kwargs)
-
-
-def _checked_version(version: Any, latest: int, url: str) -> int | str | dt.datetime:
-    """A table version as deltalake takes it, checked first (deltalake overflows on a
-    negative number and panics on some malformed values): a number in ``0..latest``, a
-    timezone-aware datetime, or an RFC 3339 string with a timezone."""
-    if isinstance(version, (int, np.integer)) and not isinstance(version, (bool, np.bool_)):
-        if not 0 <= int(version) <= latest:
-            raise TableVersionError(f"{url} has no version {int(version)} (versions "
-                                    f"0..{latest})")
-        return int(version)
-    if isinstance(version, str):
-        try:
-            when = dt.datetime.fromisoformat(version.replace("Z", "+00:00"))
-        except ValueError:
-            raise InvalidArgumentError(f"version {version!r} of {url} is neither a number "
-                                       "nor an RFC 3339 time (e.g. 2026-01-31T12:00:00Z)"
-                                       ) from None
-        if when.tzinfo is None:
-            raise InvalidArgumentError(f"version time {version!r} of {url} has no timezone; "
-                                       "add one (e.g. Z for UTC)")
-        return version
-    if isinstance(version, dt.datetime):
-        if version.tzinfo is None:
-            raise InvalidArgumentError(f"version time {version} of {url} has no timezone; "
-                                       "pass an aware datetime (e.g. tzinfo=datetime.UTC)")
-        return version
-    raise InvalidTypeError(f"version of {url} must be a number, a datetime or an RFC 3339 "
-                           f"string, got {type(version).__name__}")
 
 
 def _settings(config: Config | TablesConfig | None) -> Config:

@@ -13,6 +13,7 @@ True
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -295,24 +296,24 @@ class ArraySchema:
         """Number of dimensions."""
         return len(self.dims)
 
-    @property
+    @functools.cached_property
     def shape(self) -> tuple[int, ...]:
         """Cells per dimension (integer domains only)."""
         if not all(d.is_integer for d in self.dims):
             raise SchemaError("an array with float dimensions has no shape; use its domains")
         return tuple(d.size for d in self.dims)
 
-    @property
+    @functools.cached_property
     def lower(self) -> tuple[int, ...]:
         """Lower domain bound per dimension."""
         return tuple(int(d.domain[0]) for d in self.dims)
 
-    @property
+    @functools.cached_property
     def tile_shape(self) -> tuple[int, ...]:
         """Space tile extents."""
         return tuple(d.extent for d in self.dims)
 
-    @property
+    @functools.cached_property
     def tile_grid(self) -> tuple[int, ...]:
         """Number of space tiles per dimension."""
         return tuple(-(-d.size // d.extent) for d in self.dims)

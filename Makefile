@@ -62,6 +62,7 @@ bench: $(VENV)/.installed-all
 	$(BIN)/python benchmarks/frozen_split.py --quick
 	$(BIN)/python benchmarks/frozen_checks.py --quick
 	$(BIN)/python benchmarks/throughput.py --quick
+	$(BIN)/python benchmarks/per_call.py --quick
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache demo-store benchmarks/out

@@ -123,7 +123,7 @@ class PlannerConfig:
     phi: float = 0.0
     pricing: str = ""
     max_request_bytes: int = 16 << 20
-    plan_cache_bytes: int = 1 << 20
+    plan_cache_bytes: int = 4 << 20
 
     def __post_init__(self) -> None:
         if not isinstance(self.method, str) or not self.method:

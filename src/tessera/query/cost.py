@@ -140,17 +140,17 @@ DEFAULT_PROFILES: Mapping[str, StoreProfile] = MappingProxyType({
     # (measured on the development machine), little gain from concurrency on few cores.
     # The client's own work per read call and per tile (call_s, tile_s): fitted by
     # tessera.array.calibrate.measure_calls on memory and folder stores of the development
-    # machine (20 x 20 crops of raw 128 x 128 tiles, 1-4 tiles, plans warm: 0.11-0.31 ms
-    # per call and 0-0.09 ms per tile over six runs).
+    # machine (20 x 20 crops of raw 256 x 256 tiles, 1-4 tiles, plans warm; six runs:
+    # 0.05-0.37 ms per call, 0.04-0.16 ms per tile; about 0.1 and 0.12 typical).
     "local": StoreProfile("default:local", ((1, 2.0e9), (2, 3.0e9)),
-                          request_latency_s=150e-6, concurrency=2, call_s=200e-6,
-                          tile_s=40e-6),
+                          request_latency_s=150e-6, concurrency=2, call_s=100e-6,
+                          tile_s=120e-6),
     # A cloud object store seen from outside its region (the paper's Figure 4 shape: S3
     # needs several requests in flight to fill the link; ~30 ms to first byte).
     "cloud": StoreProfile("default:cloud", ((1, 25e6), (8, 90e6), (32, 100e6), (256, 80e6)),
                           request_latency_s=0.030, concurrency=32,
                           pushdown_alpha_s_per_byte=None, pushdown_beta_s=None,
-                          call_s=200e-6, tile_s=40e-6),  # the same client work
+                          call_s=100e-6, tile_s=120e-6),  # the same client work
 })
 """Built-in profiles used until a store has been profiled."""
 

@@ -5,7 +5,10 @@ reuse it for every later plan.
 - ``BW(N)``: a scratch object is read as ``N`` concurrent, equal range requests covering it;
   bytes over wall time, best of the repeats, for each ``N``.
 - ``T_R``: small (1 KiB) range requests one after another; the median latency minus the
-  transfer time of 1 KiB at ``BW(1)``.
+  transfer time of 1 KiB at ``BW(1)``. Of a memory or folder store they are read on the
+  calling thread, as its small reads are (docs/performance.md).
+- ``call_s``, ``tile_s``: the client's own work per read call and per tile, when a meter
+  is given (``tessera profile`` gives the array reader's).
 - ``t`` (client concurrency): the largest measured ``N`` still within 90% of the peak
   bandwidth (the paper's ``N_max``), capped by the store's ``max_concurrency``.
 - With a pushdown server: ``T_lambda(size) = alpha * size + beta``, a least-squares line
@@ -154,7 +157,8 @@ def profile_store(url: str | Store, pushdown: Any = None, quick: bool = False, *
             and ``beta``.
         quick: a few seconds of measuring (4 MiB object, 1-32 requests); the full mode
             reads 128 MiB at 1-64 concurrent requests, three times. ``T_R`` is the median
-            time of 1 KiB ranges; ``BW(N)`` is the object's size over the best time of N
+            time of 1 KiB ranges (of a memory or folder store, read on the calling thread,
+            as its small reads are); ``BW(N)`` is the object's size over the best time of N
             concurrent ranges less ``T_R`` (the cost model adds ``T_R`` itself).
         save: write the profile where :func:`load_profile` finds it.
         progress: called with a step name and the fraction done.
@@ -197,8 +201,12 @@ async def _measure(store: AsyncStore, s: ProfileSettings,
     try:
         latencies = []
         for i in range(s.latency_samples):
+            at = (i * 7919 * 1024) % (s.object_bytes - 1024)
             t0 = time.perf_counter()
-            await store.get_range(key, (i * 7919 * 1024) % (s.object_bytes - 1024), 1024)
+            if store.reads_now:  # small reads of such stores are made on the calling thread
+                store.read_range_now(key, at, 1024)
+            else:
+                await store.get_range(key, at, 1024)
             latencies.append(time.perf_counter() - t0)
             done += 1
             progress("latency", done / steps)

@@ -65,3 +65,24 @@ def test_profile_model_and_explain_split_end_to_end(tmp_path: Path) -> None:
                                  "--bandwidth-mbit", "20", "--rule", "sum"])
     assert result.exit_code == 0, result.output
     assert "link 20.0 Mbit/s" in result.output and "rule sum" in result.output
+
+
+def test_explain_split_prices_the_plan_and_weighs_dollars(tmp_path: Path) -> None:
+    from tessera.frozen.planner import SplitProfile
+
+    p = SplitProfile(names=("a", "b", "c"), out_bytes=(4000, 1000, 40), input_bytes=3000,
+                     freeze=2, server_fwd_s=(0.001, 0.02), client_fwd_s=(0.001,) * 3,
+                     train_s=0.004, bandwidth=1e8)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(p.to_json()))
+    free = runner.invoke(app, ["explain-split", str(path), "--batch", "32", "--request", "8",
+                               "--samples", "3200"], env={"COLUMNS": "200"})
+    assert free.exit_code == 0, free.output
+    assert "no prices" in free.output
+    paid = runner.invoke(app, ["explain-split", str(path), "--batch", "32", "--request", "8",
+                               "--samples", "3200", "--pricing", "s3", "--phi", "1e9"],
+                  env={"COLUMNS": "200"})
+    assert paid.exit_code == 0, paid.output
+    assert "phi 1e+09 s/$" in paid.output and "no prices" not in paid.output
+    chosen = [line for line in paid.output.splitlines() if "<- chosen" in line]
+    assert chosen and chosen[0].split()[0] == "2"  # the fewest bytes: the fewest dollars

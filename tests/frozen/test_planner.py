@@ -128,3 +128,29 @@ def test_calibration_reads_each_side_where_it_sets_the_pace() -> None:
                                            (3, 2.5 * at_f.iteration_s)], [])
     assert estimate(two, 3, 32, 8, 3200).iteration_s == \
         pytest.approx(2 * at_f.iteration_s, rel=0.05)
+
+
+def test_list_prices_move_the_choice_to_the_split_that_moves_fewer_bytes() -> None:
+    from tessera.storage.pricing import get_pricing
+
+    # Split 1 is the fastest but sends 4x the bytes of split 2, the second fastest.
+    p = dataclasses.replace(BASE, out_bytes=(4000, 1000, 250, 40),
+                            server_fwd_s=(0.001, 0.02, 0.08),
+                            client_fwd_s=(0.001, 0.001, 0.001, 0.001), bandwidth=1e8)
+    priced = p.with_prices(get_pricing("s3"))
+    fast = choose(priced, 32, 8, samples=3200)
+    by_time = sorted((c for c in fast.candidates if c.feasible and c.split),
+                     key=lambda c: c.epoch_s)
+    first, second = by_time[0], by_time[1]
+    assert (first.split, second.split) == (1, 2) and first.out_bytes == 4 * second.out_bytes
+    assert fast.split == 1 and second.dollars < first.dollars
+    cheap = choose(priced, 32, 8, samples=3200, phi=1e9)
+    assert cheap.split != 1 and cheap.candidate(cheap.split).dollars == min(
+        c.dollars for c in cheap.candidates if c.feasible)  # dollars rule the choice
+    two = dataclasses.replace(priced, freeze=2, server_fwd_s=priced.server_fwd_s[:2])
+    assert choose(two, 32, 8, samples=3200).split == 1
+    assert choose(two, 32, 8, samples=3200, phi=1e9).split == 2  # the second fastest
+    assert choose(p, 32, 8, samples=3200, phi=1e9).split == 1  # unpriced: $ are all 0
+    text = choose(priced, 32, 8, samples=3200, phi=5.0).explain()
+    assert "phi 5 s/$" in text and "$/epoch" in text and "no prices" not in text
+    assert "no prices" in choose(p, 32, 8, samples=3200).explain()

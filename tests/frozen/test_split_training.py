@@ -195,3 +195,19 @@ def test_emulated_compute_profiles_the_emulated_times(served: Any, make_app: Any
     # the client's sleeps are at least the emulated seconds
     assert all(m >= e for m, e in zip(tr.profile.client_fwd_s[:11],
                                       emu.models["r18"].forward_s[:11], strict=True))
+
+
+def test_the_trainer_prices_its_plan_and_phi_counts(served: Any) -> None:
+    tr, _ = train(net_of(served), served, "auto", batch=8)
+    assert tr.profile is not None and not tr.profile.priced  # a folder store's: free
+    measured = tr.profile
+    costly, _ = train(net_of(served), served, "auto", batch=8, profile=measured,
+                      pricing="s3", phi=1e9)
+    assert costly.profile is not None and costly.profile.priced and costly.plan is not None
+    assert costly.plan.phi == 1e9
+    feasible = [c for c in costly.plan.candidates if c.feasible]
+    assert costly.plan.candidate(costly.split).dollars == min(c.dollars for c in feasible)
+    assert "$/epoch" in costly.plan.explain()
+    with pytest.raises(Exception, match="pricing"):
+        SplitTrainer(net_of(served), freeze="layer4.0", data=served.array,
+                     labels=served.labels, pricing="nowhere")

@@ -133,15 +133,24 @@ def explain_split(
                                            "index.")] = "auto",
     bandwidth_mbit: Annotated[float | None, typer.Option(
         "--bandwidth-mbit", help="Plan for this link instead of the profiled one.")] = None,
+    phi: Annotated[float, typer.Option(
+        help="Seconds per dollar in the objective (0: fastest).")] = 0.0,
+    pricing: Annotated[str | None, typer.Option(
+        help="Price the plan with this table (s3, gcs, azure, local) instead of the "
+             "profile's own prices.")] = None,
 ) -> None:
     """Print every candidate split's estimate (server, network and client seconds per
-    iteration, epoch, ratio to NoSplit) and the one the rule picks."""
+    iteration, epoch, ratio to NoSplit, dollars per epoch) and the one the rule picks."""
     import dataclasses
 
     from tessera.frozen.planner import SplitProfile, choose
+    from tessera.storage.pricing import get_pricing
 
     prof = SplitProfile.from_json(json.loads(profile.read_text()))
     if bandwidth_mbit is not None:
         prof = dataclasses.replace(prof, bandwidth=bandwidth_mbit * 1e6 / 8)
-    plan = choose(prof, batch, request, int(rule) if rule.isdigit() else rule, samples)
+    if pricing is not None:
+        prof = prof.with_prices(get_pricing(pricing))
+    plan = choose(prof, batch, request, int(rule) if rule.isdigit() else rule, samples,
+                  phi=phi)
     out.print(plan.explain())

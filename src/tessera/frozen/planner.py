@@ -66,6 +66,7 @@ from statistics import median
 from typing import Literal
 
 from tessera.errors import InvalidArgumentError
+from tessera.storage.pricing import PriceTable
 
 Rule = Literal["auto", "sum", "freeze", "min", "nosplit"]
 RULES = ("auto", "sum", "freeze", "min", "nosplit")
@@ -151,6 +152,26 @@ class SplitProfile:
         if not self.bandwidth > 0:
             raise InvalidArgumentError(f"bandwidth must be > 0, got {self.bandwidth}")
 
+    @property
+    def priced(self) -> bool:
+        """True if the profile carries prices (dollars count in plans with ``phi > 0``)."""
+        return self.dollars_per_request > 0 or self.dollars_per_byte > 0
+
+    def with_prices(self, table: PriceTable) -> SplitProfile:
+        """This profile with a provider's list prices (:mod:`tessera.storage.pricing`): each
+        request to the infer server (or read of a stored sample) priced as the provider's
+        serverless invocation (``pushdown``), each byte crossing the link as its internet
+        egress.
+
+        >>> from tessera.storage.pricing import get_pricing
+        >>> p = SplitProfile(("a",), (4,), 12, 1, (0.1,), (0.2,), 0.5, 1e6)
+        >>> q = p.with_prices(get_pricing("s3"))
+        >>> q.priced, round(q.dollars_per_byte * 2**30, 2), p.priced
+        (True, 0.09, False)
+        """
+        return dataclasses.replace(self, dollars_per_request=table.request_fee("pushdown"),
+                                   dollars_per_byte=table.egress_usd(1))
+
     def to_json(self) -> dict[str, object]:
         """This profile as a JSON object (``tessera profile-model`` saves it)."""
         return {"profile": 1, **dataclasses.asdict(self)}
@@ -196,6 +217,7 @@ class SplitPlan:
     request: int
     samples: int
     profile: SplitProfile
+    phi: float = 0.0
 
     def candidate(self, split: int) -> Candidate:
         """The estimate of ``split``."""
@@ -211,7 +233,9 @@ class SplitPlan:
         nosplit = self.candidate(0).epoch_s
         head = (f"{title}freeze {p.freeze} {p.names[p.freeze - 1]}  batch {self.batch}  "
                 f"request {self.request}  concurrency {p.concurrency}  link "
-                f"{p.bandwidth * 8 / 1e6:.1f} Mbit/s  rule {self.rule}")
+                f"{p.bandwidth * 8 / 1e6:.1f} Mbit/s  rule {self.rule}"
+                + (f"  phi {self.phi:g} s/$" if self.phi else "")
+                + ("" if p.priced else "  (no prices: $ are 0)"))
         lines = [head, f"{'split':>5} {'layer':<22} {'out/sample':>11} {'fits':<16} "
                        f"{'server s/it':>11} {'net s/it':>9} {'client s/it':>11} "
                        f"{'est s/epoch':>11} {'vs NoSplit':>10} {'$/epoch':>9}"]
@@ -392,4 +416,4 @@ def choose(p: SplitProfile, batch: int, request: int = 128, rule: str | int = "a
     else:
         raise InvalidArgumentError(f"split must be one of {', '.join(RULES)} or a layer "
                                    f"index, got {rule!r}")
-    return SplitPlan(split, name, cands, batch, request, samples, p)
+    return SplitPlan(split, name, cands, batch, request, samples, p, phi)

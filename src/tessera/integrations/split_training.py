@@ -51,6 +51,8 @@ from tessera.frozen.planner import SplitPlan, SplitProfile, calibrate, choose
 from tessera.frozen.remote import Features, FrozenModel, collate, features_of
 from tessera.frozen.weights import prefix_keys
 from tessera.pushdown.client import PushdownClient
+from tessera.query.plan import default_pricing
+from tessera.storage.pricing import get_pricing
 from tessera.storage.url import parse_store_url
 
 FATAL_STATUSES = (404, 409, 422)
@@ -183,6 +185,10 @@ class SplitTrainer:
             seeded generator).
         client_memory_bytes: the client's budget for the planner's memory estimate.
         phi: dollars' weight in the objective (seconds per dollar; 0: fastest).
+        pricing: the price table of the plan's dollars (``s3``, ``gcs``, ``azure``,
+            ``local``; default: the data store's provider, as read plans price it): each
+            request priced as the provider's serverless invocation, each byte crossing the
+            link as its egress. A given ``profile`` that carries prices keeps them.
         profile: a :class:`~tessera.frozen.planner.SplitProfile` from an earlier job: no
             profiling epoch.
         output_dtype: ``"<f4"`` (exact) or ``"<f2"`` (half the bytes, lossy).
@@ -197,7 +203,8 @@ class SplitTrainer:
                  split: str | int = "auto", prefetch: int = 1, check: str = "first",
                  shuffle: bool = True, seed: int = 0, client_memory_bytes: int = 16 << 30,
                  phi: float = 0.0, profile: SplitProfile | None = None,
-                 output_dtype: str = "<f4", emulate: Emulation | None = None) -> None:
+                 output_dtype: str = "<f4", emulate: Emulation | None = None,
+                 pricing: str | None = None) -> None:
         self.net = net
         self.freeze = net.index(freeze)
         if self.freeze >= len(net.layers):
@@ -234,6 +241,7 @@ class SplitTrainer:
         self.shuffle, self.seed = shuffle, seed
         self.client_memory_bytes = client_memory_bytes
         self.phi = phi
+        self.prices = get_pricing(pricing or default_pricing(self.data.store.url))
         self.output_dtype = output_dtype
         self.emulate = emulate
         self.profile = profile
@@ -349,6 +357,8 @@ class SplitTrainer:
 
     def _replan(self) -> None:
         assert self.profile is not None
+        if not self.profile.priced:
+            self.profile = self.profile.with_prices(self.prices)
         self.plan = choose(self.profile, self.batch_size, self.request_size, self.rule,
                            samples=self.data.shape[0], phi=self.phi)
         self.split = self.plan.split

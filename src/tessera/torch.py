@@ -7,11 +7,14 @@ read as one plan. See :mod:`tessera.integrations.torch_data`. ``FrequencyDataset
 (:mod:`tessera.integrations.frequency_data`). ``TensorTableDataset`` gives the samples of a
 tensor table's tensors (:mod:`tessera.integrations.tensor_table_data`). ``SplitTrainer`` and
 ``FrozenFeatureDataset`` train on features of frozen layers computed beside the store
-(:mod:`tessera.integrations.split_training`, docs/frozen.md).
+(:mod:`tessera.integrations.split_training`, docs/frozen.md). ``DistributedGroupSampler``
+shards any of the datasets across the ranks of a distributed job by the groups of samples
+that share stored data, and resumes mid-epoch (:mod:`tessera.integrations.distributed`).
 """
 
 from typing import TYPE_CHECKING, Any
 
+from tessera.integrations.distributed import DistributedGroupSampler
 from tessera.integrations.frequency_data import FrequencyDataset, GroupShuffleSampler
 from tessera.integrations.torch_data import (
     ArrayDataset,
@@ -24,8 +27,9 @@ if TYPE_CHECKING:  # imported on first use (see __getattr__)
     from tessera.integrations.split_training import FrozenFeatureDataset, SplitTrainer
     from tessera.integrations.tensor_table_data import TensorTableDataset
 
-__all__ = ["ArrayDataset", "FrequencyDataset", "FrozenFeatureDataset", "GroupShuffleSampler",
-           "RegionDataset", "Resize", "SplitTrainer", "TensorTableDataset",
+__all__ = ["ArrayDataset", "DistributedGroupSampler", "FrequencyDataset",
+           "FrozenFeatureDataset", "GroupShuffleSampler", "RegionDataset", "Resize",
+           "SplitTrainer", "TensorTableDataset",
            "regions_from_megadetector"]
 
 

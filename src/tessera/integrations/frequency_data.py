@@ -169,6 +169,12 @@ class FrequencyDataset(Dataset[Any]):
         labels = self._labels[positions]
         return [(item, int(label)) for item, label in zip(items, labels, strict=True)]
 
+    def group_keys(self) -> list[int]:
+        """Per position, the image-column group holding the image (its images are fetched
+        together): the key :class:`~tessera.torch.DistributedGroupSampler` shards by."""
+        group = self.columns.group
+        return [int(i) // group for i in self.ids]
+
     def sampler(self, *, buffer_groups: int = 64, seed: int = 0) -> GroupShuffleSampler:
         """A :class:`GroupShuffleSampler` over this dataset."""
         return GroupShuffleSampler(self.ids, self.columns.group, buffer_groups=buffer_groups,

@@ -6,6 +6,7 @@ with ``spawn`` (delta-rs panics in a forked child).
 
 >>> import numpy as np, tempfile
 >>> from tessera.tables import TensorTable
+from tessera.tables.tensors import DTYPES
 >>> url = "file://" + tempfile.mkdtemp() + "/t"
 >>> tt = TensorTable.create(url)
 >>> _ = tt.write_many({"a": np.arange(6.0).reshape(3, 2), "b": np.ones((2, 2))})
@@ -16,6 +17,7 @@ with ``spawn`` (delta-rs panics in a forked child).
 
 from __future__ import annotations
 
+import math
 import os
 import zlib
 from collections.abc import Callable, Sequence
@@ -26,6 +28,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from tessera.errors import InvalidArgumentError
 from tessera.tables import TensorTable
+from tessera.tables.tensors import DTYPES
 
 
 class TensorTableDataset(Dataset[Any]):
@@ -117,6 +120,26 @@ class TensorTableDataset(Dataset[Any]):
                 value = torch.from_numpy(value.copy() if not value.flags.writeable else value)
             items.append(value if self.transform is None else self.transform(value))
         return items
+
+    def group_keys(self) -> list[tuple[str, int]]:
+        """Per sample, its tensor and the stretch of leading indices whose rows are stored
+        together (about ``chunk_bytes`` of the table's settings here, as a row group
+        written with the same settings holds): the key
+        :class:`~tessera.torch.DistributedGroupSampler` shards by. A whole tensor is one
+        group."""
+        table = self.table
+        per: dict[str, int] = {}
+        keys = []
+        for tensor_id, lead in self.index:
+            if lead is None:
+                keys.append((tensor_id, 0))
+                continue
+            if tensor_id not in per:
+                ref = table[tensor_id]
+                lead_bytes = math.prod(ref.shape[1:]) * DTYPES[ref.dtype].itemsize
+                per[tensor_id] = max(1, table.config.chunk_bytes // max(1, lead_bytes))
+            keys.append((tensor_id, lead // per[tensor_id]))
+        return keys
 
     def shard(self, rank: int, world_size: int) -> TensorTableDataset:
         """The part of this dataset that ``rank`` of ``world_size`` reads: whole tensors

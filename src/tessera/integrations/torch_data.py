@@ -87,6 +87,11 @@ class _ArraySamples(Dataset[Any]):
                              f"{self._count} samples along dimension {self.sample_dim}")
         return self._lower + (i % self._count)
 
+    def _tile_row(self, coord: int) -> int:
+        """The tile row (along the sample dimension) holding the sample at ``coord``."""
+        dim = self.array.schema.dims[self.sample_dim]
+        return (int(coord) - int(dim.domain[0])) // dim.extent
+
     def _read(self, selections: list[Box]) -> list[np.ndarray]:
         arr = self.array
         outs = arr.read(Hyperslabs(selections), attrs=[self.attr], method=self.method,
@@ -151,6 +156,11 @@ class ArrayDataset(_ArraySamples):
         sel: list[Any] = [slice(None)] * self.array.ndim
         sel[self.sample_dim] = self._sample_index(index)
         return tuple(sel)
+
+    def group_keys(self) -> list[int]:
+        """Per sample, its tile row along the sample dimension (samples of one tile row
+        share tiles): the key :class:`~tessera.torch.DistributedGroupSampler` shards by."""
+        return [self._tile_row(self._sample_index(i)) for i in range(len(self))]
 
     def __getitem__(self, index: int) -> Any:
         return self.__getitems__([index])[0]
@@ -221,6 +231,11 @@ class RegionDataset(_ArraySamples):
 
     def __len__(self) -> int:
         return len(self.selections)
+
+    def group_keys(self) -> list[int]:
+        """Per region, the tile row (along the sample dimension) of its sample: regions of
+        one tile row share tiles (:class:`~tessera.torch.DistributedGroupSampler`)."""
+        return [self._tile_row(sel[self.sample_dim]) for sel in self.selections]
 
     def __getitem__(self, index: int) -> Any:
         return self.__getitems__([index])[0]

@@ -1,0 +1,173 @@
+"""Sharding a dataset's samples across the ranks of a distributed job by *group*: the
+samples that share stored data (the images of one image-column group, the samples of one
+tile row of an array, the rows of one row group of a tensor) go to the same rank, so no two
+ranks fetch the same group.
+
+:class:`DistributedGroupSampler` is ``torch.utils.data.DistributedSampler`` with groups: one
+seed shuffles the groups each epoch (the same order on every rank), groups are dealt to the
+ranks in turn, each rank's list is padded with its own first samples (or cut, with
+``drop_last``) to the same length on every rank (with fewer groups than ranks, a rank
+without a group repeats the first rank's samples), and samples are drawn at random from a
+window of ``buffer_groups`` of the rank's groups at a time. :meth:`state_dict` /
+:meth:`load_state_dict` carry the epoch and the samples already consumed, so a restarted
+job resumes mid-epoch with the remaining samples only.
+
+>>> s = DistributedGroupSampler([0, 0, 1, 1, 2, 2, 3, 3], num_replicas=2, rank=0, seed=1)
+>>> t = DistributedGroupSampler([0, 0, 1, 1, 2, 2, 3, 3], num_replicas=2, rank=1, seed=1)
+>>> a, b = list(s), list(t)
+>>> sorted(a + b), {p // 2 for p in a} & {p // 2 for p in b}
+([0, 1, 2, 3, 4, 5, 6, 7], set())
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+from torch.utils.data import Sampler
+
+from tessera.errors import InvalidArgumentError
+
+
+class Grouped(Protocol):
+    """A dataset that says which of its samples share stored data."""
+
+    def group_keys(self) -> Sequence[Hashable]:
+        """One key per sample: samples with the same key share stored data."""
+        ...
+
+
+class DistributedGroupSampler(Sampler[int]):
+    """Sample positions of one rank's share of the groups (see the module docs).
+
+    Args:
+        keys: one group key per dataset position (``dataset.group_keys()``; see
+            :meth:`for_dataset`).
+        num_replicas, rank: the job's world size and this process's rank (default: from
+            ``torch.distributed`` when it is initialised, else 1 and 0).
+        shuffle: shuffle the groups each epoch and the samples within a window; False keeps
+            the groups' first-seen order and each group's positions in order.
+        seed: the shuffle's seed; the same on every rank.
+        drop_last: cut every rank's list to the shortest one instead of padding to the
+            longest with the rank's own first samples.
+        buffer_groups: groups whose samples are mixed at a time (the memory a loader's
+            cache needs to hold: about this many groups).
+    """
+
+    def __init__(self, keys: Sequence[Hashable] | np.ndarray, *,
+                 num_replicas: int | None = None, rank: int | None = None,
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False,
+                 buffer_groups: int = 16) -> None:
+        if num_replicas is None or rank is None:
+            world, me = _world()
+            num_replicas = world if num_replicas is None else num_replicas
+            rank = me if rank is None else rank
+        if isinstance(num_replicas, bool) or not isinstance(num_replicas, int) \
+                or num_replicas < 1:
+            raise InvalidArgumentError(f"num_replicas must be a positive integer, got "
+                                       f"{num_replicas!r}")
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < num_replicas:
+            raise InvalidArgumentError(f"rank must be 0..{num_replicas - 1}, got {rank!r}")
+        if buffer_groups < 1:
+            raise InvalidArgumentError(f"buffer_groups must be >= 1, got {buffer_groups}")
+        self.num_replicas, self.rank = num_replicas, rank
+        self.shuffle, self.seed, self.drop_last = shuffle, int(seed), drop_last
+        self.buffer_groups = int(buffer_groups)
+        self.epoch = 0
+        self.consumed = 0  # samples of this epoch already handed out (or restored)
+        ordinal: dict[Hashable, int] = {}
+        codes = np.fromiter((ordinal.setdefault(_hashable(k), len(ordinal)) for k in keys),
+                            dtype=np.int64, count=len(keys))
+        order = np.argsort(codes, kind="stable")
+        cuts = np.flatnonzero(np.diff(codes[order])) + 1
+        self._groups: list[np.ndarray] = np.split(order, cuts) if len(order) else []
+        self._size = len(codes)
+
+    @classmethod
+    def for_dataset(cls, dataset: Grouped, **kwargs: Any) -> DistributedGroupSampler:
+        """A sampler over ``dataset``'s groups (``FrequencyDataset``: image-column groups;
+        ``ArrayDataset`` / ``RegionDataset``: tile rows along the sample dimension;
+        ``TensorTableDataset``: row groups of each tensor)."""
+        return cls(dataset.group_keys(), **kwargs)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Shuffle differently in ``epoch`` (as ``DistributedSampler.set_epoch``); the new
+        epoch starts from its first sample."""
+        if int(epoch) != self.epoch:
+            self.epoch, self.consumed = int(epoch), 0
+
+    def _mine(self) -> np.ndarray:
+        """This rank's positions of the epoch, padded or cut to the common length."""
+        rng = np.random.default_rng((self.seed, self.epoch))
+        order = rng.permutation(len(self._groups)) if self.shuffle else \
+            np.arange(len(self._groups))
+        groups = [self._groups[i] for i in order]
+        shares = [groups[r::self.num_replicas] for r in range(self.num_replicas)]
+        sizes = [sum(len(g) for g in share) for share in shares]
+        mine = shares[self.rank]
+        windows = []
+        for start in range(0, len(mine), self.buffer_groups):
+            window = np.concatenate(mine[start:start + self.buffer_groups])
+            windows.append(rng.permutation(window) if self.shuffle else window)
+        out = np.concatenate(windows) if windows else np.zeros(0, np.int64)
+        want = min(sizes) if self.drop_last else max(sizes)
+        if len(out) > want:
+            return out[:want]
+        if len(out) < want:  # pad with this rank's own samples: no other rank's group
+            # (fewer groups than ranks: a rank without one repeats the first rank's)
+            pool = out if len(out) else np.concatenate(shares[0])
+            out = np.tile(pool, -(-want // len(pool)))[:want]
+        return out
+
+    def __iter__(self) -> Iterator[int]:
+        mine = self._mine()
+        if self.consumed >= len(mine):  # the epoch was done: again, as without set_epoch
+            self.consumed = 0
+        start = self.consumed
+        for p in mine[start:]:
+            self.consumed += 1
+            yield int(p)
+
+    def __len__(self) -> int:
+        """Samples this rank hands out in a whole epoch (the same on every rank)."""
+        if not self._groups:
+            return 0
+        return len(self._mine())
+
+    def state_dict(self, consumed: int | None = None) -> dict[str, int]:
+        """Where the epoch stands: its number and the samples consumed. A DataLoader draws
+        ahead of training (prefetch, workers): pass ``consumed`` (samples the training loop
+        has used, e.g. ``steps * batch_size``) to save that instead of what was drawn."""
+        return {"version": 1, "epoch": self.epoch, "seed": self.seed,
+                "num_replicas": self.num_replicas, "rank": self.rank,
+                "consumed": self.consumed if consumed is None else int(consumed)}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Resume where :meth:`state_dict` said: the next iteration hands out the epoch's
+        remaining samples only. The world size and seed must be the ones saved."""
+        if state.get("version") != 1:
+            raise InvalidArgumentError(f"not a DistributedGroupSampler state (version 1): "
+                                       f"{state!r:.120}")
+        for name in ("num_replicas", "seed"):
+            if state[name] != getattr(self, name):
+                raise InvalidArgumentError(
+                    f"the state was saved with {name}={state[name]}, this sampler has "
+                    f"{getattr(self, name)}: resume with the same {name}")
+        consumed = int(state["consumed"])
+        if not 0 <= consumed <= len(self):
+            raise InvalidArgumentError(f"consumed {consumed} is outside 0..{len(self)}")
+        self.epoch, self.consumed = int(state["epoch"]), consumed
+
+
+def _hashable(key: Hashable) -> Hashable:
+    return key.item() if isinstance(key, np.generic) else key
+
+
+def _world() -> tuple[int, int]:
+    """``(world size, rank)`` of an initialised ``torch.distributed``, else ``(1, 0)``."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(), dist.get_rank()
+    return 1, 0

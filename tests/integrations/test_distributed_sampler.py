@@ -90,7 +90,7 @@ def test_resume_mid_epoch_hands_out_the_rest_only() -> None:
     assert list(restarted) == whole[2:]
     with pytest.raises(InvalidArgumentError, match="num_replicas=2"):
         DistributedGroupSampler(keys, num_replicas=4, rank=1, seed=3).load_state_dict(state)
-    with pytest.raises(InvalidArgumentError, match="rank must be 0..1"):
+    with pytest.raises(InvalidArgumentError, match=r"rank must be 0\.\.1"):
         DistributedGroupSampler(keys, num_replicas=2, rank=2)
     with pytest.raises(InvalidArgumentError, match="not a DistributedGroupSampler state"):
         restarted.load_state_dict({"epoch": 1})

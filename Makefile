@@ -46,7 +46,7 @@ test-all: $(VENV)/.installed-all
 	$(BIN)/python -m pytest -m '' $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-all
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

@@ -75,3 +75,30 @@ def test_vector_cells_are_refused():
     tessera.create_array("memory://dask-rgb", schema)
     with pytest.raises(TypeError, match="scalar cells"):
         from_array("memory://dask-rgb")
+
+
+def test_distributed_cluster_reads_tensors_and_images(cluster_client, s3_server):
+    pytest.importorskip("deltalake")
+    from tessera.dask import from_images, from_tensor
+    from tessera.images import ImageColumns
+    from tessera.tables import TensorTable
+
+    options = dict(s3_server.storage_options())
+    table_url = s3_server.unique_url("dask-table")
+    x = np.random.default_rng(1).normal(size=(40, 6)).astype(np.float32)
+    TensorTable.create(table_url, storage_options=options).write("x", x)
+    t = from_tensor(table_url, "x", chunks=16, storage_options=options)
+    np.testing.assert_allclose(cluster_client.compute(t[5:37].sum(axis=0)).result(),
+                               x[5:37].sum(axis=0), rtol=1e-5)
+    images_url = s3_server.unique_url("dask-images")
+    cols = ImageColumns.create(images_url, size=(32, 32), group=4, storage_options=options)
+    pixels = np.random.default_rng(2).integers(0, 256, (10, 32, 32, 3), dtype=np.uint8)
+    cols.append(pixels)
+    d = from_images(images_url, k=8, storage_options=options)
+    assert d.shape == (10, 32, 32, 3) and d.chunks[0] == (4, 4, 2)  # one chunk per group
+    want = cols.read(list(range(10)), k=8)
+    np.testing.assert_array_equal(cluster_client.compute(d[2:9]).result(), want[2:9])
+    c = from_images(images_url, k=3, output="coefficients", storage_options=options)
+    np.testing.assert_array_equal(cluster_client.compute(c[7]).result(),
+                                  cols.read([7], k=3, output="coefficients")[0])
+    assert d.dtype == np.uint8 and c.dtype == np.int8

@@ -71,6 +71,7 @@ from tessera.format.selection import (
 )
 from tessera.format.tile import CellTileRead, TileRead
 from tessera.pushdown.client import PushdownClient
+from tessera.pushdown.fleet import PushdownFleet, PushdownServer
 from tessera.query.cost import StoreProfile
 from tessera.query.methods import read_method, read_mode
 from tessera.query.need import TileNeed
@@ -141,8 +142,9 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
         self._refresh_extent()
 
     @property
-    def pushdown(self) -> PushdownClient | None:
-        """The pushdown server reads may use (``None``: none). Set it to a URL, a
+    def pushdown(self) -> PushdownServer | None:
+        """The pushdown server reads may use (``None``: none). Set it to a URL, a list of
+        URLs (a :class:`~tessera.pushdown.fleet.PushdownFleet`), a
         :class:`~tessera.pushdown.client.PushdownClient` or ``None``; the token comes from
         ``TESSERA_PUSHDOWN_TOKEN`` unless a client carries its own."""
         return self._pushdown
@@ -636,13 +638,15 @@ def _same_fragments(a: list[FragmentMeta], b: list[FragmentMeta]) -> bool:
     return [m.name for m in a] == [m.name for m in b]
 
 
-def _pushdown_client(server: Any) -> PushdownClient | None:
-    if server is None or isinstance(server, PushdownClient):
+def _pushdown_client(server: Any) -> PushdownServer | None:
+    if server is None or isinstance(server, (PushdownClient, PushdownFleet)):
         return server
     if isinstance(server, str):
         return PushdownClient(server)
-    raise InvalidTypeError(f"pushdown must be a server URL, a PushdownClient or None, got "
-                           f"{server!r}")
+    if isinstance(server, (list, tuple)) and all(isinstance(u, str) for u in server):
+        return PushdownFleet(server)
+    raise InvalidTypeError(f"pushdown must be a server URL, a list of them, a PushdownClient, "
+                           f"a PushdownFleet or None, got {server!r}")
 
 
 def _to_ns(ts: TimestampLike) -> int | None:

@@ -26,7 +26,7 @@ from tessera.errors import CorruptDataError, ObjectNotFoundError
 from tessera.format.schema import ArraySchema
 from tessera.format.selection import Selection
 from tessera.format.tile import TileRead
-from tessera.pushdown.client import PushdownClient
+from tessera.pushdown.fleet import PushdownServer
 from tessera.query.need import TileNeed
 from tessera.query.plan import Plan, tile_needs, union_needs
 from tessera.storage.blocking import Store
@@ -44,7 +44,7 @@ class CallingThreadReads:
     timestamp: int | None
     last_read: ReadReport | None
     _store: Store
-    _pushdown: PushdownClient | None
+    _pushdown: PushdownServer | None
     _snapshot: list[FragmentMeta] | None
     _updates: dict[Any, tuple[int, MergedUpdates | None]]
     _last_visible: list[FragmentMeta] | None

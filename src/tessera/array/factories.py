@@ -22,6 +22,7 @@ from tessera.errors import (
 from tessera.format.layout import default_tile
 from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.pushdown.client import PushdownClient
+from tessera.pushdown.fleet import PushdownFleet
 from tessera.storage.blocking import open_store
 
 
@@ -68,10 +69,12 @@ def open_array(uri: str, mode: str = "r", timestamp: TimestampLike = None, *,
     at every read); see :class:`~tessera.config.ReadConfig`.
 
     ``pushdown``: a pushdown server (``http://host:port``, see ``tessera serve``) whose
-    root holds this array, or a :class:`~tessera.pushdown.client.PushdownClient`; default
-    ``TESSERA_PUSHDOWN_URL``. Its token: ``pushdown_token`` or ``TESSERA_PUSHDOWN_TOKEN``.
-    The planner then weighs pushing tiles down against fetching them; ``method="pushdown"``
-    forces it.
+    root holds this array, a list of such servers (a
+    :class:`~tessera.pushdown.fleet.PushdownFleet`: each tile goes to one by rendezvous
+    hashing, failing over to the next; also URLs joined by commas), or a
+    :class:`~tessera.pushdown.client.PushdownClient`; default ``TESSERA_PUSHDOWN_URL``.
+    Its token: ``pushdown_token`` or ``TESSERA_PUSHDOWN_TOKEN``. The planner then weighs
+    pushing tiles down against fetching them; ``method="pushdown"`` forces it.
 
     ``config``: the settings the handle and its store use (one
     :class:`~tessera.config.Config` snapshot: the environment is read once for all of them;
@@ -80,8 +83,12 @@ def open_array(uri: str, mode: str = "r", timestamp: TimestampLike = None, *,
     settings = config or Config.from_env()
     if pushdown is None:
         pushdown = settings.pushdown.url or None
+    if isinstance(pushdown, str) and "," in pushdown:  # a fleet: "http://a:8700,http://b:8700"
+        pushdown = [u.strip() for u in pushdown.split(",") if u.strip()]
     if isinstance(pushdown, str):
         pushdown = PushdownClient(pushdown, pushdown_token, config=settings.pushdown)
+    elif isinstance(pushdown, (list, tuple)):
+        pushdown = PushdownFleet(pushdown, pushdown_token, config=settings.pushdown)
     store = open_store(uri, config=settings.store, **(storage_options or {}))
     try:
         text = bytes(store.get(SCHEMA_KEY))

@@ -20,7 +20,7 @@ from tessera.errors import PushdownError
 from tessera.format.schema import ArraySchema
 from tessera.format.selection import Selection, SparseSelection
 from tessera.format.tile import CellTileRead, Piece, TileRead, positions, tile_cells
-from tessera.pushdown.client import PushdownClient
+from tessera.pushdown.fleet import PushdownServer
 from tessera.pushdown.framing import ItemError
 from tessera.pushdown.read_items import (
     CellAttr,
@@ -53,9 +53,10 @@ class PushdownReader:
             or ``"tile failed on the server (HTTP 500)"``).
         details: the first full message seen for each reason.
         last_error: the last full message.
+        servers: requests of this read per server URL (several with a fleet).
     """
 
-    client: PushdownClient
+    client: PushdownServer
     array_path: str | None
     record: Callable[[RequestRecord], None] | None = None
     memory_gb: float = 1.0
@@ -64,8 +65,16 @@ class PushdownReader:
     array_url: StoreURL | None = None
     reasons: dict[str, int] = dataclasses.field(default_factory=dict)
     details: dict[str, str] = dataclasses.field(default_factory=dict)
+    servers: dict[str, int] = dataclasses.field(default_factory=dict)
     _resolving: asyncio.Future[str] | None = dataclasses.field(default=None, repr=False)
     _unresolved: PushdownError | None = dataclasses.field(default=None, repr=False)
+
+    def _count(self, rec: RequestRecord) -> None:
+        """Count a request by its server, then record it as the store's."""
+        server = rec.key.rsplit("/v1/", 1)[0]
+        self.servers[server] = self.servers.get(server, 0) + 1
+        if self.record is not None:
+            self.record(rec)
 
     def fell_back(self, items: int, reason: str, detail: str) -> None:
         """Note ``items`` fetched directly for ``reason`` (``detail``: the full message)."""
@@ -128,7 +137,7 @@ class PushdownReader:
             return [None] * len(items)
         items = [i if i.array == path else dataclasses.replace(i, array=path) for i in items]
         try:
-            response = await self.client.read(items, self.record, self.memory_gb)
+            response = await self.client.read(items, self._count, self.memory_gb)
         except PushdownError as err:
             self.fell_back(len(items), "request failed (no answer)" if err.status is None
                            else f"request failed (HTTP {err.status})", str(err))

@@ -41,6 +41,8 @@ class ReadReport:
     pushdown_fallback_reasons: dict[str, int] = dataclasses.field(default_factory=dict)
     #: The first full message for each reason.
     pushdown_fallback_details: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: Pushdown requests by server URL (several with a fleet of servers).
+    pushdown_servers: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def table(self) -> Any:
         """The plan's estimates beside what the read measured (a rich ``Table``): requests
@@ -101,6 +103,7 @@ def with_fallbacks(report: ReadReport, pushdown: PushdownReader | None) -> ReadR
         report.pushdown_error = pushdown.last_error
         report.pushdown_fallback_reasons = dict(pushdown.reasons)
         report.pushdown_fallback_details = dict(pushdown.details)
+        report.pushdown_servers = dict(pushdown.servers)
     return report
 
 

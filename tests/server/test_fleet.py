@@ -1,0 +1,104 @@
+"""A fleet of pushdown servers (``tessera.pushdown.fleet``), in-process (httpx's ASGI transport
+over a memory store): each tile goes to one server by rendezvous hashing (a disjoint, stable
+share per server), a server that is unreachable or busy hands its tiles to the next, reads
+report requests per server, and with no server left the tiles are fetched directly."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+import tessera
+from tessera.errors import InvalidArgumentError
+from tessera.pushdown.fleet import PushdownFleet
+from tessera.server.app import create_app
+
+TOKEN = "fleet-test-token-1234567"
+
+
+class Server(httpx.AsyncBaseTransport):
+    """One in-process server; ``mode`` "up", "down" (connection refused) or "busy" (503)."""
+
+    def __init__(self, app: Any) -> None:
+        self.inner = httpx.ASGITransport(app)
+        self.tiles: list[tuple[str, int]] = []
+        self.mode = "up"
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.mode == "down":
+            raise httpx.ConnectError("connection refused", request=request)
+        if self.mode == "busy":
+            return httpx.Response(503, json={"error": "busy"}, headers={"Retry-After": "1"})
+        if request.url.path == "/v1/read":
+            body = json.loads(await request.aread())
+            self.tiles += [(r["key"], r["offset"]) for r in body["reads"]]
+        return await self.inner.handle_async_request(request)
+
+
+@pytest.fixture
+def fleet() -> tuple[tessera.Array, np.ndarray, list[Server]]:
+    root = f"memory://fleet-{uuid.uuid4().hex[:8]}"
+    data = np.arange(60 * 60, dtype=np.float32).reshape(60, 60)
+    tessera.from_numpy(f"{root}/a", data, tile=(10, 10), codec="zstd")
+    servers = [Server(create_app(tessera.open_store(root), token=TOKEN)) for _ in range(3)]
+    client = PushdownFleet([f"http://pd{i}" for i in range(3)], token=TOKEN,
+                           transports=servers)
+    return tessera.open_array(f"{root}/a", pushdown=client), data, servers
+
+
+def test_each_tile_goes_to_one_server_and_always_the_same(fleet) -> None:
+    arr, data, servers = fleet
+    np.testing.assert_array_equal(arr.read((slice(None), slice(3, 57)), method="pushdown"),
+                                  data[:, 3:57])
+    shares = [set(s.tiles) for s in servers]
+    assert all(shares)  # 36 tiles: every server got some
+    assert sum(len(s) for s in shares) == len(set().union(*shares)) == 36  # disjoint
+    report = arr.last_read
+    assert report.pushdown_fallbacks == 0
+    assert set(report.pushdown_servers) == {f"http://pd{i}" for i in range(3)}
+    assert all(n >= 1 for n in report.pushdown_servers.values())
+    assert sum(report.pushdown_servers.values()) == report.stats.by_method["pushdown"].requests
+    for s in servers:
+        s.tiles.clear()
+    arr.read((slice(None), slice(3, 57)), method="pushdown")
+    assert [set(s.tiles) for s in servers] == shares  # the same share again: caches stay warm
+
+
+@pytest.mark.parametrize("trouble", ["down", "busy"])
+def test_a_server_down_or_busy_hands_its_tiles_to_the_next(fleet, trouble) -> None:
+    arr, data, servers = fleet
+    servers[1].mode = trouble
+    np.testing.assert_array_equal(arr.read((slice(None), slice(None)), method="pushdown"),
+                                  data)
+    assert arr.last_read.pushdown_fallbacks == 0  # the others answered for it
+    assert not servers[1].tiles and len(set(servers[0].tiles) | set(servers[2].tiles)) == 36
+    assert arr.last_read.pushdown_servers["http://pd0"] >= 1
+
+
+def test_with_no_server_left_the_tiles_are_fetched_directly(fleet) -> None:
+    arr, data, servers = fleet
+    for s in servers:
+        s.mode = "busy"
+    with pytest.warns(tessera.PushdownFallbackWarning, match="no pushdown server"):
+        np.testing.assert_array_equal(arr.read((slice(0, 20), slice(None)),
+                                               method="pushdown"), data[:20])
+    assert arr.last_read.pushdown_fallbacks == 12
+    assert "no pushdown server" in (arr.last_read.pushdown_error or "")
+
+
+def test_a_fleet_from_urls_and_its_bad_inputs() -> None:
+    root = f"memory://fleet-{uuid.uuid4().hex[:8]}"
+    tessera.from_numpy(f"{root}/a", np.zeros((4, 4)))
+    arr = tessera.open_array(f"{root}/a", pushdown=["http://a:1", "http://b:1"])
+    assert isinstance(arr.pushdown, PushdownFleet) and arr.pushdown.url == "http://a:1,http://b:1"
+    joined = tessera.open_array(f"{root}/a", pushdown="http://a:1, http://b:1")
+    assert isinstance(joined.pushdown, PushdownFleet) and len(joined.pushdown.clients) == 2
+    with pytest.raises(InvalidArgumentError, match="at least one"):
+        PushdownFleet([])
+    with pytest.raises(InvalidArgumentError, match="repeat"):
+        PushdownFleet(["http://a:1", "http://a:1"])

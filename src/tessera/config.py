@@ -517,6 +517,13 @@ def environment() -> Mapping[str, str]:
     return os.environ
 
 
+def export_to_children(name: str, value: str) -> None:
+    """Set ``name`` in this process's environment for the processes it starts (the pushdown
+    server hands its settings to its worker processes this way); the one place Tessera
+    writes the environment."""
+    os.environ[name] = value
+
+
 @dataclasses.dataclass(frozen=True)
 class ProcessConfig:
     """Settings of the process around the engines (``TESSERA_*`` variables).

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 
@@ -246,3 +247,26 @@ def test_the_server_reads_image_columns_unchanged(s3_server: S3TestServer,
                            method="pushdown")
     assert np.array_equal(np.concatenate([got[n] for n in names], axis=-1), direct)
     assert set(cols.coeffs.last_read.plan.methods) == {"pushdown"}
+
+
+def test_workers_serve_one_port_from_several_processes(tmp_path: Any) -> None:
+    data = np.arange(400.0).reshape(20, 20)
+    tessera.from_numpy((tmp_path / "a").as_uri(), data, tile=(5, 5))
+    with PushdownTestServer(tmp_path.as_uri(), extra_args=["--workers", "2"],
+                            start_timeout_s=90) as server:
+        pids = set()
+        for _ in range(400):  # a fresh connection each: the kernel picks a process for each
+            got = httpx.get(f"{server.url}/v1/info",
+                            headers={"Authorization": f"Bearer {server.token}"})
+            assert got.status_code == 200
+            pids.add(got.json()["pid"])
+            if len(pids) == 2:
+                break
+        assert len(pids) == 2 and server.pid not in pids  # two workers, not the parent
+        arr = tessera.open_array((tmp_path / "a").as_uri(), pushdown=server.client())
+        for _ in range(3):
+            assert np.array_equal(arr.read((slice(None), 7), method="pushdown"), data[:, 7])
+            assert arr.last_read.pushdown_fallbacks == 0
+        server.stop()
+        logs = server.logs()
+    assert '"workers": 2' in logs and logs.count('"event": "worker_start"') == 2

@@ -336,6 +336,8 @@ def serve(
         help="The server's batch inside an infer request (default 16).")] = None,
     max_infer_samples: Annotated[int | None, typer.Option(
         help="Samples in one infer request (default 512).")] = None,
+    workers: Annotated[int, typer.Option(
+        help="Server processes behind the port (each with its own cache and limits).")] = 1,
     emulate_compute: Annotated[Path | None, typer.Option(
         hidden=True, help="Testing only: sleep the per-layer seconds of this JSON file "
                           "instead of computing.")] = None,
@@ -364,7 +366,7 @@ def serve(
         emulate_compute=str(emulate_compute) if emulate_compute else None)
     run_server(root_url, host=host, port=port, token_file=token_file,
                insecure_no_auth=insecure_no_auth, config=config,
-               storage_options=_options(endpoint, region, allow_http, option))
+               storage_options=_options(endpoint, region, allow_http, option), workers=workers)
 
 
 def _run_import(kind: str, run: Any) -> None:

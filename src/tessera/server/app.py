@@ -158,6 +158,7 @@ class PushdownApp:
                        "max_connections_per_client":
                            self.config.max_connections_per_client},
             "cache_bytes": self.config.cache_bytes, "auth": self.token is not None,
+            "pid": os.getpid(),  # which process answered (tessera serve --workers N)
             **{k: v() if callable(v) else v for k, v in self.info_sections.items()}})
 
     async def metrics_text(self, request: Request, rid: str) -> Response:

@@ -4,39 +4,22 @@ servers, JSON logs, and uvicorn with a graceful shutdown (``tessera serve`` call
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import json
-import logging
 import os
 import stat
-import sys
 from pathlib import Path
 from typing import Any
 
 from tessera._sync import run_sync
-from tessera.config import ServerConfig
+from tessera.config import ServerConfig, export_to_children
 from tessera.errors import ConfigError, TesseraError
 from tessera.server.health import probe_root
+from tessera.server.startup import json_logger, read_token_file
 from tessera.storage.blocking import open_store
 
-MIN_TOKEN_CHARS = 16
 LOOPBACK_NAMES = ("localhost",)
-
-
-def read_token_file(path: str | Path) -> str:
-    """The bearer token in ``path`` (surrounding whitespace dropped); it must hold at least
-    16 characters and no whitespace inside."""
-    p = Path(path)
-    try:
-        token = p.read_text().strip()
-    except OSError as err:
-        raise ConfigError(f"cannot read token file {p}: {err.strerror or err}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"token file {p} is not text") from None
-    if len(token) < MIN_TOKEN_CHARS or any(c.isspace() for c in token):
-        raise ConfigError(f"token file {p} must hold one token of at least {MIN_TOKEN_CHARS} "
-                          "characters without whitespace (e.g. `openssl rand -hex 32`)")
-    return token
 
 
 def token_file_warning(path: str | Path) -> str | None:
@@ -58,28 +41,17 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class JsonLogFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger and the message (itself JSON for the
-    server's request logs)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        msg = record.getMessage()
-        try:
-            body: Any = json.loads(msg)
-        except ValueError:
-            body = {"message": msg}
-        if not isinstance(body, dict):
-            body = {"message": msg}
-        return json.dumps({"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
-                           "level": record.levelname.lower(), "logger": record.name, **body})
-
-
 def serve(root_url: str, *, host: str = "127.0.0.1", port: int = 8700,
           token_file: str | Path | None = None, insecure_no_auth: bool = False,
           config: ServerConfig | None = None, storage_options: dict[str, Any] | None = None,
-          log_level: str = "info") -> None:
+          log_level: str = "info", workers: int = 1) -> None:
     """Serve pushdown reads of the store at ``root_url`` until SIGINT or SIGTERM (requests
     in flight get up to 10 s to finish).
+
+    ``workers`` > 1 runs that many server processes behind the one port (uvicorn's
+    workers, started with ``spawn``; the kernel hands each new connection to one of them):
+    each decodes on its own core, with its own tile cache, concurrency and connection
+    limits (the limits are per process).
 
     Raises :class:`~tessera.errors.ConfigError` without a token file unless
     ``insecure_no_auth`` is set, and then for any host but loopback; and, before binding,
@@ -101,12 +73,7 @@ def serve(root_url: str, *, host: str = "127.0.0.1", port: int = 8700,
         raise ConfigError(f"--insecure-no-auth binds only to loopback (127.0.0.1, ::1, "
                           f"localhost), not {host!r}; use --token-file to serve on {host}")
     token = read_token_file(token_file) if token_file is not None else None
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonLogFormatter())
-    logger = logging.getLogger("tessera.server")
-    logger.handlers[:] = [handler]
-    logger.setLevel(log_level.upper())
-    logger.propagate = False
+    logger = json_logger(log_level)
     if token_file is not None and (warning := token_file_warning(token_file)):
         logger.warning(json.dumps({"event": "warning", "message": warning}))
     store = open_store(root_url, **(storage_options or {}))
@@ -118,10 +85,25 @@ def serve(root_url: str, *, host: str = "127.0.0.1", port: int = 8700,
         raise ConfigError(f"tessera serve cannot read its root {store.url}, so it would "
                           f"fail every read; not starting. {err}") from err
     config = config or ServerConfig.from_env()
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"workers must be a positive number of processes, got {workers!r}")
+    logger.info(json.dumps({"event": "start", "root": str(store.url), "host": host,
+                            "port": port, "auth": token is not None, "pid": os.getpid(),
+                            "workers": workers}))
+    if workers > 1:
+        from tessera.server.workers import WORKER_SPEC, GuardedProtocol
+
+        # Each worker process builds its own app from this spec (tessera.server.workers).
+        export_to_children(WORKER_SPEC, json.dumps({
+            "root": root_url, "token_file": None if token_file is None else str(token_file),
+            "storage_options": storage_options or {}, "config": dataclasses.asdict(config),
+            "log_level": log_level}))
+        uvicorn.run("tessera.server.workers:worker_app", factory=True, workers=workers,
+                    host=host, port=port, log_level="warning", access_log=False,
+                    timeout_graceful_shutdown=10, lifespan="on", http=GuardedProtocol)
+        return
     app = create_app(store, token=token, config=config)
     app.state.pushdown.readiness.passed()
-    logger.info(json.dumps({"event": "start", "root": str(store.url), "host": host,
-                            "port": port, "auth": token is not None, "pid": os.getpid()}))
     # On SIGINT/SIGTERM uvicorn finishes the requests in flight, runs the app's shutdown
     # (which logs "stop") and then re-raises the signal, so the exit status names it.
     # Connections are bounded in number (in total and per client address) and in the time

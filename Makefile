@@ -63,6 +63,7 @@ bench: $(VENV)/.installed-all
 	$(BIN)/python benchmarks/frozen_checks.py --quick
 	$(BIN)/python benchmarks/throughput.py --quick
 	$(BIN)/python benchmarks/per_call.py --quick
+	$(BIN)/python benchmarks/fleet.py --side 1024
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache demo-store benchmarks/out

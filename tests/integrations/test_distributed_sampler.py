@@ -113,3 +113,35 @@ def test_datasets_say_their_groups(tmp_path, monkeypatch) -> None:
     assert keys[:5] == [("x", 0)] * 4 + [("x", 1)]
     sampler = DistributedGroupSampler.for_dataset(ArrayDataset(url), num_replicas=2, rank=0)
     assert len(sampler) == 6  # groups of 4, 4 and 2 samples: 4 + 2 on one rank, padded
+
+
+def test_a_job_killed_after_k_batches_resumes_with_the_rest_of_its_epoch(tmp_path) -> None:
+    from tessera.images import ImageColumns
+    from tessera.torch import FrequencyDataset
+
+    url = (tmp_path / "im").as_uri()
+    cols = ImageColumns.create(url, size=(32, 32), group=4)
+    cols.append(np.random.default_rng(0).integers(0, 256, (24, 32, 32, 3), dtype=np.uint8))
+    ds = FrequencyDataset(url, k=2, labels=False)
+
+    def loader(sampler):
+        batches = list(torch.utils.data.BatchSampler(sampler, 3, drop_last=False))
+        return batches, torch.utils.data.DataLoader(ds, batch_sampler=batches)
+
+    whole = DistributedGroupSampler.for_dataset(ds, num_replicas=2, rank=1, seed=5)
+    whole.set_epoch(3)
+    everything = [p for b in loader(whole)[0] for p in b]
+    job = DistributedGroupSampler.for_dataset(ds, num_replicas=2, rank=1, seed=5)
+    job.set_epoch(3)
+    batches, dl = loader(job)
+    trained = []
+    for k, (positions, images) in enumerate(zip(batches, dl, strict=True)):
+        assert images.shape == (len(positions), 3, 32, 32)
+        trained += positions
+        if k == 1:  # killed after 2 batches; the checkpoint says what training used
+            state = job.state_dict(consumed=len(trained))
+            break
+    restarted = DistributedGroupSampler.for_dataset(ds, num_replicas=2, rank=1, seed=5)
+    restarted.load_state_dict(state)
+    rest = [p for b in loader(restarted)[0] for p in b]
+    assert trained + rest == everything and len(rest) == len(everything) - 6

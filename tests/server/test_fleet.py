@@ -28,8 +28,13 @@ class Server(httpx.AsyncBaseTransport):
         self.inner = httpx.ASGITransport(app)
         self.tiles: list[tuple[str, int]] = []
         self.mode = "up"
+        self.reads_left: int | None = None  # dies (goes "down") after this many reads
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/read" and self.reads_left is not None:
+            if self.reads_left == 0:
+                self.mode = "down"
+            self.reads_left -= 1
         if self.mode == "down":
             raise httpx.ConnectError("connection refused", request=request)
         if self.mode == "busy":
@@ -102,3 +107,30 @@ def test_a_fleet_from_urls_and_its_bad_inputs() -> None:
         PushdownFleet([])
     with pytest.raises(InvalidArgumentError, match="repeat"):
         PushdownFleet(["http://a:1", "http://a:1"])
+
+
+def test_two_servers_share_a_large_read_about_evenly() -> None:
+    root = f"memory://fleet-{uuid.uuid4().hex[:8]}"
+    data = np.arange(200 * 200, dtype=np.int32).reshape(200, 200)
+    tessera.from_numpy(f"{root}/a", data, tile=(10, 10))
+    servers = [Server(create_app(tessera.open_store(root), token=TOKEN)) for _ in range(2)]
+    arr = tessera.open_array(f"{root}/a", pushdown=PushdownFleet(
+        ["http://pd0", "http://pd1"], token=TOKEN, transports=servers))
+    np.testing.assert_array_equal(arr.read(..., method="pushdown"), data)
+    shares = [len(set(s.tiles)) for s in servers]
+    assert sum(shares) == 400 and not set(servers[0].tiles) & set(servers[1].tiles)
+    assert all(abs(n - 200) <= 40 for n in shares), shares  # within 20% of half each
+
+
+def test_a_server_dying_mid_read_hands_the_rest_to_the_other(fleet) -> None:
+    arr, data, servers = fleet
+    arr.pushdown = PushdownFleet([f"http://pd{i}" for i in range(3)], token=TOKEN,
+                                 transports=servers,
+                                 config=tessera.config.PushdownConfig(batch_items=2))
+    servers[0].reads_left = 1  # answers its first batch, then its connections are refused
+    np.testing.assert_array_equal(arr.read(..., method="pushdown"), data)
+    report = arr.last_read
+    assert report.pushdown_fallbacks == 0  # every tile answered by a server
+    assert servers[0].mode == "down" and servers[0].tiles  # it served some before dying
+    assert report.stats.by_method["pushdown"].failures >= 1  # the refused attempt, counted
+    assert len(set().union(*(set(s.tiles) for s in servers))) == 36

@@ -164,7 +164,7 @@ class SplitProfile:
         egress.
 
         >>> from tessera.storage.pricing import get_pricing
-        >>> p = SplitProfile(("a",), (4,), 12, 1, (0.1,), (0.2,), 0.5, 1e6)
+        >>> p = SplitProfile(("a", "b"), (4, 2), 12, 1, (0.1,), (0.2, 0.1), 0.5, 1e6)
         >>> q = p.with_prices(get_pricing("s3"))
         >>> q.priced, round(q.dollars_per_byte * 2**30, 2), p.priced
         (True, 0.09, False)

@@ -6,7 +6,6 @@ with ``spawn`` (delta-rs panics in a forked child).
 
 >>> import numpy as np, tempfile
 >>> from tessera.tables import TensorTable
-from tessera.tables.tensors import DTYPES
 >>> url = "file://" + tempfile.mkdtemp() + "/t"
 >>> tt = TensorTable.create(url)
 >>> _ = tt.write_many({"a": np.arange(6.0).reshape(3, 2), "b": np.ones((2, 2))})

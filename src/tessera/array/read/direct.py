@@ -48,13 +48,6 @@ def runs_now(store: AsyncStore, plan: Plan | None) -> bool:
         plan.totals.nbytes <= NOW_BYTES and plan.totals.pushdowns == 0))
 
 
-def read_now(store: AsyncStore, schema: ArraySchema, sel: Selection, reads: list[TileRead],
-             attrs: list[str], array_url: str, plan: Plan | None) -> dict[str, np.ndarray]:
-    """Fetch, check, decode and place every dense tile read of ``plan`` on this thread;
-    full-shape outputs, newest fragment winning per cell."""
-    return DirectReads(store, schema, reads, plan, array_url).place(sel, reads, attrs)
-
-
 class DirectReads:
     """The tiles of one plan, fetched on this thread as it says, each request made once and
     each tile decoded once (several selections of a union may share them): the calling

@@ -30,10 +30,15 @@ import math
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from tessera.errors import ConfigError
 from tessera.frozen.arch import ARCHS
+
+if TYPE_CHECKING:
+    import torch
 
 MANIFEST = "models.json"
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -55,6 +60,17 @@ class InputSpec:
     scale: float = 1 / 255
     mean: tuple[float, ...] = IMAGENET_MEAN
     std: tuple[float, ...] = IMAGENET_STD
+
+    def normalise(self, stored: np.ndarray) -> torch.Tensor:
+        """Stored samples ``(n, C, H, W)`` as the model's float32 input: ``(stored * scale -
+        mean[c]) / std[c]`` per channel (the one recipe the client and the server share)."""
+        import torch
+
+        x = torch.from_numpy(np.ascontiguousarray(stored)).to(torch.float32)
+        x.mul_(self.scale)
+        mean = torch.tensor(self.mean, dtype=torch.float32).view(1, -1, 1, 1)
+        std = torch.tensor(self.std, dtype=torch.float32).view(1, -1, 1, 1)
+        return (x - mean) / std
 
     @classmethod
     def from_json(cls, raw: Any, where: str) -> InputSpec:

@@ -128,12 +128,7 @@ class FrozenModel:
     def normalise(self, stored: np.ndarray) -> torch.Tensor:
         """Stored samples ``(n, C, H, W)`` as the model's float32 input (the manifest's
         scale, mean and std, exactly as the server does)."""
-        inp = self.spec.input
-        x = torch.from_numpy(np.ascontiguousarray(stored)).to(torch.float32)
-        x.mul_(inp.scale)
-        mean = torch.tensor(inp.mean, dtype=torch.float32).view(1, -1, 1, 1)
-        std = torch.tensor(inp.std, dtype=torch.float32).view(1, -1, 1, 1)
-        return (x - mean) / std
+        return self.spec.input.normalise(stored)
 
     def forward_range(self, h: torch.Tensor, first: int, last: int) -> torch.Tensor:
         """Layers ``first..last`` (1-based, inclusive) on ``h``."""

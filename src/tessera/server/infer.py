@@ -262,7 +262,7 @@ class InferService:
             model, hit, _ = self.cache.get(hosted, req.split)
             phases["load"] = time.perf_counter() - t
             t = time.perf_counter()
-            x = _normalise(stored, spec)
+            x = spec.input.normalise(stored)
             phases["prep"] = time.perf_counter() - t
             t = time.perf_counter()
             out, used, layers_s = self._forward(model, x, req, cos)
@@ -377,15 +377,3 @@ def denormals_flushed() -> Iterator[None]:
     finally:
         if not was_on:
             torch.set_flush_denormal(False)
-
-
-def _normalise(stored: np.ndarray, spec: ModelSpec) -> Any:
-    """``(stored * scale - mean) / std`` per channel, float32 (the manifest's recipe)."""
-    import torch
-
-    inp = spec.input
-    x = torch.from_numpy(np.ascontiguousarray(stored)).to(torch.float32)
-    x.mul_(inp.scale)
-    mean = torch.tensor(inp.mean, dtype=torch.float32).view(1, -1, 1, 1)
-    std = torch.tensor(inp.std, dtype=torch.float32).view(1, -1, 1, 1)
-    return (x - mean) / std

@@ -15,6 +15,9 @@ Shapes and systems (each read cold: no column cache, a fresh handle's tiles):
   peers: zarr v3 through its obstore store (same chunks, same codec), TensorStore reading
   that zarr array; ceiling: obstore's own concurrent GETs of exactly the byte ranges Tessera
   read.
+- training-style loading on loopback: ``FrequencyDataset`` (k = 8, 63) against one JPEG
+  object per image fetched and decoded by a plain Dataset, both through a DataLoader with 2
+  persistent workers;
 - the frequency decode alone: k = 63 pixels of 256 images in one process, the fast decode
   against the reference one (``FrequencyFormat.decode_reference``), bit-identical.
 
@@ -455,6 +458,78 @@ async def _fetch_all(store: Any, keys: list[str]) -> list[bytes]:
     return list(await asyncio.gather(*(one(k) for k in keys)))
 
 
+class JpegObjects:
+    """A plain per-file dataset: item ``i`` is one JPEG object fetched with a GET and decoded
+    with Pillow in the worker (what an ImageFolder over object storage does)."""
+
+    def __init__(self, url: str, keys: list[str], options: dict[str, Any]) -> None:
+        self.url, self.keys, self.options = url, keys, options
+        self._store: Any = None
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, i: int) -> Any:
+        import torch
+        from PIL import Image
+
+        if self._store is None:
+            self._store = tessera.open_store(self.url, **self.options)
+        data = bytes(self._store.get(self.keys[i]))
+        pixels = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+        return torch.from_numpy(np.ascontiguousarray(pixels.transpose(2, 0, 1)))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_store": None}  # reopened in the worker
+
+
+LOADER = "DataLoader, 2 workers (loopback)"
+
+
+def loader_rows(setup: Setup, reps: int, workers: int = 2,
+                batch: int = 64) -> list[dict[str, Any]]:
+    """Training-style loading on loopback: ``FrequencyDataset`` (k = 8 and 63, no column
+    cache, one group per sampler window, so each epoch reads the set once) against
+    :class:`JpegObjects`, both through a DataLoader with ``workers`` persistent workers; an
+    untimed first epoch starts the workers."""
+    from torch.utils.data import DataLoader
+
+    from tessera.torch import FrequencyDataset
+
+    direct = dict(setup.s3.storage_options())
+    n = len(setup.images)
+    makers: list[tuple[str, str, Callable[[], Any]]] = []
+    for k in (8, 63):
+        ds = FrequencyDataset(setup.img_url, k=k, labels=False, storage_options=direct,
+                              cache_bytes=0)
+        makers.append((f"images k={k} pixels", "FrequencyDataset",
+                       lambda ds=ds: ds.loader(batch, num_workers=workers, buffer_groups=1,
+                                               persistent_workers=True)))
+    jpegs = JpegObjects(setup.s3.url(setup.jpeg_prefix), setup.jpeg_keys, direct)
+    makers.append(("images JPEG q90", "JPEG objects + PIL", lambda: DataLoader(
+        jpegs, batch_size=batch, shuffle=True, num_workers=workers,
+        multiprocessing_context="spawn", persistent_workers=True)))
+    rows = []
+    for shape, system, make in makers:
+        loader = make()
+        for _ in loader:  # the first epoch: workers started, connections opened
+            pass
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            count = sum(len(b) for b in loader)
+            times.append(time.perf_counter() - start)
+        if count != n:
+            raise SystemExit(f"{system} delivered {count} of {n} images")
+        wall = statistics.median(times)
+        rows.append({"link": LOADER, "shape": shape, "system": system,
+                     "seconds": round(wall, 4), "items_per_s": round(n / wall, 1),
+                     "MB_per_s": round(setup.images.nbytes / wall / 1e6, 1)})
+        print(f"  {LOADER} {shape:<24} {system:<20} {wall:8.3f} s {n / wall:8.1f} img/s")
+        del loader
+    return rows
+
+
 def decode_only(images: np.ndarray, reps: int) -> list[dict[str, Any]]:
     """k = 63 pixels of every image in one process: the fast decode and the reference."""
     fmt = FrequencyFormat()
@@ -561,6 +636,13 @@ def results_md(rows: list[dict[str, Any]], n_images: int, array_mib: float) -> s
             lines.append(f"| pushdown 82-column slab raw, the planner's estimate within 25% "
                          f"({link}) | measured / estimate {over:.2f} | "
                          f"{'yes' if 0.75 <= over <= 1.25 else 'no'} |")
+    jpeg_loader = get(LOADER, "images JPEG q90", "JPEG objects + PIL", "items_per_s")
+    for k in (8, 63):
+        ours = get(LOADER, f"images k={k} pixels", "FrequencyDataset", "items_per_s")
+        if ours and jpeg_loader:
+            lines.append(f"| FrequencyDataset k = {k} keeps up with JPEG objects + PIL "
+                         f"({LOADER}) | {ours:,.0f} vs {jpeg_loader:,.0f} images/s: "
+                         f"{ours / jpeg_loader:.2f}x | {'yes' if ours >= jpeg_loader else 'no'} |")
     dec = get("in process", "decode k=63 pixels", "tessera fast decode", "seconds")
     if dec is not None:
         ident = get("in process", "decode k=63 pixels", "tessera fast decode", "bit_identical")
@@ -611,6 +693,8 @@ def main() -> None:
                 with EmulatedLink(s3.port, one_way_delay_s=spec[1],
                                   bandwidth=spec[0]) as link:
                     rows += measure_link(setup, name, link.endpoint, link, reps, args.full)
+            print("DataLoader rows")
+            rows += loader_rows(setup, reps)
         finally:
             setup.pushdown.stop()
     write_csv(args.out / "throughput.csv", rows)

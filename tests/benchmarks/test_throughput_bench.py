@@ -30,6 +30,11 @@ def test_throughput_benchmark_runs(tmp_path: Path) -> None:
         for codec in ("raw", "zstd"):
             assert (link, f"whole array {codec}", "tessera") in shapes
         assert (link, "images JPEG q90", "JPEG objects + PIL") in shapes
+    loaders = {(r["shape"], r["system"]) for r in rows
+               if r["link"] == "DataLoader, 2 workers (loopback)"}
+    assert loaders == {("images k=8 pixels", "FrequencyDataset"),
+                       ("images k=63 pixels", "FrequencyDataset"),
+                       ("images JPEG q90", "JPEG objects + PIL")}
     decodes = [r for r in rows if r["link"] == "in process"]
     assert decodes and all(r["bit_identical"] == "True" for r in decodes)
     linked = [r for r in rows if r["link"] == "1 Gbit/s" and r["system"] == "tessera"]

@@ -113,8 +113,10 @@ def exact_key(shape: tuple[object, ...], needs: list[TileNeed]) -> tuple[object,
     return (shape, tuple(_first(n) for n in needs))
 
 
-def template_of(plan: Plan, needs: list[TileNeed]) -> Template:
-    """``plan`` (made for ``needs``) relative to its tiles' anchors."""
+def template_of(plan: Plan, needs: list[TileNeed]) -> Template | None:
+    """``plan`` (made for ``needs``) relative to its tiles' anchors; ``None`` for a plan
+    with a request that spans none of its tiles' own requests (never made by the planner;
+    such a plan is not kept)."""
     choices: list[_Choice] = []
     kinds: dict[str, set[bool]] = {}
     for c, n in zip(plan.choices, needs, strict=True):
@@ -127,6 +129,8 @@ def template_of(plan: Plan, needs: list[TileNeed]) -> Template:
         parts = tuple((t, j) for t in r.tiles
                       for j, (a, b) in enumerate(plan.choices[t].requests.tolist())
                       if r.start <= a and b <= r.stop)
+        if not parts:
+            return None
         requests.append(_Request(r.method, r.tiles, parts))
     return Template(plan.method, plan.phi, plan.profile, plan.pricing, tuple(choices),
                     tuple(requests), plan.totals, plan.estimate,
@@ -178,6 +182,8 @@ class PlanCache:
             return rebuild(found, needs)
         plan = make(needs)
         template = template_of(plan, needs)
+        if template is None:
+            return plan
         if template.exact:
             self._cache.put(shape, _MIXED)
             self._cache.put(exact or exact_key(shape, needs), template)

@@ -126,6 +126,9 @@ def test_other_weights_are_refused(served: Any, tmp_path: Path) -> None:
     other.write_bytes((served.models / "alex.safetensors").read_bytes())
     with pytest.raises(FeatureMismatchError, match="are not the ones"):
         FrozenModel.from_server(served.client(), "r18", other)
+    for fleet in (["http://a:1", "http://b:1"], "http://a:1,http://b:1"):
+        with pytest.raises(InvalidArgumentError, match="one pushdown server"):
+            FrozenModel.from_server(fleet, "r18", other)  # type: ignore[arg-type]
 
 
 def test_the_feature_check_names_model_split_and_cause(served: Any) -> None:
@@ -156,7 +159,9 @@ def test_bad_arguments(served: Any) -> None:
                       ({"split": 12}, "split 12 is outside 0..11"),
                       ({"split": "fast"}, "split must be"),
                       ({"labels": [1, 2]}, "one class per sample"),
-                      ({"batch_size": 0}, "batch_size must be")]:
+                      ({"batch_size": 0}, "batch_size must be"),
+                      ({"pushdown": ["http://a:1", "http://b:1"]}, "one pushdown server"),
+                      ({"pushdown": "http://a:1,http://b:1"}, "fleets of servers")]:
         args: dict[str, Any] = dict(freeze="layer4.0", data=served.array, labels=served.labels)
         args.update(kw)
         with pytest.raises(InvalidArgumentError, match=words):

@@ -70,6 +70,11 @@ class FrozenModel:
         from its ``/v1/info``), with the same weights read from the local file ``weights``;
         raises :class:`~tessera.errors.FeatureMismatchError` when the file's sha256 is not
         the server's (features would differ)."""
+        if not isinstance(url, (str, PushdownClient)) or (isinstance(url, str) and "," in url):
+            raise InvalidArgumentError(
+                f"a frozen model is served by one pushdown server (a URL or a "
+                f"PushdownClient), got {url!r:.120}; fleets of servers serve array reads "
+                "only (docs/scale.md)")
         client = url if isinstance(url, PushdownClient) else PushdownClient(url, token)
         info = run_sync(client.info())
         models = {m.get("name"): m for m in info.get("models", []) if isinstance(m, dict)}

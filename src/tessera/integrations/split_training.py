@@ -162,7 +162,11 @@ def _server_of(net: FrozenModel, pushdown: Any) -> PushdownClient | None:
         return net.server
     if isinstance(pushdown, PushdownClient):
         return pushdown
-    return PushdownClient(str(pushdown))
+    if isinstance(pushdown, str) and "," not in pushdown:
+        return PushdownClient(pushdown)
+    raise InvalidArgumentError(
+        f"SplitTrainer takes one pushdown server (a URL or a PushdownClient), got "
+        f"{pushdown!r:.120}; fleets of servers serve array reads only (docs/scale.md)")
 
 
 class SplitTrainer:

@@ -18,7 +18,11 @@ from tessera.frozen.emulate import Emulation, ModelTimes  # noqa: E402
 from tessera.frozen.manifest import read_manifest  # noqa: E402
 from tessera.frozen.remote import FrozenModel  # noqa: E402
 from tessera.pushdown.framing import decode_response  # noqa: E402
-from tessera.pushdown.infer_items import InferRequest, encode_infer_request  # noqa: E402
+from tessera.pushdown.infer_items import (  # noqa: E402
+    InferHeader,
+    InferRequest,
+    encode_infer_request,
+)
 
 
 def post(app: Any, body: bytes | list[bytes]) -> list[httpx.Response]:
@@ -50,12 +54,16 @@ def test_features_equal_local_computation_at_every_split(served: Any, split: int
     assert net.compare(feats, ref, split) <= 1e-4  # G1
     assert got.extra["cos_batch_used"] == 2 and got.extra["model_cache"] in ("hit", "miss")
     assert set(got.extra["phases"]) == {"queue", "read", "load", "prep", "forward", "copy"}
+    header = InferHeader.from_extra(got.extra)  # the one codec, both ways
+    assert header.cos_batch_used == 2 and header.layers is None
+    assert header.to_json() == {k: got.extra[k] for k in header.to_json()}
 
 
 def test_per_layer_timings_and_fp16(served: Any) -> None:
     [r] = post(served.app, req(timings="layers", output_dtype="<f2"))
     got = decode_response(r.content, 1)
     assert len(got.extra["layers"]) == 8
+    assert len(InferHeader.from_extra(got.extra).layers or []) == 8
     assert got.results[0]["features"].dtype == np.float16
 
 

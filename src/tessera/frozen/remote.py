@@ -21,14 +21,19 @@ import numpy as np
 import torch
 
 from tessera._sync import run_sync
-from tessera.errors import FeatureMismatchError, InvalidArgumentError, PushdownError
+from tessera.errors import (
+    FeatureMismatchError,
+    InvalidArgumentError,
+    ProtocolError,
+    PushdownError,
+)
 from tessera.frozen.arch.base import Staged
 from tessera.frozen.inventory import LayerInfo, layer_infos
 from tessera.frozen.manifest import InputSpec, ModelSpec
 from tessera.frozen.weights import load_model, sha256_file
 from tessera.pushdown.client import PushdownClient
 from tessera.pushdown.framing import ReadResponse
-from tessera.pushdown.infer_items import InferRequest
+from tessera.pushdown.infer_items import InferHeader, InferRequest
 
 #: features agree when ``max|a - b| <= RTOL * max|b|`` (measured worst: 1.6e-6; docs/frozen.md)
 RTOL = {"<f4": 1e-4, "<f2": 1e-2}
@@ -39,7 +44,7 @@ class Features:
     """Features of some samples from the server: the array and the response's header."""
 
     features: np.ndarray
-    extra: dict[str, Any]
+    header: InferHeader
     server_s: float
     nbytes: int
 
@@ -164,7 +169,11 @@ class FrozenModel:
         if feats.shape != want:
             raise PushdownError(f"pushdown server {self.server.url} answered features of "
                                 f"shape {feats.shape}, expected {want}")
-        return Features(feats, resp.extra, resp.server_s, feats.nbytes)
+        try:
+            header = InferHeader.from_extra(resp.extra)
+        except ProtocolError as err:
+            raise PushdownError(f"pushdown server {self.server.url}: {err}") from None
+        return Features(feats, header, resp.server_s, feats.nbytes)
 
     def compare(self, remote: np.ndarray, local: torch.Tensor, split: int,
                 output_dtype: str = "<f4", server_sha256: str | None = None) -> float:

@@ -153,7 +153,7 @@ def _account(report: EpochReport, parts: list[Features]) -> None:
     report.requests += len(parts)
     report.bytes_received += sum(p.nbytes for p in parts)
     for p in parts:
-        for phase, seconds in (p.extra.get("phases") or {}).items():
+        for phase, seconds in p.header.phases.items():
             report.server_phases[phase] = report.server_phases.get(phase, 0.0) + float(seconds)
 
 
@@ -440,7 +440,7 @@ class SplitTrainer:
                                                 split)
                 report.checked = self.net.compare(first.features, local, split,
                                                   self.output_dtype,
-                                                  first.extra.get("weights_sha256"))
+                                                  first.header.weights_sha256)
                 self._checked = True
             with torch.inference_mode():
                 if profiling and split < self.freeze:
@@ -520,10 +520,10 @@ class SplitTrainer:
     def _note_server(self, parts: list[Features], split: int) -> None:
         for p in parts:
             n = len(p.features)
-            layers = p.extra.get("layers") or []
+            layers = p.header.layers or []
             for k, t in enumerate(layers[:split], 1):
                 self._note(f"server{k}", float(t) / n)
-            ph = p.extra.get("phases", {})
+            ph = p.header.phases
             self._note("server_sample", (float(ph.get("read", 0)) + float(ph.get("prep", 0))) / n)
             self._note("server_load", float(ph.get("load", 0)))
             self._note("server_byte", float(ph.get("copy", 0)) / max(1, p.nbytes))

@@ -15,7 +15,8 @@ The response is the framing of :mod:`tessera.pushdown.framing` with one result h
 buffer ``features`` ``(n, ...)`` in the request's sample order; the header adds ``phases``
 (seconds per phase: ``queue``, ``read``, ``load``, ``prep``, ``forward``, ``copy``), ``layers``
 (seconds per layer, with ``timings: "layers"``), ``cos_batch_used``, ``model_cache`` (``hit``
-or ``miss``) and ``weights_sha256``.
+or ``miss``) and ``weights_sha256``: :class:`InferHeader`, written and read by its
+``to_json`` / ``from_extra``.
 
 >>> body = encode_infer_request(InferRequest("r18", 4, "imgs", (3, 1)))
 >>> req = parse_infer_request(body, Limits(), max_samples=512)
@@ -138,3 +139,53 @@ def parse_infer_request(body: bytes, limits: Limits, max_samples: int) -> InferR
     return InferRequest(model, split, array, tuple(samples), sample_dim, sha, cos, dtype,
                         timings)
 
+
+
+@dataclasses.dataclass
+class InferHeader:
+    """The keys an infer response's header adds (see the module docs), typed.
+
+    >>> h = InferHeader({"read": 0.5}, 16, "hit", "ab" * 32)
+    >>> InferHeader.from_extra(h.to_json()) == h
+    True
+    >>> InferHeader.from_extra({"phases": {}, "cos_batch_used": "16"})
+    Traceback (most recent call last):
+    tessera.errors.ProtocolError: infer response header: cos_batch_used must be an integer, got '16'
+    """
+
+    phases: dict[str, float]
+    cos_batch_used: int
+    model_cache: str
+    weights_sha256: str
+    layers: list[float] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The header's keys as the framing writes them."""
+        out: dict[str, Any] = {"phases": dict(self.phases), "cos_batch_used": self.cos_batch_used,
+                               "model_cache": self.model_cache,
+                               "weights_sha256": self.weights_sha256}
+        if self.layers is not None:
+            out["layers"] = list(self.layers)
+        return out
+
+    @classmethod
+    def from_extra(cls, extra: dict[str, Any]) -> InferHeader:
+        """The header read back from a response's extra keys; a
+        :class:`~tessera.pushdown.framing.ProtocolError` names what does not fit."""
+        where = "infer response header"
+        phases = extra.get("phases", {})
+        if not isinstance(phases, dict) or not all(
+                isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
+                for k, v in phases.items()):
+            raise ProtocolError(f"{where}: phases must map names to seconds, got {phases!r:.80}")
+        used = extra.get("cos_batch_used", 0)
+        if isinstance(used, bool) or not isinstance(used, int):
+            raise ProtocolError(f"{where}: cos_batch_used must be an integer, got {used!r}")
+        layers = extra.get("layers")
+        if layers is not None and (not isinstance(layers, list) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in layers)):
+            raise ProtocolError(f"{where}: layers must be a list of seconds, got "
+                                f"{layers!r:.80}")
+        return cls({k: float(v) for k, v in phases.items()}, used,
+                   str(extra.get("model_cache", "")), str(extra.get("weights_sha256", "")),
+                   None if layers is None else [float(v) for v in layers])

@@ -46,7 +46,7 @@ from tessera.errors import (
     WeightsMismatchError,
 )
 from tessera.frozen.manifest import ModelSpec, read_manifest, writable_warning
-from tessera.pushdown.infer_items import InferRequest
+from tessera.pushdown.infer_items import InferHeader, InferRequest
 from tessera.storage.blocking import Store
 
 log = logging.getLogger("tessera.server")
@@ -172,7 +172,7 @@ class InferResult:
     """Features of one request, in its sample order, and the header's extra keys."""
 
     features: np.ndarray
-    header: dict[str, Any]
+    header: InferHeader
 
 
 class InferService:
@@ -270,11 +270,8 @@ class InferService:
             t = time.perf_counter()
             features = np.ascontiguousarray(out.numpy().astype(req.output_dtype, copy=False))
             phases["copy"] = time.perf_counter() - t
-        header: dict[str, Any] = {"phases": phases, "cos_batch_used": used,
-                                  "model_cache": "hit" if hit else "miss",
-                                  "weights_sha256": spec.sha256}
-        if layers_s is not None:
-            header["layers"] = layers_s
+        header = InferHeader(phases, used, "hit" if hit else "miss", spec.sha256,
+                             None if layers_s is None else list(layers_s))
         return InferResult(features, header)
 
     def _array(self, path: str) -> Any:

@@ -64,18 +64,18 @@ def build(ctx: ServerContext) -> HandlerFn:
             result = await asyncio.to_thread(service.run, req, hosted, cos)
         finally:
             slots.release()
-        result.header["phases"]["queue"] = queued
+        result.header.phases["queue"] = queued
         n = len(req.samples)
         ctx.metrics.count("infer_samples", "Samples run through frozen layers.", n)
-        ctx.metrics.count("model_cache_" + ("hits" if result.header["model_cache"] == "hit"
+        ctx.metrics.count("model_cache_" + ("hits" if result.header.model_cache == "hit"
                                             else "misses"),
                           "Infer requests whose model prefix was (not) loaded already.")
-        if result.header["cos_batch_used"] < cos:
+        if result.header.cos_batch_used < cos:
             ctx.metrics.count("cos_batch_reductions", "Server batches halved on an "
                               "allocation failure.")
         server_s = time.perf_counter() - t0
         return framed_response(encode_response([{"features": result.features}], server_s,
-                                               result.header))
+                                               result.header.to_json()))
 
     return infer
 

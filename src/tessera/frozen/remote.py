@@ -22,10 +22,12 @@ import torch
 
 from tessera._sync import run_sync
 from tessera.errors import (
+    CorruptDataError,
     FeatureMismatchError,
     InvalidArgumentError,
     ProtocolError,
     PushdownError,
+    TesseraError,
 )
 from tessera.frozen.arch.base import Staged
 from tessera.frozen.inventory import LayerInfo, layer_infos
@@ -195,14 +197,36 @@ class FrozenModel:
         return rel
 
 
+def fatal(err: PushdownError) -> TesseraError | None:
+    """What an infer request's failure means when no other server or local computation
+    should paper over it, as the error to raise: a damaged stored input (422) is a
+    :class:`~tessera.errors.CorruptDataError`, other weights on the server (409) a
+    :class:`~tessera.errors.FeatureMismatchError`, an unknown model (404) the
+    ``PushdownError`` itself; ``None`` for failures a caller may compute around
+    (unreachable, busy, timeouts, other statuses).
+
+    >>> fatal(PushdownError("x", 409)).__class__.__name__, fatal(PushdownError("y", 503))
+    ('FeatureMismatchError', None)
+    """
+    typed: TesseraError
+    if err.status == 422:
+        typed = CorruptDataError(str(err))
+    elif err.status == 409:
+        typed = FeatureMismatchError(str(err))
+    else:
+        return err if err.status == 404 else None
+    typed.__cause__ = err
+    return typed
+
+
 def features_of(net: FrozenModel, data: Any, indices: list[int], split: int,
                 server: PushdownClient | None, request_size: int = 128,
                 output_dtype: str = "<f4") -> tuple[torch.Tensor, str | None]:
     """Layer-``split`` features of samples ``indices`` of the array ``data``, in their order:
     from ``server`` in requests of ``request_size`` (at once), or computed here when there is
     no server or a request fails. Returns the features and the failure's text (``None``
-    when the server answered). A damaged input (422), other weights (409) or an unknown
-    model (404) raise instead of being computed around."""
+    when the server answered). A damaged input, other weights or an unknown model raise
+    (:func:`fatal`) instead of being computed around."""
     import asyncio
 
     from tessera.storage.url import parse_store_url
@@ -222,8 +246,8 @@ def features_of(net: FrozenModel, data: Any, indices: list[int], split: int,
             parts = run_sync(all_of())
             return collate([p.features for p in parts]).clone(), None
         except PushdownError as err:
-            if err.status in (404, 409, 422):
-                raise
+            if (typed := fatal(err)) is not None:
+                raise typed from err
             error = str(err)
     else:
         error = None

@@ -40,22 +40,18 @@ from tessera._sync import run_sync
 from tessera.array.array import Array
 from tessera.array.factories import open_array
 from tessera.errors import (
-    CorruptDataError,
-    FeatureMismatchError,
     InvalidArgumentError,
     PushdownError,
 )
 from tessera.frozen.emulate import Emulation
 from tessera.frozen.inventory import FLOAT_BYTES, peak_bytes_per_sample
 from tessera.frozen.planner import SplitPlan, SplitProfile, calibrate, choose
-from tessera.frozen.remote import Features, FrozenModel, collate, features_of
+from tessera.frozen.remote import Features, FrozenModel, collate, fatal, features_of
 from tessera.frozen.weights import prefix_keys
 from tessera.pushdown.client import PushdownClient
 from tessera.query.plan import default_pricing
 from tessera.storage.pricing import get_pricing
 from tessera.storage.url import parse_store_url
-
-FATAL_STATUSES = (404, 409, 422)
 
 
 @dataclasses.dataclass
@@ -388,8 +384,8 @@ class SplitTrainer:
             feats = self._remote(batch, split, "layers" if profiling and split == self.freeze
                                  else "phases")
         except PushdownError as err:
-            if err.status in FATAL_STATUSES:
-                return {"fatal": err}
+            if (typed := fatal(err)) is not None:
+                return {"fatal": typed}
             return {"stored": self._stored(batch), "error": str(err),
                     "fetch_s": time.perf_counter() - t}
         return {"features": feats, "fetch_s": time.perf_counter() - t}
@@ -420,12 +416,7 @@ class SplitTrainer:
               loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
               report: EpochReport, profiling: bool) -> float:
         if "fatal" in fetched:
-            err = fetched["fatal"]
-            if err.status == 422:
-                raise CorruptDataError(str(err)) from err
-            if err.status == 409:
-                raise FeatureMismatchError(str(err)) from err
-            raise err
+            raise fetched["fatal"]
         if self.emulate is not None:
             return self._emulated_step(batch, split, fetched, report, profiling)
         if "features" in fetched:

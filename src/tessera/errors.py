@@ -284,11 +284,15 @@ class PushdownError(TesseraError):
 
     Attributes:
         status: the HTTP status the server answered, or ``None`` when there was none.
+        retry_after_s: the seconds its ``Retry-After`` header asked a busy server's clients
+            to wait (``None`` without one).
     """
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None,
+                 retry_after_s: float | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.retry_after_s = retry_after_s
 
 
 class TesseraWarning(UserWarning):

@@ -134,3 +134,17 @@ def test_a_server_dying_mid_read_hands_the_rest_to_the_other(fleet) -> None:
     assert servers[0].mode == "down" and servers[0].tiles  # it served some before dying
     assert report.stats.by_method["pushdown"].failures >= 1  # the refused attempt, counted
     assert len(set().union(*(set(s.tiles) for s in servers))) == 36
+
+
+def test_a_busy_servers_retry_after_reaches_the_error() -> None:
+    import asyncio
+
+    from tessera.errors import PushdownError
+    from tessera.pushdown.client import PushdownClient
+
+    busy = Server(create_app(tessera.open_store("memory://fleet-busy"), token=TOKEN))
+    busy.mode = "busy"  # 503 with Retry-After: 1
+    client = PushdownClient("http://busy", token=TOKEN, transport=busy)
+    with pytest.raises(PushdownError) as info:
+        asyncio.run(client.info())
+    assert info.value.status == 503 and info.value.retry_after_s == 1.0

@@ -402,7 +402,8 @@ class SplitTrainer:
             except PushdownError as err:
                 if err.status != 503:
                     raise
-                await asyncio.sleep(1.0)  # the server's Retry-After, then once more
+                # busy: wait as long as its Retry-After says (1 s without one), then once more
+                await asyncio.sleep(1.0 if err.retry_after_s is None else err.retry_after_s)
                 return await self.net.remote_features(path, chunk, split, timings=timings,
                                                       output_dtype=self.output_dtype)
 

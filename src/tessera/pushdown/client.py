@@ -98,7 +98,8 @@ class PushdownClient:
             except ValueError:
                 detail = response.text[:200]
             raise PushdownError(f"pushdown server {self.url}{path} answered "
-                                f"{response.status_code}: {detail}", response.status_code)
+                                f"{response.status_code}: {detail}", response.status_code,
+                                _retry_after(response.headers.get("retry-after")))
         return response
 
     async def info(self) -> dict[str, Any]:
@@ -166,6 +167,20 @@ class PushdownClient:
                 record(RequestRecord("pushdown", f"{self.url}{path}", received, len(body),
                                      time.monotonic() - started, ok, started,
                                      memory_gb * server_s))
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header given in seconds (``None`` when absent or not
+    a number of seconds; an HTTP date is not used: servers of this protocol send seconds).
+
+    >>> _retry_after("2"), _retry_after(None), _retry_after("soon")
+    (2.0, None, None)
+    """
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and 0 <= seconds <= 3600 else None
 
 
 def relative_path(root: StoreURL, target: StoreURL) -> str | None:

@@ -155,3 +155,18 @@ def test_damage_raises_the_same_error_on_both_paths(tmp_path: Path, monkeypatch)
         errors.append((str(e), e.array, e.fragment, e.attr, e.tile, e.key))
     assert errors[0] == errors[1]
     assert errors[0][4] == (0, 0)
+
+
+def test_a_read_passed_on_to_the_loop_is_planned_once(monkeypatch) -> None:
+    import tessera.array.calling_thread as calling
+
+    data = np.zeros((1024, 1024), np.float64)  # 8 MiB: too large for the calling thread
+    arr = tessera.from_numpy("memory://direct-once", data, tile=(256, 256))
+    arr[:]
+    calls = []
+    for module in (calling, array_module):
+        real = module.plan_tile_reads
+        monkeypatch.setattr(module, "plan_tile_reads",
+                            lambda *a, real=real: calls.append(1) or real(*a))
+    np.testing.assert_array_equal(arr[:], data)
+    assert len(calls) == 1 and arr._planned is None

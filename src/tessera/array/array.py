@@ -509,12 +509,18 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
                          metas: list[FragmentMeta], retry: bool = False,
                          ) -> tuple[dict[str, np.ndarray], ReadReport]:
         pushdown = self._pushdown_reader()
+        handed = self._hand_over(selection, metas, method, phi)
         while True:
             start, merged = merged_for(self._updates, self.schema, metas, names, self.uri)
-            reads, cell_reads, skipped = plan_tile_reads(self.schema, selection, metas[:start],
-                                                         names)
-            plan = self._plan_needs(reads, tile_needs(self.schema, selection, reads), method,
-                                    phi)
+            if handed is not None:  # planned on the calling thread (no merged run there)
+                (reads, cell_reads, skipped, plan), handed = handed, None
+            else:
+                reads, cell_reads, skipped = plan_tile_reads(self.schema, selection,
+                                                             metas[:start], names)
+                plan = None
+            if plan is None:
+                plan = self._plan_needs(reads, tile_needs(self.schema, selection, reads),
+                                        method, phi)
             try:
                 outputs = await execute_tile_reads(self._store.aio, self.schema, selection,
                                                    reads, names, self.uri, cell_reads, plan,

@@ -48,6 +48,10 @@ class CallingThreadReads:
     _snapshot: list[FragmentMeta] | None
     _updates: dict[Any, tuple[int, MergedUpdates | None]]
     _last_visible: list[FragmentMeta] | None
+    #: What :meth:`_read_now` planned for a read it passed on to the loop (see
+    #: :meth:`_hand_over`): selection, fragments, method, phi, then the tile reads, the
+    #: sparse tile reads, the fragments skipped and the plan (``None``: not made yet).
+    _planned: tuple[Any, ...] | None = None
 
     if TYPE_CHECKING:
         @property
@@ -81,9 +85,11 @@ class CallingThreadReads:
             return None
         reads, cell_reads, skipped = plan_tile_reads(self.schema, selection, metas, names)
         if cell_reads:
+            self._planned = (selection, metas, method, phi, reads, cell_reads, skipped, None)
             return None
         plan = self._plan_needs(reads, tile_needs(self.schema, selection, reads), method, phi)
         if not runs_now(self._store.aio, plan):
+            self._planned = (selection, metas, method, phi, reads, cell_reads, skipped, plan)
             return None
         with self._store.collect() as stats:
             try:
@@ -95,6 +101,17 @@ class CallingThreadReads:
         self.last_read = ReadReport(reads, len({r.fragment for r in reads}), skipped,
                                     stats=stats, plan=plan)
         return outputs
+
+    def _hand_over(self, selection: Selection, metas: list[FragmentMeta], method: str,
+                   phi: float) -> tuple[Any, ...] | None:
+        """The tile reads, sparse tile reads, fragments skipped and plan (or ``None``) that
+        :meth:`_read_now` made for this very read before passing it to the loop, so the loop
+        does not make them again (taken once; ``None`` for any other read)."""
+        got, self._planned = self._planned, None
+        if got is None or got[0] is not selection or got[1] is not metas \
+                or got[2:4] != (method, phi):
+            return None
+        return got[4:]
 
     def _read_union_now(self, sels: list[Selection], names: list[str], method: str,
                         phi: float) -> list[dict[str, np.ndarray]] | None:

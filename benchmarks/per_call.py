@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import tessera
 import tessera.h5
 from _common import write_csv
-from tessera.array.calibrate import measure_calls
+from tessera.array.calibrate import crop_corners, measure_calls
 from tessera.query.plan import default_profile
 from tessera.testing import S3TestServer
 
@@ -52,17 +52,9 @@ SIDE, TILE, CROP = 1000, 256, 20
 
 
 def crops(tiles: int, n: int, seed: int) -> list[tuple[int, int]]:
-    """``n`` crop corners whose 20 x 20 crop touches exactly ``tiles`` (1, 2 or 4) tiles."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(n):
-        ti, tj = rng.integers(0, 3, 2)  # tiles 0-2 along each axis: all full-size
-        inside = rng.integers(0, TILE - CROP + 1, 2)
-        across = TILE - rng.integers(1, CROP, 2)  # the crop starts 1-19 cells before a seam
-        r = ti * TILE + (across[0] if tiles == 4 else inside[0])
-        c = tj * TILE + (across[1] if tiles >= 2 else inside[1])
-        out.append((int(r), int(c)))
-    return out
+    """``n`` crop corners whose 20 x 20 crop touches exactly ``tiles`` (1, 2 or 4) tiles,
+    in the full-size tiles 0-2 of each axis (the crops ``tessera profile`` times)."""
+    return crop_corners(tiles, n, seed, tile=TILE, grid=-(-SIDE // TILE))
 
 
 def per_call(read: Callable[[int, int], Any], corners: list[tuple[int, int]],

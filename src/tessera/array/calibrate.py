@@ -29,17 +29,24 @@ TILE, CROP, SIDE = 256, 20, 1024
 READS = 100
 
 
-def crop_corners(tiles: int, n: int, seed: int = 0) -> list[tuple[int, int]]:
-    """``n`` corners of 20 x 20 crops of the scratch array touching ``tiles`` (1, 2 or 4)
-    tiles, each at another place."""
+def crop_corners(tiles: int, n: int, seed: int = 0, *, tile: int = TILE,
+                 grid: int = SIDE // TILE) -> list[tuple[int, int]]:
+    """``n`` corners of 20 x 20 crops touching ``tiles`` (1, 2 or 4) tiles of ``tile`` x
+    ``tile`` cells, each at another place, in the first ``grid - 1`` tiles of each axis of a
+    grid of ``grid`` (so a crop across a seam stays inside; the default: the scratch
+    array's). ``benchmarks/per_call.py`` times the same crops.
+
+    >>> crop_corners(2, 2, seed=1)
+    [(434, 509), (571, 759)]
+    """
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
-        ti, tj = (int(v) for v in rng.integers(0, SIDE // TILE - 1, 2))
-        inside = [int(v) for v in rng.integers(0, TILE - CROP + 1, 2)]
-        across = [TILE - int(v) for v in rng.integers(1, CROP, 2)]
-        r = ti * TILE + (across[0] if tiles == 4 else inside[0])
-        c = tj * TILE + (across[1] if tiles >= 2 else inside[1])
+        ti, tj = (int(v) for v in rng.integers(0, grid - 1, 2))
+        inside = [int(v) for v in rng.integers(0, tile - CROP + 1, 2)]
+        across = [tile - int(v) for v in rng.integers(1, CROP, 2)]  # 1-19 cells before a seam
+        r = ti * tile + (across[0] if tiles == 4 else inside[0])
+        c = tj * tile + (across[1] if tiles >= 2 else inside[1])
         out.append((r, c))
     return out
 

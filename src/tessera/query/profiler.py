@@ -46,7 +46,8 @@ from tessera._sync import run_sync
 from tessera.config import ProcessConfig
 from tessera.errors import ConfigError
 from tessera.format.checksum import DEFAULT_CHECKSUM, checksum
-from tessera.query.cost import DEFAULT_PROFILES, StoreProfile
+from tessera.query.cost import StoreProfile
+from tessera.query.plan import default_profile
 from tessera.storage.blocking import Store, open_store
 from tessera.storage.store import AsyncStore
 
@@ -119,7 +120,7 @@ def load_profile(store: Store | AsyncStore, directory: Path | None = None,
         if doc.get("format") != "tessera.profile" or doc.get("version") != PROFILE_VERSION:
             return None
         p = doc["profile"]
-        kind = DEFAULT_PROFILES["cloud" if store.url.is_cloud else "local"]
+        kind = default_profile(store.url)
         return StoreProfile(str(p["name"]), tuple((int(n), float(b)) for n, b in p["bandwidth"]),
                             float(p["request_latency_s"]), int(p["concurrency"]),
                             _opt(p.get("pushdown_alpha_s_per_byte")),
@@ -179,7 +180,7 @@ def profile_store(url: str | Store, pushdown: Any = None, quick: bool = False, *
     settings = QUICK if quick else FULL
     profile = run_sync(_measure(store.aio, settings, progress or (lambda step, done: None),
                                 client))
-    kind = DEFAULT_PROFILES["cloud" if store.url.is_cloud else "local"]
+    kind = default_profile(store.url)
     call_s, tile_s = (kind.call_s, kind.tile_s) if calls is None else calls(store, profile)
     profile = dataclasses.replace(profile, call_s=call_s, tile_s=tile_s)
     if save:

@@ -94,6 +94,8 @@ def test_resume_mid_epoch_hands_out_the_rest_only() -> None:
         DistributedGroupSampler(keys, num_replicas=2, rank=2)
     with pytest.raises(InvalidArgumentError, match="not a DistributedGroupSampler state"):
         restarted.load_state_dict({"epoch": 1})
+    with pytest.raises(InvalidArgumentError, match="not a DistributedGroupSampler state"):
+        restarted.load_state_dict({"version": 1, "epoch": 1})  # a truncated checkpoint
 
 
 def test_datasets_say_their_groups(tmp_path, monkeypatch) -> None:

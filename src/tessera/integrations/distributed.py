@@ -146,9 +146,11 @@ class DistributedGroupSampler(Sampler[int]):
     def load_state_dict(self, state: dict[str, int]) -> None:
         """Resume where :meth:`state_dict` said: the next iteration hands out the epoch's
         remaining samples only. The world size and seed must be the ones saved."""
-        if state.get("version") != 1:
-            raise InvalidArgumentError(f"not a DistributedGroupSampler state (version 1): "
-                                       f"{state!r:.120}")
+        missing = {"epoch", "seed", "num_replicas", "consumed"} - set(state) \
+            if isinstance(state, dict) else {"everything"}
+        if missing or state.get("version") != 1:
+            raise InvalidArgumentError(f"not a DistributedGroupSampler state (version 1 with "
+                                       f"epoch, seed, num_replicas, consumed): {state!r:.120}")
         for name in ("num_replicas", "seed"):
             if state[name] != getattr(self, name):
                 raise InvalidArgumentError(

@@ -84,6 +84,7 @@ from tessera.query.plan import (
 from tessera.query.plan_cache import PlanCache
 from tessera.query.profiler import load_profile
 from tessera.storage.blocking import Store
+from tessera.storage.window import ByteWindow
 
 TimestampLike = int | dt.datetime | None
 T = TypeVar("T")
@@ -383,11 +384,13 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
                                  phi: float) -> tuple[dict[str, np.ndarray], ReadReport]:
         kept, members, cell_reads, plan, skipped = await self._points_plan(pts, names,
                                                                            method, phi)
-        fetcher = TileFetcher(self._store.aio, self.schema, kept, plan, self.uri)
+        window = ByteWindow(self.reads.window_bytes)
+        fetcher = TileFetcher(self._store.aio, self.schema, kept, plan, self.uri, window=window)
         values = await read_points(self.schema, pts, names, kept, members, cell_reads,
                                    fetcher, self.uri)
         used = len({r.fragment for r in kept} | {c.fragment for c in cell_reads})
-        return values, ReadReport(kept, used, skipped, cell_reads=cell_reads, plan=plan)
+        return values, ReadReport(kept, used, skipped, cell_reads=cell_reads, plan=plan,
+                                  window_peak_bytes=window.peak)
 
     async def _read_union_async(self, sels: list[Any], names: list[str], method: str,
                                 phi: float) -> tuple[list[dict[str, np.ndarray]], ReadReport]:
@@ -399,7 +402,9 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
                                ) -> tuple[list[dict[str, np.ndarray]], ReadReport]:
         per, positions, distinct, plan = await self._union_plan(sels, names, method, phi,
                                                                 metas)
-        fetcher = TileFetcher(self._store.aio, self.schema, distinct, plan, self.uri)
+        window = ByteWindow(self.reads.window_bytes)
+        fetcher = TileFetcher(self._store.aio, self.schema, distinct, plan, self.uri,
+                              window=window)
         for pos in positions:
             for p in pos:
                 fetcher.expect(p)
@@ -413,7 +418,8 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
         cell_reads = [c for _, cells, _ in per for c in cells]
         self._last_visible = metas
         return list(outs), with_fallbacks(ReadReport(distinct, used, 0, cell_reads=cell_reads,
-                                                   plan=plan), pushdown)
+                                                   plan=plan, window_peak_bytes=window.peak),
+                                        pushdown)
 
     def _planner_choice(self, method: str | None, phi: float | None) -> tuple[str, float]:
         chosen = self.planner.overridden(method, phi)
@@ -510,6 +516,7 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
                          ) -> tuple[dict[str, np.ndarray], ReadReport]:
         pushdown = self._pushdown_reader()
         handed = self._hand_over(selection, metas, method, phi)
+        window = ByteWindow(self.reads.window_bytes)
         while True:
             start, merged = merged_for(self._updates, self.schema, metas, names, self.uri)
             if handed is not None:  # planned on the calling thread (no merged run there)
@@ -524,7 +531,8 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
             try:
                 outputs = await execute_tile_reads(self._store.aio, self.schema, selection,
                                                    reads, names, self.uri, cell_reads, plan,
-                                                   pushdown=pushdown, merged=merged)
+                                                   pushdown=pushdown, merged=merged,
+                                                   window=window)
                 break
             except CorruptDataError:
                 # A vacuum may have removed fragments this read listed a moment ago: read
@@ -541,7 +549,8 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
             touched = 0 if selection.empty else merged.touching(selection.bounds())
             used, skipped = used + touched, skipped + len(merged.fragments) - touched
         return outputs, with_fallbacks(ReadReport(reads, used, skipped, cell_reads=cell_reads,
-                                                plan=plan), pushdown)
+                                                plan=plan, window_peak_bytes=window.peak),
+                                       pushdown)
 
     async def _read_sparse_async(self, ssel: SparseSelection, names: list[str],
                                  method: str = "auto") -> tuple[SparseResult, ReadReport]:

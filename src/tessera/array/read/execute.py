@@ -33,6 +33,7 @@ from tessera.pushdown.read_items import TileItem
 from tessera.query.methods import read_method
 from tessera.query.plan import Plan
 from tessera.storage.store import AsyncStore
+from tessera.storage.window import ByteWindow
 
 Outputs = dict[str, np.ndarray]
 Ranks = dict[str, np.ndarray | None]
@@ -68,6 +69,7 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
                              positions: list[int] | None = None,
                              pushdown: PushdownReader | None = None,
                              merged: MergedUpdates | None = None,
+                             window: ByteWindow | None = None,
                              ) -> dict[str, np.ndarray]:
     """Fetch, verify, decode and scatter every tile read; returns full-shape outputs.
 
@@ -84,6 +86,10 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
     ``pushdown`` are sent to the server in batches and only their selected cells come back;
     tiles the server fails are fetched whole instead.
 
+    ``window`` (a :class:`~tessera.storage.window.ByteWindow`, unless ``fetcher`` brings
+    its own) bounds the bytes of tiles fetched and not yet placed: each tile is decoded and
+    placed as soon as its bytes arrive, and a tile's request waits for room in the window.
+
     ``merged`` (a :class:`~tessera.array.read.updates.MergedUpdates`) holds the cells of the
     newest fragments, already merged: its cells inside the selection land last.
 
@@ -96,7 +102,7 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
     cell_ranks = {c.rank for c in cell_reads} | ({merged.rank} if merged is not None else set())
     outputs, ranks, layered = allocate_outputs(schema, sel, reads, attrs, cell_ranks)
     if fetcher is None:
-        fetcher = TileFetcher(store, schema, reads, plan, array_url)
+        fetcher = TileFetcher(store, schema, reads, plan, array_url, window=window)
     elif plan is None:
         plan = fetcher.plan  # a union's shared plan decides which tiles are pushed down
     limit = fetcher.limit  # one bound on requests in flight, shared by every selection
@@ -106,13 +112,16 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
         # Worker threads for what is large (a thread hop costs ~0.1-0.3 ms, which a small
         # read through a 20 ms link notices): decoding by the bytes it makes, placing by the
         # cells it copies. Only the layered case places from threads (no rank arbitration).
-        tile = await fetcher.tile(where_in[i],
-                                  threaded=layered and
-                                  fetcher.decoded_bytes(where_in[i]) >= local.THREAD_BYTES)
-        if layered and region_bytes(schema, read) >= local.THREAD_BYTES:
-            await asyncio.to_thread(scatter, outputs[read.attr], None, tile, read, sel)
-        else:
-            scatter(outputs[read.attr], ranks[read.attr], tile, read, sel)
+        position = where_in[i]
+        try:
+            tile = await fetcher.tile(position, threaded=layered and
+                                      fetcher.decoded_bytes(position) >= local.THREAD_BYTES)
+            if layered and region_bytes(schema, read) >= local.THREAD_BYTES:
+                await asyncio.to_thread(scatter, outputs[read.attr], None, tile, read, sel)
+            else:
+                scatter(outputs[read.attr], ranks[read.attr], tile, read, sel)
+        finally:
+            fetcher.release(position)
 
     found: list[FoundCells] = []
 

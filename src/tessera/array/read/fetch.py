@@ -30,6 +30,7 @@ from tessera.query.methods import read_method
 from tessera.query.plan import Plan
 from tessera.query.refine import PlannedRequest
 from tessera.storage.store import AsyncStore
+from tessera.storage.window import ByteWindow
 
 
 class TileFetcher:
@@ -37,18 +38,27 @@ class TileFetcher:
 
     ``reads[i]`` is fetched whole (a get, checked against its crc32) or, when the plan says
     ``range`` or shares a request with neighbouring tiles, assembled from the planned
-    requests (each issued once). A decoded tile is kept only until its last consumer (see
-    :meth:`expect`) has it, so memory stays bounded by the tiles in flight.
+    requests (each issued once, its bytes dropped once every tile made from it is made).
+
+    A consumer takes a tile with :meth:`tile` and gives it back with :meth:`release` once
+    placed; the tile is kept until its last consumer (see :meth:`expect`) gave it back.
+    With a ``window`` (:class:`~tessera.storage.window.ByteWindow`) each tile takes its
+    bytes (:meth:`held_bytes`) from the window before its request is issued and returns
+    them when released, so the read holds at most the window beside its outputs.
     """
 
     def __init__(self, store: AsyncStore, schema: ArraySchema, reads: list[TileRead],
-                 plan: Plan | None, array_url: str, limit: asyncio.Semaphore | None = None) -> None:
+                 plan: Plan | None, array_url: str, limit: asyncio.Semaphore | None = None,
+                 window: ByteWindow | None = None) -> None:
         self.store, self.schema, self.reads, self.plan = store, schema, reads, plan
         self.array_url = array_url
         self.limit = limit or asyncio.Semaphore(store.config.max_concurrency)
+        self.window = window
         self._tiles: dict[int, asyncio.Task[np.ndarray]] = {}
         self._uses: dict[int, int] = {}
-        self._requests: dict[tuple[str, int, int], asyncio.Task[Any]] = {}
+        self._charged: dict[int, int] = {}
+        self._requests: dict[RequestId, asyncio.Task[Any]] = {}
+        self._request_users: dict[RequestId, int] = {}
 
     def expect(self, position: int, uses: int = 1) -> None:
         """Announce ``uses`` more consumers of tile ``position`` (default: one each)."""
@@ -62,24 +72,50 @@ class TileFetcher:
         plan = self.plan
         if plan is None or not from_requests(plan, position):
             return max(whole, read.length)
-        end = read.offset + read.length
-        fetched: int = sum(max(0, min(r.stop, end) - max(r.start, read.offset))
-                           for r in plan.requests_for(position))
+        fetched = self._fetched_bytes(position)
         return fetched if read.length >= whole else fetched * whole // max(1, read.length)
 
+    def held_bytes(self, position: int) -> int:
+        """The bytes tile ``position`` holds from its request to its placing: its fetched
+        bytes, plus its decoded bytes unless decoding gives a view of them (a raw tile got
+        whole)."""
+        read = self.reads[position]
+        plan = self.plan
+        if plan is None or not from_requests(plan, position):
+            raw = read.codec is None and read.blocks is None
+            return read.length + (0 if raw else self.decoded_bytes(position))
+        return self._fetched_bytes(position) + self.decoded_bytes(position)
+
+    def _fetched_bytes(self, position: int) -> int:
+        """The bytes of tile ``position`` its planned requests fetch."""
+        assert self.plan is not None
+        read = self.reads[position]
+        end = read.offset + read.length
+        return sum(max(0, min(r.stop, end) - max(r.start, read.offset))
+                   for r in self.plan.requests_for(position))
+
     async def tile(self, position: int, threaded: bool = False) -> np.ndarray:
-        """The decoded tile ``position`` (shape ``tile_shape + cell_shape``)."""
+        """The decoded tile ``position`` (shape ``tile_shape + cell_shape``); give it back
+        with :meth:`release` once placed."""
         task = self._tiles.get(position)
         if task is None:
             task = asyncio.ensure_future(self._fetch(position, threaded))
             self._tiles[position] = task
-        try:
-            return await task
-        finally:
-            left = self._uses.get(position, 1) - 1
-            self._uses[position] = left
-            if left <= 0:
-                self._tiles.pop(position, None)
+        return await task
+
+    def release(self, position: int) -> None:
+        """One consumer of tile ``position`` is done with it; after the last, the tile is
+        dropped and its bytes return to the window."""
+        left = self._uses.get(position, 1) - 1
+        self._uses[position] = left
+        if left <= 0:
+            self._tiles.pop(position, None)
+            self._give_back(position)
+
+    def _give_back(self, position: int) -> None:
+        charged = self._charged.pop(position, 0)
+        if charged and self.window is not None:
+            self.window.release(charged)
 
     async def cancel(self) -> None:
         """Cancel every fetch still running."""
@@ -89,10 +125,18 @@ class TileFetcher:
         await asyncio.gather(*pending, return_exceptions=True)
 
     async def _fetch(self, position: int, threaded: bool) -> np.ndarray:
+        if self.window is not None:
+            need = self.held_bytes(position)
+            await self.window.acquire(need)
+            self._charged[position] = need
         try:
             return await self._fetch_tile(position, threaded)
         except CorruptDataError as err:  # say which tile, as fields as well as in words
             annotate(err, self.array_url, self.reads[position])
+            self._give_back(position)
+            raise
+        except BaseException:
+            self._give_back(position)
             raise
 
     async def _fetch_tile(self, position: int, threaded: bool) -> np.ndarray:
@@ -101,13 +145,19 @@ class TileFetcher:
         plan = self.plan
         if plan is not None and from_requests(plan, position):
             requests = plan.requests_for(position)
-            for req in requests:  # issue them all before waiting for any
-                ident = (req.key, req.start, req.stop)
+            idents = request_idents(read, requests)
+            if not self._request_users:
+                self._count_request_users(plan)
+            for ident in idents:  # issue them all before waiting for any
                 if ident not in self._requests:
                     self._requests[ident] = asyncio.ensure_future(
-                        self._fetch_request(req.key, req.start, req.stop, where))
-            fetched = {ident: await self._requests[ident]
-                       for ident in request_idents(read, requests)}
+                        self._fetch_request(*ident, where))
+            fetched = {ident: await self._requests[ident] for ident in idents}
+            for ident in idents:  # the last tile made from a request drops its bytes
+                left = self._request_users.get(ident, 1) - 1
+                self._request_users[ident] = left
+                if left <= 0:
+                    self._requests.pop(ident, None)
 
             def assemble() -> np.ndarray:
                 return tile_from_requests(self.schema, read, requests, fetched, where)
@@ -120,6 +170,14 @@ class TileFetcher:
             return verified_tile(self.schema, read, data, where)
 
         return await asyncio.to_thread(decode) if threaded else decode()
+
+    def _count_request_users(self, plan: Plan) -> None:
+        """How many tiles are made from each planned request (counted once, when the first
+        tile made from requests is fetched)."""
+        for position, read in enumerate(self.reads):
+            if from_requests(plan, position):
+                for ident in request_idents(read, plan.requests_for(position)):
+                    self._request_users[ident] = self._request_users.get(ident, 0) + 1
 
     async def _fetch_request(self, key: str, start: int, stop: int, where: str) -> Any:
         piece = Piece(key, start, stop - start, None, 0)

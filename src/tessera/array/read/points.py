@@ -73,9 +73,12 @@ async def read_points(schema: ArraySchema, points: np.ndarray, names: list[str],
         rank[name][rows[newer]] = r
 
     async def tile(position: int, read: TileRead, rows: np.ndarray) -> None:
-        data = await fetcher.tile(position)
-        offsets = points[rows] - np.asarray(read.tile_origin)
-        land(read.attr, rows, data[tuple(offsets.T)], read.rank)
+        try:
+            data = await fetcher.tile(position)
+            offsets = points[rows] - np.asarray(read.tile_origin)
+            land(read.attr, rows, data[tuple(offsets.T)], read.rank)
+        finally:
+            fetcher.release(position)
 
     async def cells(read: CellTileRead) -> None:
         coords, values = await fetch_cells(fetcher.store, schema, read, array_url)

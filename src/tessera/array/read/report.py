@@ -43,6 +43,10 @@ class ReadReport:
     pushdown_fallback_details: dict[str, str] = dataclasses.field(default_factory=dict)
     #: Pushdown requests by server URL (several with a fleet of servers).
     pushdown_servers: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: The most bytes of fetched tiles the read held at once beside its outputs (see
+    #: :class:`~tessera.config.ReadConfig` ``window_bytes``); 0 for a read on the calling
+    #: thread, which holds one tile at a time.
+    window_peak_bytes: int = 0
 
     def table(self) -> Any:
         """The plan's estimates beside what the read measured (a rich ``Table``): requests

@@ -412,3 +412,39 @@ def test_reads_of_a_folder_table_stay_on_the_calling_thread(table_url, monkeypat
     before = tt.files()
     tt.write("y", x)  # a new version: its files are listed again
     assert len(tt.files()) == len(before) + 1
+
+
+def test_row_groups_stream_through_the_read_window(table_url, monkeypatch) -> None:
+    """On the loop, a file's column chunks take their bytes from the read's window before
+    they are fetched and give them back once decoded (on a worker thread when large); the
+    answer is the same."""
+    import dataclasses
+
+    import tessera.tables.reader as reader
+    from tessera.config import Config
+    from tessera.storage.window import ByteWindow
+
+    windows: list[ByteWindow] = []
+
+    class Spy(ByteWindow):
+        def __init__(self, capacity: int) -> None:
+            super().__init__(capacity)
+            windows.append(self)
+
+    monkeypatch.setattr(reader, "ByteWindow", Spy)
+    monkeypatch.setattr(reader, "THREAD_BYTES", 1)
+    url, options = table_url
+    cfg = Config.from_env()
+    cfg = dataclasses.replace(
+        cfg, reads=dataclasses.replace(cfg.reads, window_bytes=1),
+        tables=dataclasses.replace(cfg.tables, chunk_bytes=4096, sparse_row_bytes=4096))
+    tt = TensorTable.create(url, storage_options=options, config=cfg)
+    x = np.random.default_rng(0).random((64, 512))  # 4 KiB rows
+    tt.write("x", x)
+    assert np.array_equal(tt["x"][5:60], x[5:60])
+    if url.startswith("file://"):  # the calling thread's reads take no window
+        assert windows == []
+        return
+    window = windows[-1]
+    assert window.held == 0  # every byte given back
+    assert window.peak == sum(r.nbytes for r in tt.last_read.reads)  # larger than 1: alone

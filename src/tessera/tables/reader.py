@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import io
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ from tessera.config import CacheConfig
 from tessera.format.decompose import merge_ranges as merge_spans
 from tessera.storage.stats import IOStats
 from tessera.storage.store import AsyncStore
+from tessera.storage.window import ByteWindow
 from tessera.tables.layouts.base import KEYS, Need
 
 #: Bytes read from a file's end in one request to get its footer (most footers fit).
@@ -40,7 +41,7 @@ class SparseFile(io.RawIOBase):
     """A read-only file of ``size`` bytes of which only ``pieces`` (offset -> bytes) are
     known; reading elsewhere is an error (a read plan missed a range)."""
 
-    def __init__(self, size: int, pieces: dict[int, bytes]) -> None:
+    def __init__(self, size: int, pieces: Mapping[int, bytes | memoryview]) -> None:
         self.size, self.pos = size, 0
         self._starts = sorted(pieces)
         self._pieces = pieces
@@ -263,12 +264,33 @@ def merge_ranges(ranges: Sequence[tuple[int, int]], gap: int = MERGE_GAP
     return [(int(a), int(b - a)) for a, b in merge_spans(spans, gap)]
 
 
+#: Row groups whose column chunks add up to at least this many bytes are decoded on a worker
+#: thread, beside the downloads still running (smaller ones on the event loop).
+THREAD_BYTES = 1 << 20
+
+
 async def read_groups(store: AsyncStore, f: DataFile, meta: pq.FileMetaData,
-                      groups: Sequence[int], columns: Sequence[str]) -> pa.Table:
-    """Columns ``columns`` of row groups ``groups``, fetching only their column chunks."""
+                      groups: Sequence[int], columns: Sequence[str],
+                      window: ByteWindow | None = None) -> pa.Table:
+    """Columns ``columns`` of row groups ``groups``, fetching only their column chunks.
+
+    With a ``window`` the chunks' bytes are taken from it before they are requested and
+    given back once decoded (a read of many files holds at most the window of fetched,
+    undecoded bytes); a large decode runs on a worker thread, overlapped with the other
+    files' downloads.
+    """
     spans = merge_ranges(chunk_ranges(meta, groups, columns)) if groups else []
-    got = await store.get_ranges(f.path, spans) if spans else []
-    return _groups_table(f, meta, groups, columns, spans, got)
+    nbytes = sum(n for _, n in spans)
+    if window is not None and nbytes:
+        await window.acquire(nbytes)
+    try:
+        got = await store.get_ranges(f.path, spans) if spans else []
+        if nbytes >= THREAD_BYTES:
+            return await asyncio.to_thread(_groups_table, f, meta, groups, columns, spans, got)
+        return _groups_table(f, meta, groups, columns, spans, got)
+    finally:
+        if window is not None and nbytes:
+            window.release(nbytes)
 
 
 def read_groups_now(store: AsyncStore, f: DataFile, meta: pq.FileMetaData,
@@ -284,7 +306,7 @@ def _groups_table(f: DataFile, meta: pq.FileMetaData, groups: Sequence[int],
                   got: Sequence[Any]) -> pa.Table:
     if not groups:
         return pa.table({name: [] for name in columns})
-    pieces = {offset: bytes(data) for (offset, _), data in zip(spans, got, strict=True)}
+    pieces = {offset: memoryview(data) for (offset, _), data in zip(spans, got, strict=True)}
     source = pa.PythonFile(SparseFile(f.size, pieces))
     return pq.ParquetFile(source, metadata=meta).read_row_groups(list(groups),
                                                                  columns=list(columns))
@@ -299,13 +321,19 @@ def footers(store: AsyncStore, files: Sequence[DataFile]) -> list[pq.FileMetaDat
 
 
 def groups_of(store: AsyncStore, plan: Sequence[tuple[DataFile, pq.FileMetaData, list[int]]],
-              columns: Sequence[str]) -> list[pa.Table]:
+              columns: Sequence[str], window_bytes: int | None = None) -> list[pa.Table]:
     """Columns ``columns`` of the planned row groups of each file (read as :func:`footers`
-    reads)."""
+    reads; on the loop, at most ``window_bytes`` of fetched, undecoded column chunks at
+    once, see :func:`read_groups`)."""
     if store.reads_now:
         return [read_groups_now(store, f, meta, groups, columns) for f, meta, groups in plan]
-    return run_sync(gather(*(read_groups(store, f, meta, groups, columns)
-                             for f, meta, groups in plan)))
+
+    async def run() -> list[pa.Table]:
+        window = ByteWindow(window_bytes) if window_bytes is not None else None
+        return await gather(*(read_groups(store, f, meta, groups, columns, window)
+                              for f, meta, groups in plan))
+
+    return run_sync(run())
 
 
 async def gather(*coros: Any) -> list[Any]:

@@ -570,7 +570,8 @@ class TensorTable:
     def read_rows(self, header: Header, need: Need, report: TableRead) -> list[DataRow]:
         """The data rows of ``header``'s write that ``need`` asks for (exactly)."""
         plan = self.plan(header, [need])
-        tables = self._mapped(lambda: groups_of(self.store.aio, plan, DATA_COLUMNS))
+        tables = self._mapped(lambda: groups_of(self.store.aio, plan, DATA_COLUMNS,
+                                                self.settings.reads.window_bytes))
         for f, meta, groups in plan:
             report.reads.append(RowGroupRead(f, tuple(groups), tuple(merge_ranges(
                 chunk_ranges(meta, groups, DATA_COLUMNS)))))

@@ -353,6 +353,8 @@ class PushdownConfig:
         batch_bytes: most selected bytes in one request.
         batch_parallel: fewest requests a read's pushed-down tiles are spread over (when
             there are that many tiles), so server work and transfers overlap.
+        stream: ask for streamed answers (each tile's cells sent as soon as the server has
+            them, placed as they arrive); a server that does not stream answers whole.
     """
 
     url: str = ""
@@ -361,6 +363,7 @@ class PushdownConfig:
     batch_items: int = 64
     batch_bytes: int = 64 << 20
     batch_parallel: int = 4
+    stream: bool = True
 
     def __post_init__(self) -> None:
         if self.batch_parallel < 1:

@@ -221,7 +221,7 @@ def test_protocol_carries_and_checks_block_tables() -> None:
     encoded, blocks = encode_blocked(get_codec("zstd"), raw, 1000)
     item = TileItem("a", "k", 0, len(encoded), "zstd", 0, "<i4", (), (32, 32), "row-major",
                     (Slice(0, 2, 1), Slice(0, 32, 1)), blocks)
-    back = parse_read_request(encode_read_request([item]), Limits())[0]
+    back = parse_read_request(encode_read_request([item]), Limits()).items[0]
     assert isinstance(back, TileItem) and back.blocks is not None
     assert back.blocks.sizes.tolist() == blocks.sizes.tolist()
     assert back.blocks.raw_nbytes == 4096 and back.blocks.block_bytes == 1000

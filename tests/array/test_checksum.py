@@ -159,10 +159,10 @@ def _body(doc: dict[str, Any]) -> bytes:
 
 def test_the_pushdown_protocol_names_the_checksum() -> None:
     doc = _item(checksum="crc32c").to_json()
-    assert parse_read_request(_body(doc), Limits())[0].checksum == "crc32c"
+    assert parse_read_request(_body(doc), Limits()).items[0].checksum == "crc32c"
     # a request without the field (an older client) means zlib's CRC-32
     del doc["checksum"]
-    assert parse_read_request(_body(doc), Limits())[0].checksum == "crc32"
+    assert parse_read_request(_body(doc), Limits()).items[0].checksum == "crc32"
     doc["checksum"] = "adler"
     with pytest.raises(ProtocolError, match=r"checksum must be one of crc32, crc32c, not 'adler'"):
         parse_read_request(_body(doc), Limits())

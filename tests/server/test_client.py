@@ -4,6 +4,7 @@ and how reads account for it."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Any
 
@@ -115,14 +116,20 @@ def test_forced_pushdown_without_a_server_is_a_config_error(served: Any) -> None
         arr.read((0, 0), method="pushdown")
 
 
-def test_answers_that_do_not_fit_their_request_fall_back(served: Any) -> None:
+@pytest.mark.parametrize("stream", [True, False])
+def test_answers_that_do_not_fit_their_request_fall_back(served: Any, stream: bool) -> None:
     arr, data, transport = served
+    arr.pushdown.config = dataclasses.replace(arr.pushdown.config, stream=stream)
     service = transport.inner.app.state.pushdown.service
 
     async def wrong(items: Any) -> Any:
         return [{"cells": np.zeros(1, np.float32)} for _ in items], 0.0
 
-    service.read = wrong
+    async def wrong_each(items: Any) -> Any:
+        for i, _ in enumerate(items):
+            yield i, {"cells": np.zeros(1, np.float32)}
+
+    service.read, service.answers = wrong, wrong_each
     assert np.array_equal(arr.read((slice(None), 3), method="pushdown"), data[:, 3])
     assert arr.last_read.pushdown_fallbacks == 4
     assert "expected (10, 1)" in (arr.last_read.pushdown_error or "")
@@ -154,7 +161,12 @@ def test_fallbacks_are_counted_by_reason_and_warned_about_once_per_handle(
     async def failing(items: list[Any]) -> tuple[list[Any], float]:
         return [ItemError(502, f"store failed for {i.key}") for i in items], 0.001
 
+    async def failing_each(items: list[Any]) -> Any:  # what a streamed answer asks
+        for i, item in enumerate(items):
+            yield i, ItemError(502, f"store failed for {item.key}")
+
     monkeypatch.setattr(service, "read", failing)
+    monkeypatch.setattr(service, "answers", failing_each)
     reason = "tile failed on the server (HTTP 502)"
     with caplog.at_level("WARNING", logger="tessera.pushdown"), \
             pytest.warns(tessera.PushdownFallbackWarning) as warned:

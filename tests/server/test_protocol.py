@@ -53,7 +53,7 @@ def test_round_trip_of_tile_and_cells_items() -> None:
     c = CellsItem("s", Piece("c", 0, 16, None, 1), "<i8", 2,
                   (("v", CellAttr(Piece("v", 0, 8, "lz4", 2), "<f4", ())),),
                   CellBox((0, 0.5), (10, 20), (True, False), (None, (1, 2, 3))))
-    assert parse_read_request(encode_read_request([t, c]), Limits()) == [t, c]
+    assert parse_read_request(encode_read_request([t, c]), Limits()).items == [t, c]
 
 
 @pytest.mark.parametrize("positions, expected", [
@@ -167,7 +167,7 @@ field_values = st.one_of(st.none(), st.booleans(), st.integers(-5, 2**40),
 @given(st.dictionaries(st.sampled_from(sorted(tile())), field_values, max_size=4))
 def test_fuzz_mutated_tile_items_only_raise_protocol_errors(changes: dict[str, Any]) -> None:
     try:
-        items = parse_read_request(body(tile(**changes)), Limits())
+        items = parse_read_request(body(tile(**changes)), Limits()).items
     except ProtocolError:
         return
     item = items[0]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -20,11 +21,20 @@ import httpx
 
 from tessera.config import PushdownConfig
 from tessera.errors import ProtocolError, PushdownError
-from tessera.pushdown.framing import PROTOCOL_VERSION, ReadResponse, decode_response
+from tessera.pushdown.framing import (
+    PROTOCOL_VERSION,
+    ItemResult,
+    ReadResponse,
+    StreamDecoder,
+    decode_response,
+    is_streamed,
+)
 from tessera.pushdown.infer_items import InferRequest, encode_infer_request
 from tessera.pushdown.read_items import ReadItem, encode_read_request
 from tessera.storage.stats import RequestRecord
 from tessera.storage.url import StoreURL, parse_store_url
+
+log = logging.getLogger("tessera.pushdown")
 
 
 class PushdownClient:
@@ -81,12 +91,20 @@ class PushdownClient:
         if client is not None:
             await client.aclose()
 
-    async def _send(self, method: str, path: str, **kw: Any) -> httpx.Response:
+    async def _send(self, method: str, path: str, stream: bool = False,
+                    **kw: Any) -> httpx.Response:
+        """The server's 200 response (with ``stream``, its body not read yet: the caller
+        reads and closes it); else a :class:`~tessera.errors.PushdownError`."""
         if not self.available:
             raise PushdownError(f"pushdown server {self.url} was unreachable moments ago; "
                                 f"trying again after {self.RETRY_AFTER_DOWN_S:g} s")
         try:
-            response = await self._client().request(method, path, **kw)
+            client = self._client()
+            response = await client.send(client.build_request(method, path, **kw),
+                                         stream=stream)
+            if stream and response.status_code != 200:
+                await response.aread()
+                await response.aclose()
         except httpx.HTTPError as err:
             if isinstance(err, (httpx.ConnectError, httpx.ConnectTimeout)):
                 self._down_until = time.monotonic() + self.RETRY_AFTER_DOWN_S
@@ -129,11 +147,21 @@ class PushdownClient:
 
     async def read(self, items: list[ReadItem],
                    record: Callable[[RequestRecord], None] | None = None,
-                   memory_gb: float = 0.0) -> ReadResponse:
+                   memory_gb: float = 0.0,
+                   on_result: Callable[[int, ItemResult], None] | None = None,
+                   ) -> ReadResponse:
         """Send one batch; ``record`` receives the request's accounting (bytes both ways,
-        latency, and ``memory_gb`` x the server's seconds as compute)."""
-        return await self._post("/v1/read", encode_read_request(items), len(items), record,
-                                memory_gb)
+        latency, and ``memory_gb`` x the server's seconds as compute).
+
+        With ``on_result`` (and ``config.stream``) the answer is asked for streamed and each
+        item's result is handed to ``on_result(index, result)`` as soon as it arrives. Once a
+        streamed answer has begun nothing is raised: one cut short (the server's timeout, a
+        reset connection) gives ``ItemError(502, ...)`` for each item it did not carry. A
+        server that answers whole hands its results over at the end (an error before then
+        raises, with nothing handed over)."""
+        stream = on_result is not None and self.config.stream
+        return await self._post("/v1/read", encode_read_request(items, stream=stream),
+                                len(items), record, memory_gb, on_result)
 
     async def infer(self, req: InferRequest,
                     record: Callable[[RequestRecord], None] | None = None,
@@ -145,22 +173,57 @@ class PushdownClient:
         return await self._post("/v1/infer", encode_infer_request(req), 1, record, memory_gb)
 
     async def _post(self, path: str, body: bytes, expected: int,
-                    record: Callable[[RequestRecord], None] | None,
-                    memory_gb: float) -> ReadResponse:
+                    record: Callable[[RequestRecord], None] | None, memory_gb: float,
+                    on_result: Callable[[int, ItemResult], None] | None = None,
+                    ) -> ReadResponse:
+        """POST ``body`` and decode the answer as it arrives: a streamed one record by record
+        (each result to ``on_result`` at once; cut short, the rest become ``ItemError(502)``),
+        a whole one at its end (then each to ``on_result``)."""
         started = time.monotonic()
-        ok = False
-        received = 0
-        server_s = 0.0
+        received, ok, server_s = 0, False, 0.0
         try:
-            response = await self._send("POST", path, content=body,
+            response = await self._send("POST", path, stream=True, content=body,
                                         headers={"Content-Type": "application/json"})
-            received = len(response.content)
+            decoder = StreamDecoder(expected)
+            chunks: list[bytes] = []  # a whole answer, or the first bytes until the magic
+            streamed: bool | None = None
             try:
-                decoded = decode_response(response.content, expected)
-            except ProtocolError as err:
-                raise PushdownError(f"pushdown server {self.url}: {err}") from None
-            ok = True
-            server_s = decoded.server_s
+                async for chunk in response.aiter_bytes():
+                    received += len(chunk)
+                    if streamed is None:
+                        chunks.append(chunk)
+                        if received < 4:
+                            continue
+                        chunk = b"".join(chunks)
+                        streamed = is_streamed(chunk)
+                        if not streamed:
+                            continue
+                        chunks = []
+                    if not streamed:
+                        chunks.append(chunk)
+                        continue
+                    for index, result in decoder.feed(chunk):
+                        if on_result is not None:
+                            on_result(index, result)
+            except (httpx.HTTPError, ProtocolError) as err:
+                if not streamed:
+                    raise PushdownError(f"pushdown server {self.url}{path}: "
+                                        f"{type(err).__name__}: {err}") from None
+                log.warning("the streamed answer of %s%s was cut short: %s", self.url, path,
+                            err)
+            finally:
+                await response.aclose()
+            if streamed:
+                decoded = decoder.finish()
+            else:
+                try:
+                    decoded = decode_response(b"".join(chunks), expected)
+                except ProtocolError as err:
+                    raise PushdownError(f"pushdown server {self.url}: {err}") from None
+                for index, result in enumerate(decoded.results):
+                    if on_result is not None:
+                        on_result(index, result)
+            ok, server_s = True, decoded.server_s
             return decoded
         finally:
             if record is not None:

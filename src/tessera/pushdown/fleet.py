@@ -48,7 +48,9 @@ class PushdownServer(Protocol):
 
     async def read(self, items: list[ReadItem],
                    record: Callable[[RequestRecord], None] | None = None,
-                   memory_gb: float = 0.0) -> ReadResponse: ...
+                   memory_gb: float = 0.0,
+                   on_result: Callable[[int, ItemResult], None] | None = None,
+                   ) -> ReadResponse: ...
 
 
 class PushdownFleet:
@@ -114,11 +116,14 @@ class PushdownFleet:
 
     async def read(self, items: list[ReadItem],
                    record: Callable[[RequestRecord], None] | None = None,
-                   memory_gb: float = 0.0) -> ReadResponse:
+                   memory_gb: float = 0.0,
+                   on_result: Callable[[int, ItemResult], None] | None = None,
+                   ) -> ReadResponse:
         """Each item sent to the first server of its ranking that is up, the servers' parts
         concurrently; a part whose server cannot be reached or is busy goes to each item's
         next server. Raises :class:`~tessera.errors.PushdownError` when no server is left
-        for some item (the reader then fetches those tiles directly)."""
+        for some item (the reader then fetches those tiles directly). ``on_result`` as
+        :meth:`PushdownClient.read`'s, with the item's index in ``items``."""
         results: list[ItemResult | None] = [None] * len(items)
         rankings = [self.ranking(_identity(i)) for i in items]
         tried: list[set[str]] = [set() for _ in items]
@@ -134,7 +139,8 @@ class PushdownFleet:
                                         f"{_identity(items[i])}")
                 parts.setdefault(client.url, (client, []))[1].append(i)
             answers = await asyncio.gather(
-                *(c.read([items[i] for i in idx], record, memory_gb)
+                *(c.read([items[i] for i in idx], record, memory_gb,
+                         None if on_result is None else _renumbered(on_result, idx))
                   for c, idx in parts.values()), return_exceptions=True)
             pending = []
             for (client, idx), answer in zip(parts.values(), answers, strict=True):
@@ -151,6 +157,12 @@ class PushdownFleet:
                     results[i] = res
         assert all(r is not None for r in results)
         return ReadResponse([r for r in results if r is not None], server_s)
+
+
+def _renumbered(on_result: Callable[[int, ItemResult], None], idx: list[int],
+                ) -> Callable[[int, ItemResult], None]:
+    """``on_result`` for one server's part: its position ``j`` is item ``idx[j]``."""
+    return lambda j, result: on_result(idx[j], result)
 
 
 def _identity(item: ReadItem) -> str:

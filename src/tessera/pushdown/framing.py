@@ -22,6 +22,34 @@ little-endian buffer at ``offset`` bytes after the header.
 >>> got = decode_response(b"".join(chunks), expected=2)
 >>> got.results[0]["cells"].tolist(), got.results[1], got.server_s
 ([0, 1, 2], ItemError(status=404, error='gone'), 0.5)
+
+**Streamed response** (same content type; a request asks for it with ``"stream": true``, and
+a server that does not stream answers with the response above, which a client tells apart
+by its magic)::
+
+    b"TSPS" | uint32 LE protocol version | RECORD ... | END
+
+    RECORD = uint32 LE item index | uint32 LE header length | uint64 LE data length
+             | header JSON | data
+    END    = uint32 LE 0xFFFFFFFF | uint32 LE header length | uint64 LE 0 | header JSON
+
+Each item's record is sent as soon as the item is answered, in the order answers complete;
+its header is the item's entry as above (``offset`` counted from the start of the record's
+data). ``END``'s header is ``{"server_s": <seconds>, "items": <n>}``. Every item has exactly
+one record before ``END``; a stream that stops early (a server that timed out or failed
+mid-answer) leaves the items not yet sent to the client to fetch itself:
+:class:`StreamDecoder` names them ``ItemError(502, ...)``.
+
+>>> body = b"".join([*stream_prefix(),
+...                  *encode_record(1, ItemError(404, "gone")),
+...                  *encode_record(0, {"cells": np.arange(3, dtype="<i4")}),
+...                  *stream_end(0.25, 2)])
+>>> dec = StreamDecoder(expected=2)
+>>> [(i, type(r).__name__) for i, r in dec.feed(body[:40]) + dec.feed(body[40:])]
+[(1, 'ItemError'), (0, 'dict')]
+>>> done = dec.finish()
+>>> done.results[0]["cells"].tolist(), done.server_s
+([0, 1, 2], 0.25)
 """
 
 from __future__ import annotations
@@ -90,7 +118,12 @@ def load_request(body: bytes, limits: Limits, field: str) -> list[Any]:
     >>> load_request(b'{"protocol": 1, "reads": [{"kind": "tile"}]}', Limits(), "reads")
     [{'kind': 'tile'}]
     """
-    doc = load_document(body, limits)
+    return request_items(load_document(body, limits), limits, field)
+
+
+def request_items(doc: dict[str, Any], limits: Limits, field: str) -> list[Any]:
+    """The items of a checked request document (:func:`load_document`): its list ``field``,
+    non-empty and within ``limits.max_items``."""
     items = doc.get(field)
     if not isinstance(items, list) or not items:
         raise ProtocolError(f"{field!r} must be a non-empty list")
@@ -206,23 +239,45 @@ def encode_response(results: list[ItemResult], server_s: float,
     chunks: list[bytes | memoryview] = []
     offset = 0
     for res in results:
-        if isinstance(res, ItemError):
-            entries.append({"ok": False, "status": res.status, "error": res.error})
-            continue
-        bufs = []
-        for name, arr in res.items():
-            a = np.ascontiguousarray(arr)
-            if a.dtype.byteorder == ">":
-                a = a.astype(a.dtype.newbyteorder("<"))
-            view = a.data.cast("B") if a.nbytes else memoryview(b"")
-            bufs.append({"name": name, "dtype": a.dtype.str, "shape": list(a.shape),
-                         "offset": offset, "nbytes": a.nbytes})
-            chunks.append(view)
-            offset += a.nbytes
-        entries.append({"ok": True, "buffers": bufs})
+        entry, views, offset = _entry(res, offset)
+        entries.append(entry)
+        chunks += views
     header = json.dumps({**(extra or {}), "protocol": PROTOCOL_VERSION, "server_s": server_s,
                          "results": entries}, separators=(",", ":")).encode()
     return [_PREFIX.pack(MAGIC, PROTOCOL_VERSION, len(header)), header, *chunks]
+
+
+def _entry(res: ItemResult, offset: int) -> tuple[dict[str, Any], list[memoryview], int]:
+    """One result's header entry (buffers placed from ``offset`` on), its buffers' views (no
+    copy) and the offset after them."""
+    if isinstance(res, ItemError):
+        return {"ok": False, "status": res.status, "error": res.error}, [], offset
+    bufs, views = [], []
+    for name, arr in res.items():
+        a = np.ascontiguousarray(arr)
+        if a.dtype.byteorder == ">":
+            a = a.astype(a.dtype.newbyteorder("<"))
+        views.append(a.data.cast("B") if a.nbytes else memoryview(b""))
+        bufs.append({"name": name, "dtype": a.dtype.str, "shape": list(a.shape),
+                     "offset": offset, "nbytes": a.nbytes})
+        offset += a.nbytes
+    return {"ok": True, "buffers": bufs}, views, offset
+
+
+def _result(e: Any, data: memoryview) -> ItemResult:
+    """The result an entry describes, its arrays zero-copy views of ``data``; raises
+    ``ValueError``, ``KeyError`` or ``TypeError`` when it does not add up."""
+    if not e["ok"]:
+        return ItemError(int(e["status"]), str(e["error"]))
+    out = {}
+    for b in e["buffers"]:
+        dtype = np.dtype(check_dtype(b["dtype"], "buffer dtype"))
+        shape = tuple(int(s) for s in b["shape"])
+        off, n = int(b["offset"]), int(b["nbytes"])
+        if off < 0 or off + n > len(data) or n != math.prod(shape) * dtype.itemsize:
+            raise ValueError(f"buffer {b['name']!r} does not fit the body")
+        out[str(b["name"])] = np.frombuffer(data[off:off + n], dtype).reshape(shape)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,22 +309,148 @@ def decode_response(body: bytes | memoryview, expected: int) -> ReadResponse:
         server_s = float(header.get("server_s", 0.0))
         if not isinstance(entries, list) or len(entries) != expected:
             raise ValueError(f"{expected} results expected")
-        results: list[ItemResult] = []
         data = view[start:]
-        for e in entries:
-            if not e["ok"]:
-                results.append(ItemError(int(e["status"]), str(e["error"])))
-                continue
-            out = {}
-            for b in e["buffers"]:
-                dtype = np.dtype(check_dtype(b["dtype"], "buffer dtype"))
-                shape = tuple(int(s) for s in b["shape"])
-                off, n = int(b["offset"]), int(b["nbytes"])
-                if off < 0 or off + n > len(data) or n != math.prod(shape) * dtype.itemsize:
-                    raise ValueError(f"buffer {b['name']!r} does not fit the body")
-                out[str(b["name"])] = np.frombuffer(data[off:off + n], dtype).reshape(shape)
-            results.append(out)
+        results = [_result(e, data) for e in entries]
     except (ValueError, KeyError, TypeError) as err:
         raise ProtocolError(f"malformed pushdown response: {err}") from None
     extra = {k: v for k, v in header.items() if k not in ("protocol", "server_s", "results")}
     return ReadResponse(results, server_s, extra)
+
+
+# -- streamed responses ----------------------------------------------------------------------
+
+STREAM_MAGIC = b"TSPS"
+_STREAM_PREFIX = struct.Struct("<4sI")
+_RECORD = struct.Struct("<IIQ")
+END_INDEX = 0xFFFFFFFF
+
+
+def is_streamed(prefix: bytes | bytearray | memoryview) -> bool:
+    """True if a response body starting with ``prefix`` (at least 4 bytes) is streamed."""
+    return bytes(prefix[:4]) == STREAM_MAGIC
+
+
+def stream_prefix() -> list[bytes]:
+    """The first bytes of a streamed response."""
+    return [_STREAM_PREFIX.pack(STREAM_MAGIC, PROTOCOL_VERSION)]
+
+
+def encode_record(index: int, result: ItemResult) -> list[bytes | memoryview]:
+    """One item's record of a streamed response (head, then its buffers, not copied)."""
+    entry, views, nbytes = _entry(result, 0)
+    header = json.dumps(entry, separators=(",", ":")).encode()
+    return [_RECORD.pack(index, len(header), nbytes) + header, *views]
+
+
+def stream_end(server_s: float, items: int) -> list[bytes]:
+    """The record that closes a streamed response."""
+    header = json.dumps({"server_s": server_s, "items": items},
+                        separators=(",", ":")).encode()
+    return [_RECORD.pack(END_INDEX, len(header), 0) + header]
+
+
+class StreamDecoder:
+    """Decodes a streamed response as its bytes arrive (:meth:`feed`); each item's result is
+    given out once its record is complete (arrays: views of one buffer per record, filled
+    straight from the arriving bytes). :meth:`finish` gives every result in item order.
+    Raises :class:`ProtocolError` when the stream does not add up (a wrong prefix, an index
+    out of range or repeated, a header that is not an entry, bytes after the end)."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.results: dict[int, ItemResult] = {}
+        self.server_s = 0.0
+        self.ended = False
+        self._head = bytearray()
+        self._want = _STREAM_PREFIX.size  # bytes of the head still wanted
+        self._stage = "prefix"  # prefix -> record -> header -> data -> record ... -> end
+        self._index = 0
+        self._hlen = 0
+        self._header: Any = None
+        self._data: bytearray = bytearray()
+        self._filled = 0
+
+    def feed(self, chunk: bytes | memoryview) -> list[tuple[int, ItemResult]]:
+        """Take the next bytes of the body; returns the results they completed."""
+        view = memoryview(chunk).cast("B")
+        done: list[tuple[int, ItemResult]] = []
+        while len(view):
+            if self.ended:
+                raise ProtocolError("streamed pushdown response has bytes after its end")
+            if self._stage == "data":
+                take = min(len(view), len(self._data) - self._filled)
+                self._data[self._filled:self._filled + take] = view[:take]
+                self._filled += take
+                view = view[take:]
+                if self._filled == len(self._data):
+                    done.append(self._complete())
+                continue
+            take = min(len(view), self._want)
+            self._head += view[:take]
+            self._want -= take
+            view = view[take:]
+            if not self._want:
+                self._advance()
+                if self._stage == "data" and not len(self._data):
+                    done.append(self._complete())
+        return done
+
+    def _advance(self) -> None:
+        head = bytes(self._head)
+        self._head.clear()
+        if self._stage == "prefix":
+            magic, version = _STREAM_PREFIX.unpack(head)
+            if magic != STREAM_MAGIC or version != PROTOCOL_VERSION:
+                raise ProtocolError(f"not a streamed pushdown response of protocol "
+                                    f"{PROTOCOL_VERSION} (magic {magic!r}, version {version})")
+            self._stage, self._want = "record", _RECORD.size
+        elif self._stage == "record":
+            self._index, self._hlen, nbytes = _RECORD.unpack(head)
+            if self._index != END_INDEX and (self._index >= self.expected
+                                             or self._index in self.results):
+                raise ProtocolError(f"streamed pushdown response: item {self._index} is out "
+                                    f"of range or repeated ({self.expected} items)")
+            if self._index == END_INDEX and nbytes:
+                raise ProtocolError("streamed pushdown response: its end record has data")
+            self._data, self._filled = bytearray(nbytes), 0
+            self._stage, self._want = "header", self._hlen
+            if not self._hlen:
+                raise ProtocolError("streamed pushdown response: a record without header")
+        else:  # header
+            try:
+                self._header = json.loads(head)
+            except ValueError as err:
+                raise ProtocolError(f"malformed streamed pushdown response: {err}") from None
+            if self._index == END_INDEX:
+                self._end(self._header)
+                return
+            self._stage = "data"
+
+    def _complete(self) -> tuple[int, ItemResult]:
+        try:
+            result = _result(self._header, memoryview(self._data))
+        except (ValueError, KeyError, TypeError) as err:
+            raise ProtocolError(f"malformed streamed pushdown response: {err}") from None
+        self.results[self._index] = result
+        self._stage, self._want = "record", _RECORD.size
+        return self._index, result
+
+    def _end(self, header: Any) -> None:
+        try:
+            self.server_s = float(header["server_s"])
+            items = int(header["items"])
+        except (ValueError, KeyError, TypeError) as err:
+            raise ProtocolError(f"malformed end of a streamed pushdown response: {err}") \
+                from None
+        if items != self.expected or len(self.results) != self.expected:
+            raise ProtocolError(f"streamed pushdown response ended with {len(self.results)} "
+                                f"of {self.expected} items")
+        self.ended = True
+
+    def finish(self) -> ReadResponse:
+        """Every result in item order; an item whose record never came (the stream stopped
+        early) is ``ItemError(502, ...)``, for the client to fetch itself."""
+        missing = ItemError(502, "the streamed answer stopped before this item")
+        return ReadResponse([self.results.get(i, missing) for i in range(self.expected)],
+                            self.server_s)
+

@@ -5,7 +5,8 @@ use this module; nothing in it unpickles or evaluates.
 **Request** (``Content-Type: application/json``): one JSON object::
 
     {"protocol": 1,
-     "reads": [ITEM, ...]}
+     "reads": [ITEM, ...],
+     "stream": true}                                 # optional: a streamed answer
 
 A ``tile`` item asks for cells of one dense tile::
 
@@ -40,7 +41,7 @@ selected coordinates ``(n, ndim)`` and each attribute's values, in stored order.
 
 >>> req = TileItem("a", "k", 0, 16, None, 0, "<i4", (), (2, 2), "row-major",
 ...                (Slice(0, 2, 1), Index((1,))))
->>> parse_read_request(encode_read_request([req]), Limits())[0] == req
+>>> parse_read_request(encode_read_request([req]), Limits()).items[0] == req
 True
 """
 
@@ -70,8 +71,9 @@ from tessera.pushdown.framing import (
     confined,
     is_int,
     json_object,
-    load_request,
+    load_document,
     numbers,
+    request_items,
     shape_list,
 )
 
@@ -231,16 +233,32 @@ class CellsItem:
 ReadItem = TileItem | CellsItem
 
 
-def encode_read_request(items: list[ReadItem]) -> bytes:
-    """The JSON body of ``POST /v1/read`` for ``items``."""
-    return json.dumps({"protocol": PROTOCOL_VERSION, "reads": [i.to_json() for i in items]},
-                      separators=(",", ":"), allow_nan=False).encode()
+def encode_read_request(items: list[ReadItem], stream: bool = False) -> bytes:
+    """The JSON body of ``POST /v1/read`` for ``items`` (``stream``: ask for a streamed
+    answer, see :mod:`tessera.pushdown.framing`)."""
+    doc: dict[str, Any] = {"protocol": PROTOCOL_VERSION, "reads": [i.to_json() for i in items]}
+    if stream:
+        doc["stream"] = True
+    return json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
 
 
-def parse_read_request(body: bytes, limits: Limits) -> list[ReadItem]:
+@dataclasses.dataclass(frozen=True)
+class ReadRequest:
+    """A checked ``POST /v1/read`` body: its items, and whether it asks for a streamed
+    answer."""
+
+    items: list[ReadItem]
+    stream: bool = False
+
+
+def parse_read_request(body: bytes, limits: Limits) -> ReadRequest:
     """Decode and check a request body; raises :class:`ProtocolError` (400),
     :class:`ForbiddenKeyError` (403) or :class:`LimitError` (413) naming what is wrong."""
-    reads = load_request(body, limits, "reads")
+    doc = load_document(body, limits)
+    stream = doc.get("stream", False)
+    if not isinstance(stream, bool):
+        raise ProtocolError(f"'stream' must be true or false, got {stream!r}")
+    reads = request_items(doc, limits, "reads")
     items: list[ReadItem] = []
     out_bytes = 0
     for i, raw in enumerate(reads):
@@ -259,7 +277,7 @@ def parse_read_request(body: bytes, limits: Limits) -> list[ReadItem]:
     if out_bytes > limits.max_output_bytes:
         raise LimitError(f"the request selects {out_bytes} bytes of cells; the limit is "
                          f"{limits.max_output_bytes} per request: split it")
-    return items
+    return ReadRequest(items, stream)
 
 
 def _parse_tile(raw: dict[str, Any], where: str, limits: Limits) -> TileItem:

@@ -56,7 +56,8 @@ from tessera.config import ServerConfig
 from tessera.errors import ProtocolError
 from tessera.pushdown.framing import PROTOCOL_VERSION, Limits
 from tessera.server.cache import TileCache
-from tessera.server.handlers import Handler, HandlerFn, handler, handler_names
+from tessera.server.framed import HeldStream
+from tessera.server.handlers import Handler, HandlerFn, Streamed, handler, handler_names
 from tessera.server.health import Readiness
 from tessera.server.metrics import ServerMetrics
 from tessera.server.service import ReadService
@@ -184,16 +185,23 @@ class PushdownApp:
             return _error(503, f"the server is busy ({self.in_flight} requests in flight); "
                                "retry shortly", {"Retry-After": "1"})
         self.in_flight += 1
+        handed = False  # a streamed answer holds its slot and its place until it is sent
         try:
             try:
-                async with asyncio.timeout(cfg.request_timeout_s):
-                    async with self._slots:
-                        self.active += 1
-                        self.active_peak = max(self.active_peak, self.active)
-                        try:
-                            return await run(body, rid)
-                        finally:
+                async with asyncio.timeout(cfg.request_timeout_s) as limit:
+                    await self._slots.acquire()
+                    self.active += 1
+                    self.active_peak = max(self.active_peak, self.active)
+                    try:
+                        answer = await run(body, rid)
+                        if isinstance(answer, Streamed):  # its slot is released once sent
+                            handed = True
+                            return self._held(answer, limit.when() or 0.0, rid, handler)
+                        return answer
+                    finally:
+                        if not handed:
                             self.active -= 1
+                            self._slots.release()
             except ProtocolError as err:
                 self.metrics.reject({400: "bad_request", 403: "forbidden", 404: "not_found",
                                      409: "conflict", 413: "too_large", 422: "unprocessable",
@@ -205,7 +213,26 @@ class PushdownApp:
                 return _error(504, f"the request took longer than {cfg.request_timeout_s} s; "
                                    f"{handler.timeout_advice}")
         finally:
+            if not handed:
+                self.in_flight -= 1
+
+    def _held(self, answer: Streamed, deadline: float, rid: str, handler: Handler,
+              ) -> Response:
+        """A streamed answer's response: it holds a slot and its place in flight until it
+        has been sent (or stopped at the request's timeout, or cut by the client)."""
+        def release() -> None:
+            self._slots.release()
+            self.active -= 1
             self.in_flight -= 1
+            answer.done()
+
+        def timed_out() -> None:
+            self.metrics.reject("timeout")
+            log.warning(json.dumps({"event": "stream_timeout", "request_id": rid,
+                                    "path": handler.path,
+                                    "seconds": self.config.request_timeout_s}))
+
+        return HeldStream(answer.body(), answer.media_type, deadline, release, timed_out)
 
     async def _body(self, request: Request) -> bytes | Response:
         """The request's body, or the response refusing it: 400 for a malformed

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tessera.errors import ConfigError
@@ -53,8 +53,21 @@ class ServerContext(Protocol):
     info_sections: dict[str, Any]
 
 
-#: One admitted request: ``(body, request id) -> response``.
-HandlerFn = Callable[[bytes, str], Awaitable["Response"]]
+@dataclasses.dataclass(frozen=True)
+class Streamed:
+    """An answer sent while it is made: a handler returns it instead of a response once the
+    request is checked (a malformed one still gets its 4xx). The app sends ``body()``'s
+    pieces as they come, holding the request's slot and its timeout until the last one; at
+    the timeout the stream stops where it is (the framing tells the client what it did not
+    get). ``done`` is called once the stream ends, however it ends."""
+
+    body: Callable[[], AsyncIterator[bytes | memoryview]]
+    media_type: str
+    done: Callable[[], None] = lambda: None
+
+
+#: One admitted request: ``(body, request id) -> response`` (or a :class:`Streamed` answer).
+HandlerFn = Callable[[bytes, str], Awaitable["Response | Streamed"]]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import numpy as np
@@ -55,6 +56,15 @@ class ReadService:
     async def read(self, items: list[ReadItem]) -> tuple[list[ItemResult], float]:
         """One result per item (cells, or an error for that item) and the seconds spent."""
         t0 = time.perf_counter()
+        results: list[ItemResult | None] = [None] * len(items)
+        async for index, result in self.answers(items):
+            results[index] = result
+        return [r for r in results if r is not None], time.perf_counter() - t0
+
+    async def answers(self, items: list[ReadItem]) -> AsyncIterator[tuple[int, ItemResult]]:
+        """``(index, result)`` of every item as soon as it is answered, in the order answers
+        complete (every item read at once, each distinct piece once). Closing the iterator
+        early cancels what is still running."""
         pending: dict[tuple[Any, ...], asyncio.Task[Any]] = {}
 
         def cache_key(array: str, piece: Piece) -> tuple[Any, ...]:
@@ -88,13 +98,17 @@ class ReadService:
             except ItemFailure as err:
                 return ItemError(err.status, str(err))
 
+        async def indexed(index: int, item: ReadItem) -> tuple[int, ItemResult]:
+            return index, await one(item)
+
+        tasks = [asyncio.ensure_future(indexed(i, item)) for i, item in enumerate(items)]
         try:
-            results = await asyncio.gather(*(one(i) for i in items))
+            for next_done in asyncio.as_completed(tasks):
+                yield await next_done
         finally:
-            for task in pending.values():
+            for task in [*tasks, *pending.values()]:
                 task.cancel()
-            await asyncio.gather(*pending.values(), return_exceptions=True)
-        return list(results), time.perf_counter() - t0
+            await asyncio.gather(*tasks, *pending.values(), return_exceptions=True)
 
     async def _decoded(self, key: tuple[Any, ...], threaded: bool,
                        blocks: TileBlocks | None = None) -> Any:

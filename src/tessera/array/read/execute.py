@@ -140,19 +140,28 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
         i for i in range(len(reads)) if read_method(plan.choices[where_in[i]].method).on_server]
 
     async def push(server: PushdownReader, batch: list[int], items: list[TileItem]) -> None:
-        async with limit:
-            results = await server.read(items)
-        for i, res in zip(batch, results, strict=True):
-            read = reads[i]
-            if res is None:
-                await one(i, read)
-                continue
-            block = res["cells"]
+        landing: list[asyncio.Future[None]] = []
+
+        def place(j: int, res: dict[str, np.ndarray]) -> None:
+            """Place a tile's cells as they arrive (large ones on a worker thread while the
+            rest of the answer streams in)."""
+            read, block = reads[batch[j]], res["cells"]
             if layered and block.nbytes >= local.THREAD_BYTES:
-                await asyncio.to_thread(scatter, outputs[read.attr], None, None, read, sel,
-                                        block)
+                landing.append(asyncio.ensure_future(asyncio.to_thread(
+                    scatter, outputs[read.attr], None, None, read, sel, block)))
             else:
                 scatter(outputs[read.attr], ranks[read.attr], None, read, sel, block)
+
+        try:
+            async with limit:
+                results = await server.read(items, place)
+            await asyncio.gather(*landing)
+        finally:
+            for task in landing:
+                task.cancel()
+        for i, res in zip(batch, results, strict=True):
+            if res is None:  # not placed: fetched directly
+                await one(i, reads[i])
 
     direct = set(range(len(reads))) - set(pushed)
     batched = (local.local_batch(store, reads, plan, direct) if layered and positions is None

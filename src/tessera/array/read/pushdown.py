@@ -21,7 +21,7 @@ from tessera.format.schema import ArraySchema
 from tessera.format.selection import Selection, SparseSelection
 from tessera.format.tile import CellTileRead, Piece, TileRead, positions, tile_cells
 from tessera.pushdown.fleet import PushdownServer
-from tessera.pushdown.framing import ItemError
+from tessera.pushdown.framing import ItemError, ItemResult
 from tessera.pushdown.read_items import (
     CellAttr,
     CellBox,
@@ -124,9 +124,15 @@ class PushdownReader:
             out.append(cur)
         return out
 
-    async def read(self, items: Sequence[ReadItem]) -> list[dict[str, np.ndarray] | None]:
+    async def read(self, items: Sequence[ReadItem],
+                   place: Callable[[int, dict[str, np.ndarray]], None] | None = None,
+                   ) -> list[dict[str, np.ndarray] | None]:
         """One result per item; ``None`` where the caller must fetch the tile itself.
-        Items built before the array's path was known carry ``""``; they get it here."""
+        Items built before the array's path was known carry ``""``; they get it here.
+
+        With ``place``, each answer that fits its item is handed to ``place(index, result)``
+        as soon as it arrives (a streamed answer: while the server still works on the
+        others), and exactly once; then every entry that is not ``None`` has been placed."""
         path = await self.resolve()
         if path is None:
             err = self._unresolved
@@ -136,8 +142,17 @@ class PushdownReader:
                            self.last_error or "the server was not asked")
             return [None] * len(items)
         items = [i if i.array == path else dataclasses.replace(i, array=path) for i in items]
+        placed: set[int] = set()
+
+        def arrived(index: int, res: ItemResult) -> None:
+            if (place is not None and not isinstance(res, ItemError)
+                    and _mismatch(items[index], res) is None and index not in placed):
+                placed.add(index)
+                place(index, res)
+
         try:
-            response = await self.client.read(items, self._count, self.memory_gb)
+            response = await self.client.read(items, self._count, self.memory_gb,
+                                              arrived if place is not None else None)
         except PushdownError as err:
             self.fell_back(len(items), "request failed (no answer)" if err.status is None
                            else f"request failed (HTTP {err.status})", str(err))

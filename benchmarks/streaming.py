@@ -16,9 +16,18 @@ first large block is freed, so later tile buffers come from its heaps and freed 
 the resident set: the process's peak then counts bytes the read no longer held. A fixed
 threshold gives each tile buffer its own mapping, returned when freed.
 
+The second part measures the streamed ``/v1/read``: an 82-column slab of the same arrays
+through a pushdown server without a tile cache (every read cold) that reads the store
+directly (in-region), the client reaching the server through an emulated link (none,
+1 Gbit/s with RTT 1 ms, 100 MB/s with RTT 5 ms); each answer whole (the server answers once
+every tile is read) and streamed (each tile's cells sent as soon as they are ready), median
+of ``--reps`` reads, beside the model RTT + the server's read + cells / bandwidth (the
+server's read measured as the same slab read directly from the store on loopback, cold).
+
     python benchmarks/streaming.py [--side 4096] [--reps 3] [--windows MIB ...] [--out DIR]
 
-Writes ``streaming.csv``, ``streaming.png`` and ``streaming_results.md`` under ``--out``
+Writes ``streaming.csv``, ``streaming_pushdown.csv``, ``streaming.png`` and
+``streaming_results.md`` under ``--out``
 (default benchmarks/out; committed results: --out benchmarks/results). Linux only (it reads
 ``/proc``).
 """
@@ -131,6 +140,71 @@ def measure(s3: S3TestServer, url: str, codec: str | None, window_mib: int,
     return row
 
 
+#: Links between the client and the pushdown server: name -> (bytes/s, one-way delay s).
+PUSH_LINKS: dict[str, tuple[float, float] | None] = {
+    "none": None, "1 Gbit/s": (1e9 / 8, 0.0005), "100 MB/s": (100e6, 0.0025)}
+
+
+def pushdown_rows(s3: S3TestServer, urls: dict[str, str], data: np.ndarray,
+                  reps: int) -> list[dict[str, Any]]:
+    """The slab through a cold pushdown server, whole and streamed, per link and codec."""
+    import dataclasses as dc
+
+    from tessera.pushdown.client import PushdownClient
+    from tessera.testing import EmulatedLink, PushdownTestServer
+
+    sel = (slice(None), slice(150, 232))
+    want = data[sel]
+    rows = []
+    server = PushdownTestServer(s3.url(""), storage_options=s3.storage_options(),
+                                extra_args=["--cache-bytes", "0"]).start()
+    try:
+        for codec, url in urls.items():
+            direct = []
+            for _ in range(reps):  # what the server does: read the slab beside the store
+                arr = tessera.open_array(url, storage_options=s3.storage_options())
+                start = time.perf_counter()
+                arr[sel]
+                direct.append(time.perf_counter() - start)
+            server_read = statistics.median(direct)
+            for link_name, spec in PUSH_LINKS.items():
+                hop = None if spec is None else EmulatedLink(
+                    server.port, one_way_delay_s=spec[1], bandwidth=spec[0]).start()
+                try:
+                    endpoint = server.url if hop is None else hop.endpoint
+                    rtt = 0.0 if spec is None else 2 * spec[1]
+                    model = rtt + server_read + (0.0 if spec is None else want.nbytes / spec[0])
+                    for stream in (False, True):
+                        client = PushdownClient(endpoint, token=server.token)
+                        client.config = dc.replace(client.config, stream=stream)
+                        arr = tessera.open_array(url, storage_options=s3.storage_options(),
+                                                 pushdown=client)
+                        times = []
+                        for _ in range(reps + 1):
+                            start = time.perf_counter()
+                            got = arr.read(sel, method="pushdown")
+                            times.append(time.perf_counter() - start)
+                            if (arr.last_read.pushdown_fallbacks
+                                    or not np.array_equal(got, want)):
+                                raise SystemExit(f"pushdown went wrong: "
+                                                 f"{arr.last_read.pushdown_error}")
+                        took = statistics.median(times[1:])  # the first opens connections
+                        rows.append({"part": "pushdown", "codec": codec, "link": link_name,
+                                     "answer": "streamed" if stream else "whole",
+                                     "seconds": round(took, 4),
+                                     "server_read_s": round(server_read, 4),
+                                     "model_s": round(model, 4),
+                                     "over_model": round(took / model, 2)})
+                        print(f"pushdown {codec:>4} {link_name:>9} "
+                              f"{rows[-1]['answer']:>8}: {took:.4f} s (model {model:.4f})")
+                finally:
+                    if hop is not None:
+                        hop.stop()
+    finally:
+        server.stop()
+    return rows
+
+
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
 
@@ -157,7 +231,8 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
-def results_md(rows: list[dict[str, Any]], ceilings: dict[str, float], side: int) -> str:
+def results_md(rows: list[dict[str, Any]], ceilings: dict[str, float], side: int,
+               push: list[dict[str, Any]]) -> str:
     lines = ["# Streamed reads: peak memory against the window (benchmarks/streaming.py)", "",
              f"A whole {side} x {side} int32 array in {TILE} x {TILE} tiles from the S3 test "
              "server on loopback; each read in a fresh process; peak growth is VmHWM over the "
@@ -174,6 +249,18 @@ def results_md(rows: list[dict[str, Any]], ceilings: dict[str, float], side: int
             f"| {r['bound_MiB']} | {r['growth_over_bound']} | {r['held_peak_MiB']} | "
             f"{r['seconds']} | {r['MB_per_s']} | {r['cpu_s']} | {ceilings[r['codec']]:.4f} | "
             f"{'yes' if ok else 'no'} |")
+    if push:
+        lines += ["", "## Streamed /v1/read (cold server)", "",
+                  "The 82-column slab (all rows, columns 150..231) through a pushdown server "
+                  "without a tile cache, whole and streamed, medians; model: RTT + the server's "
+                  "read (the slab read directly from the store on loopback) + cells / "
+                  "bandwidth. Goal: within 1.3x of the model.", "",
+                  "| codec | link | answer | seconds | server read s | model s | over model |"
+                  " met |", "|" + "---|" * 8]
+        for r in push:
+            lines.append(f"| {r['codec']} | {r['link']} | {r['answer']} | {r['seconds']} | "
+                         f"{r['server_read_s']} | {r['model_s']} | {r['over_model']} | "
+                         f"{'yes' if r['over_model'] <= 1.3 else 'no'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -192,9 +279,10 @@ def main() -> None:
     data = np.random.default_rng(0).normal(0, 100, (args.side, args.side)).astype(np.int32)
     rows: list[dict[str, Any]] = []
     ceilings: dict[str, float] = {}
+    urls: dict[str, str] = {}
     with S3TestServer() as s3:
         for codec in (None, "zstd"):
-            url = s3.unique_url(f"stream-{codec}")
+            url = urls[codec or "raw"] = s3.unique_url(f"stream-{codec}")
             tessera.from_numpy(url, data, tile=(TILE, TILE), codec=codec,
                                storage_options=s3.storage_options())
             ceilings[codec or "raw"] = _obstore_gets(s3, url)
@@ -202,10 +290,13 @@ def main() -> None:
                 for window in args.windows:
                     rows.append(measure(s3, url, codec, window, args.reps, allocator,
                                         int(data.sum(dtype=np.int64))))
+        push = pushdown_rows(s3, urls, data, args.reps)
     write_csv(args.out / "streaming.csv", rows)
+    write_csv(args.out / "streaming_pushdown.csv", push)
     plot(rows, args.out / "streaming.png")
-    (args.out / "streaming_results.md").write_text(results_md(rows, ceilings, args.side))
-    print(f"wrote {args.out}/streaming.csv, streaming.png, streaming_results.md")
+    (args.out / "streaming_results.md").write_text(results_md(rows, ceilings, args.side, push))
+    print(f"wrote {args.out}/streaming.csv, streaming_pushdown.csv, streaming.png, "
+          "streaming_results.md")
 
 
 if __name__ == "__main__":

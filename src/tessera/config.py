@@ -352,9 +352,12 @@ class PushdownConfig:
         batch_items: most tiles in one request.
         batch_bytes: most selected bytes in one request.
         batch_parallel: fewest requests a read's pushed-down tiles are spread over (when
-            there are that many tiles), so server work and transfers overlap.
+            there are that many tiles) if answers are asked for whole, so server work and
+            transfers overlap.
         stream: ask for streamed answers (each tile's cells sent as soon as the server has
-            them, placed as they arrive); a server that does not stream answers whole.
+            them, placed as they arrive: server work and transfer overlap within one
+            request, so ``batch_parallel`` does not apply); a server that does not stream
+            answers whole.
     """
 
     url: str = ""

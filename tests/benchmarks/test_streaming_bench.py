@@ -1,6 +1,6 @@
 """The streaming benchmark runs end to end on a small array (every read checked by its sum in
-its own process) and writes its CSV, plot and table. No timing or memory figure is
-asserted: only that every row was measured."""
+its own process; every pushdown read against numpy) and writes its CSVs, plot and table. No
+timing or memory figure is asserted: only that every row was measured."""
 
 from __future__ import annotations
 
@@ -28,3 +28,8 @@ def test_streaming_benchmark_runs(tmp_path: Path) -> None:
     assert all(float(r["held_peak_MiB"]) > 0 for r in rows)
     assert (tmp_path / "streaming.png").stat().st_size > 0
     assert "| zstd | glibc default | 1 |" in (tmp_path / "streaming_results.md").read_text()
+    with open(tmp_path / "streaming_pushdown.csv", newline="") as f:
+        push = list(csv.DictReader(f))
+    assert {(r["codec"], r["link"], r["answer"]) for r in push} == {
+        (c, link, a) for c in ("raw", "zstd") for link in ("none", "1 Gbit/s", "100 MB/s")
+        for a in ("whole", "streamed")}

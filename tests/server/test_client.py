@@ -63,14 +63,19 @@ def test_a_read_that_plans_no_pushdown_never_asks_the_server(served: Any) -> Non
     assert transport.paths == []
 
 
-def test_forced_pushdown_asks_once_where_the_array_is_then_batches(served: Any) -> None:
+@pytest.mark.parametrize("stream", [False, True])
+def test_forced_pushdown_asks_once_where_the_array_is_then_batches(served: Any,
+                                                                   stream: bool) -> None:
     arr, data, transport = served
+    arr.pushdown.config = dataclasses.replace(arr.pushdown.config, stream=stream)
     for _ in range(2):
         assert np.array_equal(arr.read((slice(None), 3), method="pushdown"), data[:, 3])
-    # 4 tiles spread over batch_parallel = 4 requests; the token was stripped: all 200s
-    assert transport.paths == ["/v1/info"] + ["/v1/read"] * 8
+    # whole answers: 4 tiles spread over batch_parallel = 4 requests; a streamed answer
+    # overlaps within one; the token was stripped: all 200s
+    per_read = 1 if stream else 4
+    assert transport.paths == ["/v1/info"] + ["/v1/read"] * (2 * per_read)
     stats = arr.last_read.stats.by_method["pushdown"]
-    assert stats.requests == 4 and stats.failures == 0
+    assert stats.requests == per_read and stats.failures == 0
     assert stats.bytes_received > 40 * 4 and stats.compute_gb_s > 0
     assert arr.last_read.stats.cost_usd("s3") > 0
 
@@ -83,7 +88,7 @@ def test_batches_respect_items_and_bytes(served: Any) -> None:
     assert arr.last_read.stats.by_method["pushdown"].requests == 6
     def batches(sizes: list[int], **config: Any) -> list[list[int]]:
         client = PushdownClient("http://pushdown", config=tessera.config.PushdownConfig(
-            **config))
+            **{"stream": False, **config}))
         arr.pushdown = client
         reader = arr._pushdown_reader()
         assert reader is not None
@@ -93,6 +98,8 @@ def test_batches_respect_items_and_bytes(served: Any) -> None:
     assert batches([10, 10, 30, 5], batch_bytes=25, batch_parallel=1) == [[0, 1], [2], [3]]
     # spread over at least batch_parallel requests, so server work and transfers overlap
     assert batches([10] * 8, batch_parallel=4) == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    # a streamed answer overlaps within one request: batch_parallel does not apply
+    assert batches([10] * 8, batch_parallel=4, stream=True) == [list(range(8))]
     assert batches([10] * 3, batch_parallel=4) == [[0], [1], [2]]
     assert batches([10] * 9, batch_parallel=2, batch_items=3) == [[0, 1, 2], [3, 4, 5],
                                                                    [6, 7, 8]]

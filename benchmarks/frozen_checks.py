@@ -8,9 +8,10 @@
   through ``/proc/self/clear_refs`` after a warm-up; each measurement in its own spawned
   process) while the server's forward pass runs ResNet50 to split 7 (``layer1.2``, 3,136
   KiB per sample) on a 128-sample request (64 with ``--quick``) at 224 x 224, with server
-  batches of 16 and of all the request's samples (target: >= 4x lower with 16). The 392
-  MiB of features the request returns are in both figures; the activations beside them
-  are what the server batch bounds, reported separately.
+  batches of 16, the answer streamed (each batch's features sent and let go) and whole, and
+  of all the request's samples, whole (target: >= 4x lower with 16 streamed than with all).
+  A whole answer holds the request's 392 MiB of features beside the activations; a
+  streamed one holds one batch's.
 - **G10** server concurrency (the paper's Figure 14): the wall time of 4 requests of 16
   samples sent at once to a server computing 1 of them at a time and to one computing 4,
   AlexNet and ResNet50 at an early, a middle and the last frozen split (64 x 64 inputs, one
@@ -96,8 +97,10 @@ def _status_bytes(field: str) -> int:
     raise RuntimeError(f"/proc/self/status has no {field}")
 
 
-def _peak_growth(folder: str, cos: int, samples: int) -> dict[str, float]:
-    """In a fresh process: the peak RSS growth of the server's forward pass (bytes)."""
+def _peak_growth(folder: str, cos: int, samples: int, streamed: bool) -> dict[str, float]:
+    """In a fresh process: the peak RSS growth of the server's forward pass (bytes), its
+    features gathered whole (the whole answer) or each server batch's converted and let go
+    as a streamed answer sends it."""
     import torch
 
     import tessera
@@ -113,20 +116,32 @@ def _peak_growth(folder: str, cos: int, samples: int) -> dict[str, float]:
                            ServerConfig(models_dir=folder))
     model = load_model(spec, folder, 7)
     x = torch.rand(samples, 3, 224, 224)
-    req = InferRequest("resnet50", 7, "none", tuple(range(samples)))
-    service._forward(model, x[:1], req, 1)  # warm up: allocator, weights paged in
+    req = InferRequest("resnet50", 7, "none", tuple(range(samples)), stream=streamed)
+    for _ in service.forward_batches(model, x[:1], req, 1):  # warm up: allocator, weights
+        pass
     Path("/proc/self/clear_refs").write_text("5")  # the peak (VmHWM) restarts from now
     base = _status_bytes("VmRSS")
     t = time.perf_counter()
-    out, used, _ = service._forward(model, x, req, cos)
+    out, filled, held, used = None, 0, 0, [cos]
+    for h, at in service.forward_batches(model, x, req, cos):
+        used.append(at)
+        if streamed:  # what the handler does per batch: convert, send, let go
+            held = max(held, np.ascontiguousarray(h.numpy().astype(req.output_dtype)).nbytes)
+            continue
+        if out is None:  # the whole answer's features, written batch by batch
+            out = torch.empty((samples, *h.shape[1:]), dtype=h.dtype)
+        out[filled:filled + h.shape[0]] = h
+        filled += h.shape[0]
+        held = out.numel() * out.element_size()
     seconds = time.perf_counter() - t
     peak = _status_bytes("VmHWM")
-    return {"growth": float(peak - base), "features": float(out.nbytes), "used": float(used),
+    return {"growth": float(peak - base), "features": float(held), "used": float(used[-1]),
             "seconds": seconds}
 
 
 def memory_check(root: Path, samples: int) -> list[dict[str, Any]]:
-    """G9: peak memory growth at server batches 16 and 128, one spawned process each."""
+    """G9: peak memory growth with server batches of 16 (answer streamed, and whole) and of
+    all the request's samples (whole), one spawned process each."""
     from tessera.frozen.manifest import InputSpec
     from tessera.frozen.models import init_model
 
@@ -135,17 +150,19 @@ def memory_check(root: Path, samples: int) -> list[dict[str, Any]]:
                input=InputSpec(height=224, width=224))
     ctx = multiprocessing.get_context("spawn")
     rows = []
-    for cos in (16, samples):
+    for cos, streamed in ((16, True), (16, False), (samples, False)):
         with ctx.Pool(1) as pool:
-            got = pool.apply(_peak_growth, (str(folder), cos, samples))
+            got = pool.apply(_peak_growth, (str(folder), cos, samples, streamed))
+        answer = "streamed" if streamed else "whole"
         rows.append({"goal": "G9", "model": "resnet50", "split": 7, "samples": samples,
-                     "cos_batch": cos, "peak_growth_mib": got["growth"] / 2**20,
+                     "cos_batch": cos, "answer": answer,
+                     "peak_growth_mib": got["growth"] / 2**20,
                      "features_mib": got["features"] / 2**20,
                      "activations_mib": (got["growth"] - got["features"]) / 2**20,
                      "seconds": got["seconds"]})
-        print(f"G9: server batch {cos}: peak grows {got['growth'] / 2**20:.0f} MiB "
-              f"(features {got['features'] / 2**20:.0f} MiB) in {got['seconds']:.1f} s",
-              flush=True)
+        print(f"G9: server batch {cos}, {answer} answer: peak grows "
+              f"{got['growth'] / 2**20:.0f} MiB (features held {got['features'] / 2**20:.0f} "
+              f"MiB) in {got['seconds']:.1f} s", flush=True)
     return rows
 
 
@@ -220,15 +237,17 @@ def report(out: Path, g1: list[dict[str, Any]], g9: list[dict[str, Any]],
         lines.append(f"| G1 {arch}, splits 1..{len(errs)} | max rel. error "
                      f"{max(errs):.1e} | <= 1e-4 | {'yes' if max(errs) <= 1e-4 else 'NO'} |")
     if g9:
-        small, large = g9[0], g9[-1]
-        total = large["peak_growth_mib"] / max(small["peak_growth_mib"], 1e-9)
-        act = large["activations_mib"] / max(small["activations_mib"], 1e-9)
+        streamed, small, large = g9[0], g9[1], g9[-1]
+        total = large["peak_growth_mib"] / max(streamed["peak_growth_mib"], 1e-9)
+        whole = large["peak_growth_mib"] / max(small["peak_growth_mib"], 1e-9)
         lines.append(f"| G9 ResNet50 split 7, {small['samples']} samples at 224 px: peak "
-                     f"growth, server batch {small['cos_batch']} vs {large['cos_batch']} | "
-                     f"{small['peak_growth_mib']:.0f} vs {large['peak_growth_mib']:.0f} MiB "
-                     f"({total:.1f}x; beside the {small['features_mib']:.0f} MiB of features: "
-                     f"{small['activations_mib']:.0f} vs {large['activations_mib']:.0f} MiB, "
-                     f"{act:.1f}x) | >= 4x | {'yes' if total >= 4 else 'NO'} |")
+                     f"growth, server batch {small['cos_batch']} streamed vs "
+                     f"{large['cos_batch']} whole | "
+                     f"{streamed['peak_growth_mib']:.0f} vs {large['peak_growth_mib']:.0f} MiB "
+                     f"({total:.1f}x; batch {small['cos_batch']} with a whole answer: "
+                     f"{small['peak_growth_mib']:.0f} MiB, {whole:.1f}x, of which "
+                     f"{small['features_mib']:.0f} MiB of features) | >= 4x | "
+                     f"{'yes' if total >= 4 else 'NO'} |")
     one = {(r["model"], r["split"]): r for r in g10 if r["concurrency"] == 1}
     for r in g10:
         if r["concurrency"] == 4:

@@ -204,8 +204,9 @@ def test_the_server_batch_halves_on_allocation_failure(served: Any, make_app: An
 
     service = InferService(tessera_store(served), make_config(served))
     x = torch.ones(7, 3)
-    out, used, _ = service._forward(Fussy(), x, InferRequest("r18", 1, "imgs", (0,)), 16)
-    assert used == 2 and torch.equal(out, x * 2)
+    got = list(service.forward_batches(Fussy(), x, InferRequest("r18", 1, "imgs", (0,)), 16))
+    assert [used for _, used in got] == [2, 2, 2, 2]  # 16 -> 8 -> 4 -> 2, then 2 at a time
+    assert torch.equal(torch.cat([h for h, _ in got]), x * 2)
 
     class Broke(Fussy):
         def forward_to(self, x: Any, split: int) -> Any:
@@ -214,7 +215,7 @@ def test_the_server_batch_halves_on_allocation_failure(served: Any, make_app: An
     from tessera.errors import ServerBusyError
 
     with pytest.raises(ServerBusyError, match="even at a server batch of 1"):
-        service._forward(Broke(), x, InferRequest("r18", 1, "imgs", (0,)), 16)
+        list(service.forward_batches(Broke(), x, InferRequest("r18", 1, "imgs", (0,)), 16))
 
 
 def tessera_store(served: Any) -> Any:
@@ -253,7 +254,76 @@ def test_serving_leaves_the_callers_floating_point_mode_alone(served: Any, make_
 
     tiny = np.array([1e-40], dtype=np.float32)
     service = InferService(tessera_store(served), make_config(served))
-    service._forward(Fussy(), torch.ones(2, 3), InferRequest("r18", 1, "imgs", (0,)), 16)
+    list(service.forward_batches(Fussy(), torch.ones(2, 3), InferRequest("r18", 1, "imgs", (0,)),
+                                 16))
     assert (tiny * 1)[0] != 0
     [r] = post(make_app(served.root, served.models), req())
     assert r.status_code == 200 and (tiny * 1)[0] != 0
+
+
+@pytest.mark.parametrize("split", [1, 8])
+def test_streamed_features_equal_whole_ones_and_local_computation(served: Any,
+                                                                  split: int) -> None:
+    """A streamed answer: one record per sample, in server batches of 2; the same features
+    and header keys as the whole answer, and as computing here."""
+    from tessera.pushdown.framing import StreamDecoder
+
+    samples = (3, 1, 5, 0, 2)
+    [whole] = post(served.app, req(split=split, samples=samples, cos_batch=2))
+    [streamed] = post(served.app, req(split=split, samples=samples, cos_batch=2, stream=True))
+    assert streamed.status_code == 200 and streamed.content[:4] == b"TSPS"
+    dec = StreamDecoder(len(samples))
+    arrived = [i for i, _ in dec.feed(streamed.content)]
+    assert arrived == list(range(len(samples))) and dec.ended  # in sample order, batch by batch
+    done = dec.finish()
+    feats = np.stack([r["features"] for r in done.results])
+    want = decode_response(whole.content, 1)
+    assert np.array_equal(feats, want.results[0]["features"])
+    net = FrozenModel.local(read_manifest(served.models)[0], served.models)
+    assert net.compare(feats, net.local_features(served.stored[list(samples)], split),
+                       split) <= 1e-4
+    header = InferHeader.from_extra(done.extra)
+    assert header.cos_batch_used == 2 and set(header.phases) == set(want.extra["phases"])
+
+
+def test_the_client_gathers_a_streamed_answer(served: Any) -> None:
+    import dataclasses
+
+    from tessera.pushdown.framing import ReadResponse
+
+    client = served.client()
+    request = InferRequest("r18", 4, "imgs", (2, 0, 4), cos_batch=2)
+    whole: ReadResponse = asyncio.run(client.infer(request))
+    got: ReadResponse = asyncio.run(client.infer(dataclasses.replace(request, stream=True)))
+    assert np.array_equal(got.results[0]["features"], whole.results[0]["features"])
+    assert got.extra["cos_batch_used"] == 2 and got.server_s > 0
+
+
+def test_a_streamed_answer_that_stops_early_is_a_pushdown_error(
+        served: Any, make_app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server's forward pass fails after the first batch (the status is sent): the
+    client names how many samples came; the slots are given back (one compute slot and no
+    queue: a slot kept by the failed stream would turn the next request away with 503)."""
+    from tessera.errors import PushdownError
+    from tessera.pushdown.client import PushdownClient
+    from tessera.server.infer import InferService
+
+    app = make_app(served.root, served.models, infer_concurrency=1, infer_queue=0)
+    real = InferService.forward_batches
+
+    def failing(self: Any, *args: Any, **kw: Any) -> Any:
+        for k, got in enumerate(real(self, *args, **kw)):
+            if k == 1:
+                raise RuntimeError("the device went away")
+            yield got
+
+    monkeypatch.setattr(InferService, "forward_batches", failing)
+    client = PushdownClient("http://pushdown", token="", transport=httpx.ASGITransport(app))
+    request = InferRequest("r18", 4, "imgs", (2, 0, 4, 1), cos_batch=2, stream=True)
+    with pytest.raises(PushdownError, match="carried 2 of 4 samples"):
+        asyncio.run(client.infer(request))
+    state = app.state.pushdown
+    assert (state.in_flight, state.active) == (0, 0)
+    monkeypatch.setattr(InferService, "forward_batches", real)
+    [again] = post(app, req(samples=(1,), stream=True))
+    assert again.status_code == 200

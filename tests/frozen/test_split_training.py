@@ -107,7 +107,9 @@ def test_failures_fall_back_to_local_computation(served: Any, local_losses: list
     tr, losses = train(net, served, 8, steps=20, batch=4, check="never")
     np.testing.assert_allclose(losses, local_losses, rtol=1e-5)
     assert tr.reports[0].fallbacks == 12
-    assert ("unreachable" if how == "down" else "malformed") in str(tr.reports[0].last_error)
+    # a streamed answer cut in half says how many samples it carried
+    assert ("unreachable" if how == "down" else "samples (the streamed answer stopped") in str(
+        tr.reports[0].last_error)
 
 
 def test_a_damaged_input_stops_the_epoch(served: Any) -> None:

@@ -226,3 +226,26 @@ def test_the_precise_selector_reports_ready_sockets_and_timeouts() -> None:
         assert [(key.data, events) for key, events in ready] == [("a", selectors.EVENT_READ)]
         assert [key.data for key, _ in sel.select(None)] == ["a"]  # still unread
         assert [key.data for key, _ in sel.select(0)] == ["a"]
+
+
+def test_a_chunked_body_s_coding_is_framing_not_payload() -> None:
+    """A streamed (chunked) answer: its payload counts as body, the chunk size lines, the
+    CRLFs after each chunk and the trailer as HTTP's own framing, however the bytes are cut."""
+    from tessera.testing.http_framing import MessageFramer
+
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    payload = [b"x" * 300, b"hello", b"y" * 17]
+    coded = b"".join(b"%x\r\n" % len(p) + p + b"\r\n" for p in payload) + b"0\r\n\r\n"
+    wire = head + coded
+    for cut in (1, 3, 7, 64, len(wire)):
+        framer = MessageFramer("response")
+        framer.methods.append("POST")
+        segments = [seg for at in range(0, len(wire), cut)
+                    for seg in framer.feed(wire[at:at + cut])]
+        kinds: dict[str, bytes] = {}
+        for seg in segments:
+            kinds[seg.kind] = kinds.get(seg.kind, b"") + seg.data
+        assert kinds["head"] == head
+        assert kinds["body"] == b"".join(payload)
+        assert len(kinds["framing"]) == len(coded) - sum(map(len, payload))
+        assert segments[-1].ends

@@ -161,7 +161,8 @@ class FrozenModel:
         if self.server is None:
             raise PushdownError(f"{self.spec.name} has no pushdown server")
         req = InferRequest(self.spec.name, split, array, tuple(int(s) for s in samples), 0,
-                           self.spec.sha256, cos_batch, output_dtype, timings)
+                           self.spec.sha256, cos_batch, output_dtype, timings,
+                           stream=self.server.config.stream)
         resp: ReadResponse = await self.server.infer(req, record)
         got = resp.results[0]
         if not isinstance(got, dict) or "features" not in got:

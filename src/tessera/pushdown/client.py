@@ -18,11 +18,13 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import numpy as np
 
 from tessera.config import PushdownConfig
 from tessera.errors import ProtocolError, PushdownError
 from tessera.pushdown.framing import (
     PROTOCOL_VERSION,
+    ItemError,
     ItemResult,
     ReadResponse,
     StreamDecoder,
@@ -169,8 +171,38 @@ class PushdownClient:
         """Run a model's frozen layers beside the store (``POST /v1/infer``): the response's
         one result holds ``features``; ``extra`` holds the server's phase timings,
         ``cos_batch_used``, ``model_cache`` and ``weights_sha256``. ``record`` as
-        :meth:`read` (kind ``pushdown``, priced as a pushdown request)."""
-        return await self._post("/v1/infer", encode_infer_request(req), 1, record, memory_gb)
+        :meth:`read` (kind ``pushdown``, priced as a pushdown request).
+
+        With ``req.stream`` the server sends each sample's features as it computes them
+        (one record per sample), gathered here into the one ``features`` array as they
+        arrive; an answer that stops early raises :class:`~tessera.errors.PushdownError`
+        naming how many samples it carried."""
+        body = encode_infer_request(req)
+        if not req.stream:
+            return await self._post("/v1/infer", body, 1, record, memory_gb)
+        n = len(req.samples)
+        out: list[np.ndarray] = []  # the gathered features, made at the first sample
+
+        def gather(index: int, result: ItemResult) -> None:
+            if isinstance(result, ItemError):
+                return
+            got = result.get("features")
+            if got is None:
+                raise ProtocolError(f"sample {index}'s record holds no features")
+            if not out:
+                out.append(np.empty((n, *got.shape), got.dtype))
+            if got.shape != out[0].shape[1:] or got.dtype != out[0].dtype:
+                raise ProtocolError(f"sample {index}'s features are {got.dtype} {got.shape}, "
+                                    f"the first sample's {out[0].dtype} {out[0].shape[1:]}")
+            out[0][index] = got
+
+        resp = await self._post("/v1/infer", body, n, record, memory_gb, gather)
+        missing = [r for r in resp.results if isinstance(r, ItemError)]
+        if missing or not out:
+            first = missing[0].error if missing else "no samples"
+            raise PushdownError(f"pushdown server {self.url}/v1/infer: the streamed answer "
+                                f"carried {n - len(missing)} of {n} samples ({first})")
+        return ReadResponse([{"features": out[0]}], resp.server_s, resp.extra)
 
     async def _post(self, path: str, body: bytes, expected: int,
                     record: Callable[[RequestRecord], None] | None, memory_gb: float,

@@ -35,7 +35,8 @@ by its magic)::
 
 Each item's record is sent as soon as the item is answered, in the order answers complete;
 its header is the item's entry as above (``offset`` counted from the start of the record's
-data). ``END``'s header is ``{"server_s": <seconds>, "items": <n>}``. Every item has exactly
+data). ``END``'s header is ``{"server_s": <seconds>, "items": <n>}`` plus the handler's own
+keys, as the whole response's header has them. Every item has exactly
 one record before ``END``; a stream that stops early (a server that timed out or failed
 mid-answer) leaves the items not yet sent to the client to fetch itself:
 :class:`StreamDecoder` names them ``ItemError(502, ...)``.
@@ -342,9 +343,11 @@ def encode_record(index: int, result: ItemResult) -> list[bytes | memoryview]:
     return [_RECORD.pack(index, len(header), nbytes) + header, *views]
 
 
-def stream_end(server_s: float, items: int) -> list[bytes]:
-    """The record that closes a streamed response."""
-    header = json.dumps({"server_s": server_s, "items": items},
+def stream_end(server_s: float, items: int, extra: dict[str, Any] | None = None,
+               ) -> list[bytes]:
+    """The record that closes a streamed response (``extra``: a handler's own header keys,
+    as :func:`encode_response`'s)."""
+    header = json.dumps({**(extra or {}), "server_s": server_s, "items": items},
                         separators=(",", ":")).encode()
     return [_RECORD.pack(END_INDEX, len(header), 0) + header]
 
@@ -360,6 +363,7 @@ class StreamDecoder:
         self.expected = expected
         self.results: dict[int, ItemResult] = {}
         self.server_s = 0.0
+        self.extra: dict[str, Any] = {}
         self.ended = False
         self._head = bytearray()
         self._want = _STREAM_PREFIX.size  # bytes of the head still wanted
@@ -445,6 +449,7 @@ class StreamDecoder:
         if items != self.expected or len(self.results) != self.expected:
             raise ProtocolError(f"streamed pushdown response ended with {len(self.results)} "
                                 f"of {self.expected} items")
+        self.extra = {k: v for k, v in header.items() if k not in ("server_s", "items")}
         self.ended = True
 
     def finish(self) -> ReadResponse:
@@ -452,5 +457,5 @@ class StreamDecoder:
         early) is ``ItemError(502, ...)``, for the client to fetch itself."""
         missing = ItemError(502, "the streamed answer stopped before this item")
         return ReadResponse([self.results.get(i, missing) for i in range(self.expected)],
-                            self.server_s)
+                            self.server_s, self.extra)
 

@@ -9,14 +9,18 @@ so nothing like code or weights can ride along)::
      "weights_sha256": "4e0c...",      # optional: 409 when the server's weights differ
      "cos_batch": 16,                  # optional: the server's batch (it may use less)
      "output_dtype": "<f4",            # optional: "<f4" (default) or "<f2" (lossy)
-     "timings": "phases"}              # optional: "phases" (default) or "layers"
+     "timings": "phases",              # optional: "phases" (default) or "layers"
+     "stream": true}                   # optional: features sent as they are computed
 
 The response is the framing of :mod:`tessera.pushdown.framing` with one result holding the
 buffer ``features`` ``(n, ...)`` in the request's sample order; the header adds ``phases``
 (seconds per phase: ``queue``, ``read``, ``load``, ``prep``, ``forward``, ``copy``), ``layers``
 (seconds per layer, with ``timings: "layers"``), ``cos_batch_used``, ``model_cache`` (``hit``
 or ``miss``) and ``weights_sha256``: :class:`InferHeader`, written and read by its
-``to_json`` / ``from_extra``.
+``to_json`` / ``from_extra``. With ``"stream": true`` the answer is the framing's streamed
+response instead: one record per sample (item ``i`` holds ``features`` of sample ``i``, shape
+``(...)``), sent as the server computes each server batch, and the same header keys in its
+end record; the server then holds one batch's activations and features at a time.
 
 >>> body = encode_infer_request(InferRequest("r18", 4, "imgs", (3, 1)))
 >>> req = parse_infer_request(body, Limits(), max_samples=512)
@@ -49,7 +53,7 @@ _SHA = re.compile(r"^[0-9a-f]{64}$")
 OUTPUT_DTYPES = ("<f4", "<f2")
 TIMINGS = ("phases", "layers")
 _TOP = {"protocol", "model", "split", "input", "weights_sha256", "cos_batch", "output_dtype",
-        "timings"}
+        "timings", "stream"}
 _INPUT = {"array", "samples", "sample_dim"}
 
 
@@ -67,6 +71,7 @@ class InferRequest:
     cos_batch: int | None = None
     output_dtype: str = "<f4"
     timings: str = "phases"
+    stream: bool = False
 
 
 def encode_infer_request(req: InferRequest) -> bytes:
@@ -82,6 +87,8 @@ def encode_infer_request(req: InferRequest) -> bytes:
         doc["output_dtype"] = req.output_dtype
     if req.timings != "phases":
         doc["timings"] = req.timings
+    if req.stream:
+        doc["stream"] = True
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
@@ -136,8 +143,11 @@ def parse_infer_request(body: bytes, limits: Limits, max_samples: int) -> InferR
     timings = doc.get("timings", "phases")
     if timings not in TIMINGS:
         raise ProtocolError(f"timings must be one of {', '.join(TIMINGS)}, got {timings!r}")
+    stream = doc.get("stream", False)
+    if not isinstance(stream, bool):
+        raise ProtocolError(f"stream must be true or false, got {stream!r}")
     return InferRequest(model, split, array, tuple(samples), sample_dim, sha, cos, dtype,
-                        timings)
+                        timings, stream)
 
 
 

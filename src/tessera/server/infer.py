@@ -175,6 +175,60 @@ class InferResult:
     header: InferHeader
 
 
+class ForwardPass:
+    """One infer request's forward pass once its samples are read and its model prefix is
+    loaded (:meth:`InferService.start`): iterating it yields the features of each server
+    batch in sample order, in the request's output dtype; :meth:`header` is complete once
+    the last batch is out. A streamed answer sends each batch as it comes, so the server
+    holds one batch's activations and features at a time."""
+
+    def __init__(self, service: InferService, req: InferRequest, hosted: HostedModel,
+                 cos: int, phases: dict[str, float], model: Any, x: Any, hit: bool) -> None:
+        self.service, self.req, self.hosted, self.cos = service, req, hosted, cos
+        self.phases, self.model, self.x, self.hit = phases, model, x, hit
+        self.used = cos
+        self.layers_s: list[float] | None = None
+        phases.setdefault("forward", 0.0)
+        phases.setdefault("copy", 0.0)
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        req, phases = self.req, self.phases
+        n = len(req.samples)
+        if self.model is None:  # emulated compute: the device's time, zeros as features
+            assert self.service.emulation is not None
+            name = self.hosted.spec.name
+            t = time.perf_counter()
+            with self.service.device_lock:
+                time.sleep(self.service.emulation.forward_s(name, req.split, n))
+            phases["forward"] = time.perf_counter() - t
+            if req.timings == "layers":
+                self.layers_s = self.service.emulation.layer_s(name, req.split, n)
+            shape = self.hosted.layers[req.split - 1].shape
+            for start in range(0, n, self.cos):
+                yield np.zeros((min(self.cos, n - start), *shape), req.output_dtype)
+            return
+        per_layer = [0.0] * req.split if req.timings == "layers" else None
+        self.layers_s = per_layer
+        batches = self.service.forward_batches(self.model, self.x, req, self.cos, per_layer)
+        while True:
+            t = time.perf_counter()
+            got = next(batches, None)
+            phases["forward"] += time.perf_counter() - t
+            if got is None:
+                return
+            h, self.used = got
+            t = time.perf_counter()
+            out = np.ascontiguousarray(h.numpy().astype(req.output_dtype, copy=False))
+            phases["copy"] += time.perf_counter() - t
+            yield out
+
+    def header(self) -> InferHeader:
+        """The answer's header (complete after the last batch)."""
+        return InferHeader(self.phases, self.used, "hit" if self.hit else "miss",
+                           self.hosted.spec.sha256,
+                           None if self.layers_s is None else list(self.layers_s))
+
+
 class InferService:
     """Runs infer requests for one server (blocking: the handler calls :meth:`run` in a
     worker thread)."""
@@ -231,48 +285,71 @@ class InferService:
 
     # -- one request ------------------------------------------------------------------------
     def run(self, req: InferRequest, hosted: HostedModel, cos: int) -> InferResult:
-        """Read, normalise, compute and time one request."""
+        """Read, normalise, compute and time one request; the features whole."""
+        run = self.start(req, hosted, cos)
+        features: np.ndarray | None = None
+        filled = 0
+        for batch in run:
+            if features is None:  # written batch by batch: no second copy of the features
+                features = np.empty((len(req.samples), *batch.shape[1:]), batch.dtype)
+            features[filled:filled + len(batch)] = batch
+            filled += len(batch)
+        assert features is not None
+        return InferResult(features, run.header())
+
+    def start(self, req: InferRequest, hosted: HostedModel, cos: int) -> ForwardPass:
+        """Read the request's samples and load its model prefix (timed); iterating the
+        result computes the features server batch by server batch."""
         phases: dict[str, float] = {}
         spec = hosted.spec
         t = time.perf_counter()
         stored = self._read(req, spec)
         phases["read"] = time.perf_counter() - t
-        layers_s: list[float] | None = None
         if self.emulation is not None:
-            t = time.perf_counter()
             phases["load"] = self.emulation.load_s(spec.name, req.split) \
                 if self.cache.capacity == 0 else 0.0
             time.sleep(phases["load"])
-            t = time.perf_counter()
-            with self.device_lock:
-                seconds = self.emulation.forward_s(spec.name, req.split, len(req.samples))
-                time.sleep(seconds)
             phases["prep"] = 0.0
-            phases["forward"] = time.perf_counter() - t
-            if req.timings == "layers":
-                layers_s = self.emulation.layer_s(spec.name, req.split, len(req.samples))
-            t = time.perf_counter()
-            shape = hosted.layers[req.split - 1].shape
-            features = np.zeros((len(req.samples), *shape), req.output_dtype)
-            phases["copy"] = time.perf_counter() - t
-            hit = self.cache.capacity > 0
-            used = cos
-        else:
-            t = time.perf_counter()
-            model, hit, _ = self.cache.get(hosted, req.split)
-            phases["load"] = time.perf_counter() - t
-            t = time.perf_counter()
-            x = spec.input.normalise(stored)
-            phases["prep"] = time.perf_counter() - t
-            t = time.perf_counter()
-            out, used, layers_s = self._forward(model, x, req, cos)
-            phases["forward"] = time.perf_counter() - t
-            t = time.perf_counter()
-            features = np.ascontiguousarray(out.numpy().astype(req.output_dtype, copy=False))
-            phases["copy"] = time.perf_counter() - t
-        header = InferHeader(phases, used, "hit" if hit else "miss", spec.sha256,
-                             None if layers_s is None else list(layers_s))
-        return InferResult(features, header)
+            return ForwardPass(self, req, hosted, cos, phases, None, stored,
+                               self.cache.capacity > 0)
+        t = time.perf_counter()
+        model, hit, _ = self.cache.get(hosted, req.split)
+        phases["load"] = time.perf_counter() - t
+        t = time.perf_counter()
+        x = spec.input.normalise(stored)
+        phases["prep"] = time.perf_counter() - t
+        return ForwardPass(self, req, hosted, cos, phases, model, x, hit)
+
+    def forward_batches(self, model: Any, x: Any, req: InferRequest, cos: int,
+                        per_layer: list[float] | None = None) -> Iterator[tuple[Any, int]]:
+        """Layers ``1..split`` of ``x`` in server batches of ``cos`` samples, halved on an
+        allocation failure (down to 1, then :class:`~tessera.errors.ServerBusyError`):
+        yields each batch's output and the batch size it ran at. ``per_layer`` (one entry per
+        layer) gathers seconds per layer."""
+        import torch
+
+        start = 0
+        while start < x.shape[0]:
+            try:
+                with torch.inference_mode(), denormals_flushed():
+                    h = x[start:start + cos]
+                    if per_layer is None:
+                        h = model.forward_to(h, req.split)
+                    else:
+                        for k, (_, fn) in enumerate(model.layers()[:req.split]):
+                            t = time.perf_counter()
+                            h = fn(h)
+                            per_layer[k] += time.perf_counter() - t
+            except RuntimeError as err:
+                if "alloc" not in str(err).lower():
+                    raise
+                if cos == 1:
+                    raise ServerBusyError(f"insufficient memory for split {req.split} of "
+                                          f"{req.model} even at a server batch of 1") from None
+                cos = max(1, cos // 2)
+                continue
+            yield h, cos
+            start += h.shape[0]
 
     def _array(self, path: str) -> Any:
         from tessera.array.factories import open_array
@@ -311,40 +388,6 @@ class InferService:
             raise UnprocessableError(f"input of array {req.array!r} is damaged: {err}") \
                 from None
         return np.moveaxis(data, req.sample_dim, 0)
-
-    def _forward(self, model: Any, x: Any, req: InferRequest, cos: int,
-                 ) -> tuple[Any, int, list[float] | None]:
-        import torch
-
-        per_layer = [0.0] * req.split if req.timings == "layers" else None
-        while True:
-            try:
-                out = None  # written chunk by chunk: no second copy of the features
-                with torch.inference_mode(), denormals_flushed():
-                    for start in range(0, x.shape[0], cos):
-                        h = x[start:start + cos]
-                        if per_layer is None:
-                            h = model.forward_to(h, req.split)
-                        else:
-                            for k, (_, fn) in enumerate(model.layers()[:req.split]):
-                                t = time.perf_counter()
-                                h = fn(h)
-                                per_layer[k] += time.perf_counter() - t
-                        if out is None:
-                            out = torch.empty((x.shape[0], *h.shape[1:]), dtype=h.dtype)
-                        out[start:start + h.shape[0]] = h
-                        del h
-                assert out is not None
-                return out, cos, per_layer
-            except RuntimeError as err:
-                if "alloc" not in str(err).lower() or cos == 1:
-                    if "alloc" in str(err).lower():
-                        raise ServerBusyError(f"insufficient memory for split {req.split} of "
-                                              f"{req.model} even at a server batch of 1") \
-                            from None
-                    raise
-                cos = max(1, cos // 2)
-                per_layer = [0.0] * req.split if per_layer is not None else None
 
 
 @contextlib.contextmanager

@@ -7,7 +7,9 @@ Besides the app's admission (one slot of ``max_concurrency`` like any request), 
 have their own limit: ``infer_concurrency`` compute at once, ``infer_queue`` more may wait,
 beyond that 503 with ``Retry-After``; so a burst of forward passes never starves tile reads of
 all slots. The forward pass runs in a worker thread (torch releases the GIL); the features go
-out without a copy (:func:`~tessera.server.framed.framed_response`).
+out without a copy (:func:`~tessera.server.framed.framed_response`), or, when the request asks
+for a streamed answer, sample by sample as each server batch is computed (the server then
+holds one batch's activations and features, not the whole request's).
 """
 
 from __future__ import annotations
@@ -15,15 +17,26 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from starlette.responses import Response
 
 from tessera.config import ServerConfig
 from tessera.errors import ServerBusyError
-from tessera.pushdown.framing import encode_response
-from tessera.pushdown.infer_items import parse_infer_request
+from tessera.pushdown.framing import (
+    RESPONSE_TYPE,
+    encode_record,
+    encode_response,
+    stream_end,
+    stream_prefix,
+)
+from tessera.pushdown.infer_items import InferHeader, InferRequest, parse_infer_request
 from tessera.server.framed import framed_response
-from tessera.server.handlers import Handler, HandlerFn, ServerContext
+from tessera.server.handlers import Handler, HandlerFn, ServerContext, Streamed
+
+if TYPE_CHECKING:
+    from tessera.server.infer import HostedModel
 
 
 def build(ctx: ServerContext) -> HandlerFn:
@@ -46,7 +59,16 @@ def build(ctx: ServerContext) -> HandlerFn:
 
     ctx.info_sections["infer"] = limits
 
-    async def infer(body: bytes, request_id: str) -> Response:
+    def count(n: int, header: InferHeader, cos: int) -> None:
+        ctx.metrics.count("infer_samples", "Samples run through frozen layers.", n)
+        ctx.metrics.count("model_cache_" + ("hits" if header.model_cache == "hit"
+                                            else "misses"),
+                          "Infer requests whose model prefix was (not) loaded already.")
+        if header.cos_batch_used < cos:
+            ctx.metrics.count("cos_batch_reductions", "Server batches halved on an "
+                              "allocation failure.")
+
+    async def infer(body: bytes, request_id: str) -> Response | Streamed:
         nonlocal waiting
         t0 = time.perf_counter()
         req = parse_infer_request(body, ctx.limits, cfg.max_infer_samples)
@@ -59,23 +81,42 @@ def build(ctx: ServerContext) -> HandlerFn:
             await slots.acquire()
         finally:
             waiting -= 1
+        queued = time.perf_counter() - t0
+        if req.stream:
+            return streamed(req, hosted, cos, t0, queued)
         try:
-            queued = time.perf_counter() - t0
             result = await asyncio.to_thread(service.run, req, hosted, cos)
         finally:
             slots.release()
         result.header.phases["queue"] = queued
-        n = len(req.samples)
-        ctx.metrics.count("infer_samples", "Samples run through frozen layers.", n)
-        ctx.metrics.count("model_cache_" + ("hits" if result.header.model_cache == "hit"
-                                            else "misses"),
-                          "Infer requests whose model prefix was (not) loaded already.")
-        if result.header.cos_batch_used < cos:
-            ctx.metrics.count("cos_batch_reductions", "Server batches halved on an "
-                              "allocation failure.")
+        count(len(req.samples), result.header, cos)
         server_s = time.perf_counter() - t0
         return framed_response(encode_response([{"features": result.features}], server_s,
                                                result.header.to_json()))
+
+    def streamed(req: InferRequest, hosted: HostedModel, cos: int, t0: float,
+                 queued: float) -> Streamed:
+        """Each sample's features sent as its server batch is computed; the compute slot
+        is held until the stream ends."""
+        async def body() -> AsyncIterator[bytes | memoryview]:
+            yield from_start[0]
+            run = await asyncio.to_thread(service.start, req, hosted, cos)
+            batches = iter(run)
+            index = 0
+            while (batch := await asyncio.to_thread(next, batches, None)) is not None:
+                for features in batch:
+                    for chunk in encode_record(index, {"features": features}):
+                        yield chunk
+                    index += 1
+            header = run.header()
+            header.phases["queue"] = queued
+            count(len(req.samples), header, cos)
+            for end in stream_end(time.perf_counter() - t0, len(req.samples),
+                                  header.to_json()):
+                yield end
+
+        from_start = stream_prefix()
+        return Streamed(body, RESPONSE_TYPE, done=slots.release)
 
     return infer
 

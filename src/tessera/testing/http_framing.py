@@ -2,7 +2,8 @@
 
 The link proxy forwards raw TCP bytes; this module tells it where each request or response
 starts and ends, and which bytes are head (start line + headers) and which are body, without
-buffering bodies. It understands Content-Length, chunked transfer coding, bodiless responses
+buffering bodies (a chunked body's coding bytes are told apart from its payload). It
+understands Content-Length, chunked transfer coding, bodiless responses
 (HEAD, 1xx, 204, 304) and bodies delimited by connection close. Anything it cannot parse turns
 it into a pass-through that reports plain body bytes.
 """
@@ -15,7 +16,7 @@ from typing import Literal
 
 MAX_HEAD_BYTES = 256 * 1024
 
-Kind = Literal["head", "body"]
+Kind = Literal["head", "body", "framing"]
 
 
 @dataclasses.dataclass
@@ -23,7 +24,9 @@ class Segment:
     """A run of bytes of one message.
 
     Attributes:
-        kind: ``head`` or ``body``.
+        kind: ``head``, ``body`` (the message's payload) or ``framing`` (the chunked transfer
+            coding's size lines, the CRLF after each chunk and the trailer: HTTP's own bytes
+            inside the body, not payload).
         data: the bytes.
         starts: True if this segment begins a new message.
         ends: True if the message ends with this segment.
@@ -173,7 +176,7 @@ class MessageFramer:
                 self._buf += view[pos:]
                 if len(self._buf) > MAX_HEAD_BYTES:
                     self._to_passthrough(out)
-                out.append(Segment("body", bytes(view[pos:]), method=self._method))
+                out.append(Segment("framing", bytes(view[pos:]), method=self._method))
                 return len(view)
             line = bytes(self._buf) + bytes(view[pos:pos + nl + 1])
             self._buf.clear()
@@ -192,7 +195,7 @@ class MessageFramer:
             elif line.strip() == b"":
                 end_msg = True
                 self._state = "head"
-            out.append(Segment("body", bytes(view[pos:pos + nl + 1]), ends=end_msg,
+            out.append(Segment("framing", bytes(view[pos:pos + nl + 1]), ends=end_msg,
                                method=self._method))
             return pos + nl + 1
         if self._state == "chunk_data":
@@ -207,5 +210,5 @@ class MessageFramer:
         self._remaining -= n
         if self._remaining == 0:
             self._state = "chunk_size"
-        out.append(Segment("body", bytes(view[pos:pos + n]), method=self._method))
+        out.append(Segment("framing", bytes(view[pos:pos + n]), method=self._method))
         return pos + n

@@ -58,7 +58,8 @@ class LinkCounters:
     counted as they are handed to the receiving socket (so never behind what the receiver
     holds, whatever the machine's load).
     ``requests``: HTTP requests seen (injected failures included); ``responses``: responses
-    delivered (from the server or injected). Head and body bytes are split by the HTTP framer;
+    delivered (from the server or injected). Head and body bytes are split by the HTTP framer
+    (a chunked body's coding bytes count as head: HTTP's framing, not payload);
     ``*_head_bytes + *_body_bytes`` equals the direction's byte total.
     """
 
@@ -363,7 +364,7 @@ class _Connection:
             if status is not None:
                 self.methods.pop()  # the server never answers this request
                 self.swallowing = status
-        link._count("request_head_bytes" if seg.kind == "head" else "request_body_bytes",
+        link._count("request_body_bytes" if seg.kind == "body" else "request_head_bytes",
                     len(seg.data))
         if self.swallowing:
             link._count("bytes_up", len(seg.data))  # it did cross the link
@@ -418,7 +419,7 @@ class _Connection:
             if seg.status >= 200 or seg.status == 0:
                 link._count("responses")
                 link._count_status(seg.status)
-        link._count("response_head_bytes" if seg.kind == "head" else "response_body_bytes",
+        link._count("response_body_bytes" if seg.kind == "body" else "response_head_bytes",
                     len(data))
         reset_now = False
         if self.reset_budget is not None:

@@ -147,7 +147,10 @@ def test_emulated_compute_sends_real_bytes(served: Any, make_app: Any, tmp_path:
     assert feats.shape == (3, 64, 8, 8) and not feats.any()
 
 
-def test_damaged_input_is_422_naming_the_tile(served: Any) -> None:
+@pytest.mark.parametrize("stream", [False, True])
+def test_damaged_input_is_422_naming_the_tile(served: Any, stream: bool) -> None:
+    """Streamed or not: the samples are read before the answer starts, so a damaged input
+    is a 422, not a stream cut short."""
     data = [p for p in (served.root / "imgs").rglob("*") if p.is_file()
             and p.stat().st_size > 10_000]
     target = max(data, key=lambda p: p.stat().st_size)
@@ -155,7 +158,7 @@ def test_damaged_input_is_422_naming_the_tile(served: Any) -> None:
     for i in range(0, len(raw), 97):
         raw[i] ^= 0xFF
     target.write_bytes(bytes(raw))
-    [r] = post(served.app, req(samples=tuple(range(48))))
+    [r] = post(served.app, req(samples=tuple(range(48)), stream=stream))
     assert r.status_code == 422 and "damaged" in r.json()["error"]
 
 

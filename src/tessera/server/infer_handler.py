@@ -36,7 +36,7 @@ from tessera.server.framed import framed_response
 from tessera.server.handlers import Handler, HandlerFn, ServerContext, Streamed
 
 if TYPE_CHECKING:
-    from tessera.server.infer import HostedModel
+    from tessera.server.infer import ForwardPass
 
 
 def build(ctx: ServerContext) -> HandlerFn:
@@ -82,8 +82,13 @@ def build(ctx: ServerContext) -> HandlerFn:
         finally:
             waiting -= 1
         queued = time.perf_counter() - t0
-        if req.stream:
-            return streamed(req, hosted, cos, t0, queued)
+        if req.stream:  # read and load here: their errors still get their statuses
+            try:
+                run = await asyncio.to_thread(service.start, req, hosted, cos)
+            except BaseException:
+                slots.release()
+                raise
+            return streamed(req, run, cos, t0, queued)
         try:
             result = await asyncio.to_thread(service.run, req, hosted, cos)
         finally:
@@ -94,13 +99,13 @@ def build(ctx: ServerContext) -> HandlerFn:
         return framed_response(encode_response([{"features": result.features}], server_s,
                                                result.header.to_json()))
 
-    def streamed(req: InferRequest, hosted: HostedModel, cos: int, t0: float,
+    def streamed(req: InferRequest, run: ForwardPass, cos: int, t0: float,
                  queued: float) -> Streamed:
         """Each sample's features sent as its server batch is computed; the compute slot
         is held until the stream ends."""
         async def body() -> AsyncIterator[bytes | memoryview]:
-            yield from_start[0]
-            run = await asyncio.to_thread(service.start, req, hosted, cos)
+            for head in stream_prefix():
+                yield head
             batches = iter(run)
             index = 0
             while (batch := await asyncio.to_thread(next, batches, None)) is not None:
@@ -115,7 +120,6 @@ def build(ctx: ServerContext) -> HandlerFn:
                                   header.to_json()):
                 yield end
 
-        from_start = stream_prefix()
         return Streamed(body, RESPONSE_TYPE, done=slots.release)
 
     return infer

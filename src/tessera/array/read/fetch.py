@@ -131,12 +131,10 @@ class TileFetcher:
             self._charged[position] = need
         try:
             return await self._fetch_tile(position, threaded)
-        except CorruptDataError as err:  # say which tile, as fields as well as in words
-            annotate(err, self.array_url, self.reads[position])
-            self._give_back(position)
-            raise
-        except BaseException:
-            self._give_back(position)
+        except BaseException as err:
+            self._give_back(position)  # a failed or cancelled fetch holds nothing
+            if isinstance(err, CorruptDataError):  # say which tile, as fields and in words
+                annotate(err, self.array_url, self.reads[position])
             raise
 
     async def _fetch_tile(self, position: int, threaded: bool) -> np.ndarray:

@@ -86,3 +86,4 @@ def test_explain_split_prices_the_plan_and_weighs_dollars(tmp_path: Path) -> Non
     assert "phi 1e+09 s/$" in paid.output and "no prices" not in paid.output
     chosen = [line for line in paid.output.splitlines() if "<- chosen" in line]
     assert chosen and chosen[0].split()[0] == "2"  # the fewest bytes: the fewest dollars
+    assert "materialise features of 2 b" in " ".join(paid.output.split())  # the rule's line

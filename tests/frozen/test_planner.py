@@ -154,3 +154,41 @@ def test_list_prices_move_the_choice_to_the_split_that_moves_fewer_bytes() -> No
     text = choose(priced, 32, 8, samples=3200, phi=5.0).explain()
     assert "phi 5 s/$" in text and "$/epoch" in text and "no prices" not in text
     assert "no prices" in choose(p, 32, 8, samples=3200).explain()
+
+
+def test_materialising_pays_from_the_break_even_on() -> None:
+    """Features at F read back cost less per epoch than recomputing: materialising pays from
+    the break-even on (and not one epoch before); the cost of each side is in the rule."""
+    plan = choose(BASE, 32, 8, samples=3200)
+    rule = plan.materialise()
+    assert rule.split == 3 and rule.feasible
+    assert rule.read_s < rule.recompute_s and rule.write_s > 0
+    even = rule.break_even
+    # the spec's inequality, both sides: (E - 1) x recompute > write + (E - 1) x read
+    assert abs((even - 1) * rule.recompute_s - (rule.write_s + (even - 1) * rule.read_s)) \
+        < 1e-9
+    assert rule.pays(int(even) + 1) and not rule.pays(int(even) - 1 if even > 1 else 0)
+    assert f"pays from {int(-(-even // 1))} epochs on" in plan.explain()
+
+
+def test_materialising_never_pays_when_reading_features_back_is_slower() -> None:
+    """Large features at F over a slow link take longer to read back than recomputing at the
+    chosen (earlier) split."""
+    slow = dataclasses.replace(BASE, out_bytes=(4000, 1000, 500_000, 40), bandwidth=1e5)
+    rule = choose(slow, 32, 8, samples=3200).materialise()
+    assert rule.break_even == float("inf") and not rule.pays(10**6)
+    assert "never pays" in choose(slow, 32, 8, samples=3200).explain()
+
+
+def test_storage_and_dollars_move_the_break_even() -> None:
+    """With phi > 0 the dollars of storing the features (a price given: the tables have
+    none) push the break-even later; an infeasible F cannot be materialised."""
+    p = dataclasses.replace(BASE, dollars_per_byte=1e-6)
+    plan = choose(p, 32, 8, samples=3200, phi=100.0)
+    free = plan.materialise()
+    priced = plan.materialise(months=12, storage_usd_per_gb_month=1000.0)
+    assert priced.storage_usd > 0 and priced.break_even > free.break_even
+    blocked = dataclasses.replace(BASE, server_peak_bytes=(10, 10, 10**9),
+                                  server_memory_bytes=10**6)
+    rule = choose(blocked, 32, 8, samples=3200).materialise()
+    assert not rule.feasible and "not possible" in rule.line()

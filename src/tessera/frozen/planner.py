@@ -250,7 +250,84 @@ class SplitPlan:
         if self.rule != "sum":
             nsg = _pick(self.candidates, "sum", p)
             lines.append(f"NSG (sum rule) would pick {nsg}")
+        lines.append(self.materialise().line())
         return "\n".join(lines)
+
+    def materialise(self, months: float = 1.0, storage_usd_per_gb_month: float = 0.0,
+                    ) -> MaterialiseRule:
+        """Whether to materialise the features of ``F`` (:func:`~tessera.frozen.materialize`)
+        instead of recomputing the chosen split every epoch (spec 5.4): worth it, with no
+        random augmentation, for ``E`` epochs when ``(E - 1) x recompute > write + storage
+        + (E - 1) x read``, each side in seconds plus ``phi`` x dollars. *write*: the first
+        epoch runs at ``F`` (its extra over the chosen split) and writes ``N x o_F`` bytes
+        back to the store; *read*: an epoch reading them (one request per iteration) while
+        the client trains; *storage*: ``months`` of ``N x o_F`` bytes at
+        ``storage_usd_per_gb_month`` (0: not priced; the price tables carry no storage
+        price).
+
+        >>> p = SplitProfile(names=("a", "b", "c"), out_bytes=(4000, 40, 4),
+        ...                  input_bytes=3000, freeze=2, server_fwd_s=(0.01, 0.01),
+        ...                  client_fwd_s=(0.01, 0.01, 0.0), train_s=0.001, bandwidth=1e6)
+        >>> rule = choose(p, batch=8, request=8, samples=800).materialise()
+        >>> round(rule.break_even, 1), rule.pays(1), rule.pays(2)
+        (1.9, False, True)
+        """
+        p = self.profile
+        f = p.freeze
+        chosen, at_f = self.candidate(self.split), self.candidate(f)
+        o = p.out_bytes[f - 1]
+        nbytes = self.samples * o
+        iterations = math.ceil(self.samples / self.batch)
+        write_s = max(0.0, at_f.epoch_s - chosen.epoch_s) + nbytes / p.bandwidth
+        write_usd = max(0.0, at_f.dollars - chosen.dollars)
+        fetch = self.batch * o / p.bandwidth + p.rtt_s  # one iteration's features
+        read_s = iterations * max(at_f.client_s, fetch) + fetch  # the first one waits
+        read_usd = iterations * p.dollars_per_request + nbytes * p.dollars_per_byte
+        storage_usd = months * nbytes / 2**30 * storage_usd_per_gb_month
+        phi = self.phi
+        once = write_s + phi * (write_usd + storage_usd)
+        saved = (chosen.epoch_s + phi * chosen.dollars) - (read_s + phi * read_usd)
+        feasible = at_f.feasible and math.isfinite(chosen.epoch_s)
+        even = 1 + once / saved if feasible and saved > 0 else math.inf
+        return MaterialiseRule(f, p.names[f - 1], feasible, chosen.epoch_s, chosen.dollars,
+                               write_s, write_usd, read_s, read_usd, storage_usd, even)
+
+
+@dataclasses.dataclass(frozen=True)
+class MaterialiseRule:
+    """Materialising the features of split ``split`` against recomputing the chosen split
+    every epoch (:meth:`SplitPlan.materialise`): seconds and dollars of one epoch
+    recomputed, of the one-off write, of one epoch reading the features back, of storing
+    them, and the number of epochs from which materialising costs less (``inf``: never)."""
+
+    split: int
+    layer: str
+    feasible: bool
+    recompute_s: float
+    recompute_usd: float
+    write_s: float
+    write_usd: float
+    read_s: float
+    read_usd: float
+    storage_usd: float
+    break_even: float
+
+    def pays(self, epochs: int) -> bool:
+        """True if materialising costs less over ``epochs`` epochs."""
+        return epochs >= self.break_even
+
+    def line(self) -> str:
+        """The line ``explain`` prints."""
+        head = f"materialise features of {self.split} {self.layer}"
+        if not self.feasible:
+            return f"{head}: not possible (split {self.split} is not feasible)"
+        sides = (f"write {self.write_s:.2f} s ${self.write_usd + self.storage_usd:.4f} once, "
+                 f"then {self.read_s:.2f} s ${self.read_usd:.4f} per epoch against "
+                 f"{self.recompute_s:.2f} s ${self.recompute_usd:.4f} recomputed")
+        if math.isinf(self.break_even):
+            return f"{head}: {sides}: never pays (reading them back is not cheaper)"
+        return (f"{head}: {sides}: pays from {math.ceil(self.break_even)} epochs on, with no "
+                "random augmentation (tessera.frozen.materialize)")
 
 
 def _size(n: int) -> str:

@@ -19,6 +19,7 @@ from tessera.frozen.manifest import read_manifest  # noqa: E402
 from tessera.frozen.remote import FrozenModel  # noqa: E402
 from tessera.pushdown.framing import decode_response  # noqa: E402
 from tessera.pushdown.infer_items import (  # noqa: E402
+    Augment,
     InferHeader,
     InferRequest,
     encode_infer_request,
@@ -330,3 +331,58 @@ def test_a_streamed_answer_that_stops_early_is_a_pushdown_error(
     monkeypatch.setattr(InferService, "forward_batches", real)
     [again] = post(app, req(samples=(1,), stream=True))
     assert again.status_code == 200
+
+
+SIZE = 32  # the r18 test model's input (conftest)
+
+
+def _remote(served: Any) -> FrozenModel:
+    net = FrozenModel.local(read_manifest(served.models)[0], served.models)
+    net.server = served.client()
+    return net
+
+
+@pytest.mark.parametrize("split", [2, 8])
+def test_region_inputs_equal_local_computation_on_the_same_crops(served: Any,
+                                                                 split: int) -> None:
+    """Crops of different sizes, resized to the model's input on the server, give the
+    features the client computes from the same crops; a full-size region is the whole
+    sample, exactly."""
+    net = _remote(served)
+    samples = [3, 1, 5]
+    regions = ((2, 3, 20, 24), (0, 0, SIZE, SIZE), (10, 4, 22, 9))
+    got = asyncio.run(net.remote_features("imgs", samples, split, regions=regions)).features
+    local = net.local_crop_features(served.array, samples, split, regions=regions)
+    assert net.compare(got, local, split) <= 1e-4
+    whole = asyncio.run(net.remote_features("imgs", samples, split)).features
+    assert np.array_equal(got[1], whole[1]) and not np.allclose(got[0], whole[0])
+
+
+@pytest.mark.parametrize("split", [2, 8])
+def test_seeded_augmentation_is_reproduced_here(served: Any, split: int) -> None:
+    """Random crops and flips drawn per sample from (seed, sample): the server's features
+    equal the client's on the same seed; another seed gives other features."""
+    net = _remote(served)
+    samples = [0, 7, 9, 2]
+    aug = Augment(seed=11, crop=(24, 24))
+    got = asyncio.run(net.remote_features("imgs", samples, split, augment=aug)).features
+    local = net.local_crop_features(served.array, samples, split, augment=aug)
+    assert net.compare(got, local, split) <= 1e-4
+    draws = [aug.draw(s, SIZE, SIZE) for s in samples]
+    assert len({d[2] for d in draws}) == 2  # some flipped, some not (seeded: always so)
+    other = asyncio.run(net.remote_features("imgs", samples, split,
+                                            augment=Augment(12, (24, 24)))).features
+    assert not np.allclose(got, other)
+
+
+@pytest.mark.parametrize("change, status, words", [
+    ({"regions": ((0, 0, 40, 8),) * 3}, 422, "outside its 32 x 32"),
+    ({"regions": ((0, 0, 8, 8),)}, 400, "one [top, left, height, width] per sample"),
+    ({"augment": Augment(1, (99, 99))}, 422, "larger than the stored samples"),
+    ({"regions": ((0, 0, 8, 8),) * 3, "augment": Augment(1, (8, 8))}, 400,
+     "exclude each other"),
+])
+def test_bad_crops_are_refused_naming_what_is_wrong(served: Any, change: dict[str, Any],
+                                                     status: int, words: str) -> None:
+    [r] = post(served.app, req(**change))
+    assert r.status_code == status and words in r.json()["error"], r.text

@@ -35,7 +35,7 @@ from tessera.frozen.manifest import InputSpec, ModelSpec
 from tessera.frozen.weights import load_model, sha256_file
 from tessera.pushdown.client import PushdownClient
 from tessera.pushdown.framing import ReadResponse
-from tessera.pushdown.infer_items import InferHeader, InferRequest
+from tessera.pushdown.infer_items import Augment, InferHeader, InferRequest, Region
 
 #: features agree when ``max|a - b| <= RTOL * max|b|`` (measured worst: 1.6e-6; docs/frozen.md)
 RTOL = {"<f4": 1e-4, "<f2": 1e-2}
@@ -153,16 +153,35 @@ class FrozenModel:
         with torch.inference_mode():
             return self.forward_range(self.normalise(stored), 1, split)
 
+    def local_crop_features(self, data: Any, samples: list[int], split: int, *,
+                            regions: tuple[Region, ...] | None = None,
+                            augment: Augment | None = None) -> torch.Tensor:
+        """Layers ``1..split`` computed here on crops of ``samples`` of the array ``data``
+        (explicit ``regions`` or seeded ``augment``), made as the server makes them
+        (:mod:`tessera.frozen.inputs`): what :meth:`remote_features` with the same crops
+        returns."""
+        from tessera.frozen.inputs import cropped_inputs
+
+        with torch.inference_mode():
+            x = cropped_inputs(data, samples, self.spec.input, regions, augment)
+            return self.forward_range(x, 1, split)
+
     async def remote_features(self, array: str, samples: list[int], split: int, *,
                               cos_batch: int | None = None, output_dtype: str = "<f4",
-                              timings: str = "phases", record: Any = None) -> Features:
+                              timings: str = "phases", record: Any = None,
+                              regions: tuple[Region, ...] | None = None,
+                              augment: Augment | None = None) -> Features:
         """Layers ``1..split`` of ``samples`` of the array at ``array`` (below the server's
-        root) computed by the server; raises :class:`~tessera.errors.PushdownError`."""
+        root) computed by the server, of crops of them with ``regions`` (one
+        ``(top, left, height, width)`` per sample) or ``augment`` (seeded random crops and
+        flips), resized to the model's input on the server; raises
+        :class:`~tessera.errors.PushdownError`."""
         if self.server is None:
             raise PushdownError(f"{self.spec.name} has no pushdown server")
         req = InferRequest(self.spec.name, split, array, tuple(int(s) for s in samples), 0,
                            self.spec.sha256, cos_batch, output_dtype, timings,
-                           stream=self.server.config.stream)
+                           stream=self.server.config.stream, regions=regions,
+                           augment=augment)
         resp: ReadResponse = await self.server.infer(req, record)
         got = resp.results[0]
         if not isinstance(got, dict) or "features" not in got:

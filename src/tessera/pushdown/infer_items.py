@@ -5,12 +5,20 @@ Request body (JSON; every key but the optional ones is required, **unknown keys 
 so nothing like code or weights can ride along)::
 
     {"protocol": 1, "model": "resnet18-in1k", "split": 8,
-     "input": {"array": "datasets/imagenet224u8", "samples": [17, 4, 99], "sample_dim": 0},
+     "input": {"array": "datasets/imagenet224u8", "samples": [17, 4, 99], "sample_dim": 0,
+               "regions": [[top, left, height, width], ...],   # optional: one per sample
+               "augment": {"seed": 7, "crop": [h, w], "flip": true}},  # optional
      "weights_sha256": "4e0c...",      # optional: 409 when the server's weights differ
      "cos_batch": 16,                  # optional: the server's batch (it may use less)
      "output_dtype": "<f4",            # optional: "<f4" (default) or "<f2" (lossy)
      "timings": "phases",              # optional: "phases" (default) or "layers"
      "stream": true}                   # optional: features sent as they are computed
+
+``regions`` crop each sample (rows ``top..top+height``, columns ``left..left+width`` of its
+last two dimensions) before it is normalised and resized to the model's input (bilinear);
+``augment`` draws, per sample, a random ``crop`` and (with ``flip``) a horizontal flip from a
+generator seeded by ``(seed, sample index)``, so the client can reproduce them
+(:mod:`tessera.frozen.inputs`). Both need ``sample_dim`` 0 and exclude each other.
 
 The response is the framing of :mod:`tessera.pushdown.framing` with one result holding the
 buffer ``features`` ``(n, ...)`` in the request's sample order; the header adds ``phases``
@@ -54,7 +62,36 @@ OUTPUT_DTYPES = ("<f4", "<f2")
 TIMINGS = ("phases", "layers")
 _TOP = {"protocol", "model", "split", "input", "weights_sha256", "cos_batch", "output_dtype",
         "timings", "stream"}
-_INPUT = {"array", "samples", "sample_dim"}
+_INPUT = {"array", "samples", "sample_dim", "regions", "augment"}
+_AUGMENT = {"seed", "crop", "flip"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Augment:
+    """Seeded augmentation of each sample (see the module docs): a random ``crop`` of
+    ``(height, width)`` and, with ``flip``, a horizontal flip with probability 1/2, drawn from
+    ``numpy.random.default_rng((seed, sample))``."""
+
+    seed: int
+    crop: tuple[int, int]
+    flip: bool = True
+
+    def draw(self, sample: int, height: int, width: int) -> tuple[int, int, bool]:
+        """``(top, left, flipped)`` for ``sample`` of a stored ``height x width``.
+
+        >>> Augment(7, (4, 4)).draw(3, 8, 8) == Augment(7, (4, 4)).draw(3, 8, 8)
+        True
+        """
+        import numpy as np
+
+        rng = np.random.default_rng((self.seed, sample))
+        top = int(rng.integers(0, height - self.crop[0] + 1))
+        left = int(rng.integers(0, width - self.crop[1] + 1))
+        return top, left, bool(self.flip and rng.random() < 0.5)
+
+
+#: A sample's crop: ``(top, left, height, width)``.
+Region = tuple[int, int, int, int]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,13 +109,21 @@ class InferRequest:
     output_dtype: str = "<f4"
     timings: str = "phases"
     stream: bool = False
+    regions: tuple[Region, ...] | None = None
+    augment: Augment | None = None
 
 
 def encode_infer_request(req: InferRequest) -> bytes:
     """The JSON body of ``req``."""
+    inp: dict[str, Any] = {"array": req.array, "samples": list(req.samples),
+                           "sample_dim": req.sample_dim}
+    if req.regions is not None:
+        inp["regions"] = [list(r) for r in req.regions]
+    if req.augment is not None:
+        inp["augment"] = {"seed": req.augment.seed, "crop": list(req.augment.crop),
+                          "flip": req.augment.flip}
     doc: dict[str, Any] = {"protocol": PROTOCOL_VERSION, "model": req.model, "split": req.split,
-                           "input": {"array": req.array, "samples": list(req.samples),
-                                     "sample_dim": req.sample_dim}}
+                           "input": inp}
     if req.weights_sha256 is not None:
         doc["weights_sha256"] = req.weights_sha256
     if req.cos_batch is not None:
@@ -146,8 +191,53 @@ def parse_infer_request(body: bytes, limits: Limits, max_samples: int) -> InferR
     stream = doc.get("stream", False)
     if not isinstance(stream, bool):
         raise ProtocolError(f"stream must be true or false, got {stream!r}")
+    regions, augment = _regions(inp, len(samples)), _augment(inp)
+    if (regions is not None or augment is not None) and sample_dim != 0:
+        raise ProtocolError("input.regions and input.augment need input.sample_dim 0")
+    if regions is not None and augment is not None:
+        raise ProtocolError("input.regions and input.augment exclude each other (augment "
+                            "draws its own crops)")
     return InferRequest(model, split, array, tuple(samples), sample_dim, sha, cos, dtype,
-                        timings, stream)
+                        timings, stream, regions, augment)
+
+
+def _box(v: Any, n: int, low: int) -> bool:
+    return isinstance(v, list) and len(v) == n and all(is_int(x) and low <= x < 1 << 31
+                                                       for x in v)
+
+
+def _regions(inp: dict[str, Any], count: int) -> tuple[Region, ...] | None:
+    raw = inp.get("regions")
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or len(raw) != count:
+        raise ProtocolError(f"input.regions must be a list of one [top, left, height, width] "
+                            f"per sample ({count})")
+    out = []
+    for i, r in enumerate(raw):
+        if not _box(r, 4, 0) or r[2] < 1 or r[3] < 1:
+            raise ProtocolError(f"input.regions[{i}] must be [top, left, height, width]: "
+                                f"integers >= 0, height and width >= 1, got {r!r:.60}")
+        out.append((r[0], r[1], r[2], r[3]))
+    return tuple(out)
+
+
+def _augment(inp: dict[str, Any]) -> Augment | None:
+    raw = inp.get("augment")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ProtocolError("input.augment must be an object {seed, crop, flip}")
+    _unknown(raw, _AUGMENT, "input.augment")
+    seed, crop, flip = raw.get("seed"), raw.get("crop"), raw.get("flip", True)
+    if not is_int(seed) or not 0 <= seed < 1 << 63:
+        raise ProtocolError(f"input.augment.seed must be a non-negative integer, got {seed!r}")
+    if not isinstance(crop, list) or not _box(crop, 2, 1):
+        raise ProtocolError(f"input.augment.crop must be [height, width] of positive "
+                            f"integers, got {crop!r:.60}")
+    if not isinstance(flip, bool):
+        raise ProtocolError(f"input.augment.flip must be true or false, got {flip!r}")
+    return Augment(seed, (crop[0], crop[1]), flip)
 
 
 

@@ -26,9 +26,9 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -45,11 +45,13 @@ from tessera.errors import (
     UnprocessableError,
     WeightsMismatchError,
 )
+from tessera.frozen.inputs import crop_boxes, prepare, read_crops
 from tessera.frozen.manifest import ModelSpec, read_manifest, writable_warning
 from tessera.pushdown.infer_items import InferHeader, InferRequest
 from tessera.storage.blocking import Store
 
 log = logging.getLogger("tessera.server")
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -303,7 +305,15 @@ class InferService:
         phases: dict[str, float] = {}
         spec = hosted.spec
         t = time.perf_counter()
-        stored = self._read(req, spec)
+        cropped = req.regions is not None or req.augment is not None
+        if cropped:  # crops of each sample, read as one union, prepared below
+            arr = self._array(req.array)
+            self._in_range(req, arr.shape[0])
+            boxes = crop_boxes(req.samples, tuple(arr.shape[1:]), spec.input, req.regions,
+                               req.augment)
+            stored: Any = self._damage_named(req, lambda: read_crops(arr, req.samples, boxes))
+        else:
+            stored = self._read(req, spec)
         phases["read"] = time.perf_counter() - t
         if self.emulation is not None:
             phases["load"] = self.emulation.load_s(spec.name, req.split) \
@@ -316,7 +326,8 @@ class InferService:
         model, hit, _ = self.cache.get(hosted, req.split)
         phases["load"] = time.perf_counter() - t
         t = time.perf_counter()
-        x = spec.input.normalise(stored)
+        x = (prepare(stored, [f for _, f in boxes], spec.input) if cropped
+             else spec.input.normalise(stored))
         phases["prep"] = time.perf_counter() - t
         return ForwardPass(self, req, hosted, cos, phases, model, x, hit)
 
@@ -375,19 +386,25 @@ class InferService:
             raise UnprocessableError(
                 f"array {req.array!r} has shape {shape}; {spec.name} takes samples of "
                 f"{want} along input.sample_dim {req.sample_dim}")
-        n = shape[req.sample_dim]
+        self._in_range(req, shape[req.sample_dim])
+        sel: list[Any] = [slice(None)] * len(shape)
+        sel[req.sample_dim] = list(req.samples)
+        data = self._damage_named(req, lambda: np.asarray(arr.oindex[tuple(sel)]))
+        return np.moveaxis(data, req.sample_dim, 0)
+
+    def _in_range(self, req: InferRequest, n: int) -> None:
         bad = [s for s in req.samples if s >= n]
         if bad:
             raise UnprocessableError(f"samples {bad[:5]} are outside 0..{n - 1} of array "
                                      f"{req.array!r}")
-        sel: list[Any] = [slice(None)] * len(shape)
-        sel[req.sample_dim] = list(req.samples)
+
+    def _damage_named(self, req: InferRequest, read: Callable[[], T]) -> T:
+        """``read()``, a damaged input answered 422 naming the array."""
         try:
-            data = np.asarray(arr.oindex[tuple(sel)])
+            return read()
         except CorruptDataError as err:
             raise UnprocessableError(f"input of array {req.array!r} is damaged: {err}") \
                 from None
-        return np.moveaxis(data, req.sample_dim, 0)
 
 
 @contextlib.contextmanager

@@ -70,20 +70,25 @@ def read_crops(arr: Array, samples: tuple[int, ...] | list[int],
 
 def prepare(crops: list[np.ndarray], flips: list[bool], spec: InputSpec) -> torch.Tensor:
     """The model's float32 input ``(n, C, H, W)`` from stored crops: normalised, flipped
-    where asked, resized to the input's height and width when the crop differs."""
+    where asked, resized to the input's height and width when the crop differs. Crops of
+    one shape (all of them, with ``augment``) go through each step together."""
     import torch
     import torch.nn.functional as F
 
     size = (spec.height, spec.width)
     out = torch.empty((len(crops), spec.channels, *size), dtype=torch.float32)
-    for i, (crop, flip) in enumerate(zip(crops, flips, strict=True)):
-        x = spec.normalise(crop[None])
-        if flip:
-            x = x.flip(-1)
-        if tuple(x.shape[-2:]) != size:
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, crop in enumerate(crops):
+        groups.setdefault(crop.shape, []).append(i)
+    for shape, members in groups.items():
+        x = spec.normalise(np.stack([crops[i] for i in members]))
+        flipped = [k for k, i in enumerate(members) if flips[i]]
+        if flipped:
+            x[flipped] = x[flipped].flip(-1)
+        if tuple(shape[-2:]) != size:
             x = F.interpolate(x, size=size, mode="bilinear", align_corners=False,
                               antialias=False)
-        out[i] = x[0]
+        out[members] = x
     return out
 
 

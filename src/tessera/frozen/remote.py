@@ -77,12 +77,7 @@ class FrozenModel:
         from its ``/v1/info``), with the same weights read from the local file ``weights``;
         raises :class:`~tessera.errors.FeatureMismatchError` when the file's sha256 is not
         the server's (features would differ)."""
-        if not isinstance(url, (str, PushdownClient)) or (isinstance(url, str) and "," in url):
-            raise InvalidArgumentError(
-                f"a frozen model is served by one pushdown server (a URL or a "
-                f"PushdownClient), got {url!r:.120}; fleets of servers serve array reads "
-                "only (docs/scale.md)")
-        client = url if isinstance(url, PushdownClient) else PushdownClient(url, token)
+        client = one_server(url, token, "a frozen model is served by")
         info = run_sync(client.info())
         models = {m.get("name"): m for m in info.get("models", []) if isinstance(m, dict)}
         if name not in models:
@@ -215,6 +210,27 @@ class FrozenModel:
                 f"{(server_sha256 or '?')[:12]}...; likely cause: other "
                 "weights on one side, or frozen layers run in train mode (BatchNorm)")
         return rel
+
+
+def one_server(pushdown: Any, token: str | None = None,
+               who: str = "frozen-layer pushdown needs") -> PushdownClient:
+    """``pushdown`` (a URL or a :class:`~tessera.pushdown.client.PushdownClient`) as one
+    client; a list or a comma-joined set of servers is refused naming ``who`` asked: fleets
+    serve array reads only.
+
+    >>> try:
+    ...     one_server("http://a:1,http://b:1")
+    ... except InvalidArgumentError as err:
+    ...     print(str(err)[:60])
+    frozen-layer pushdown needs one pushdown server (a URL or a
+    """
+    if isinstance(pushdown, PushdownClient):
+        return pushdown
+    if isinstance(pushdown, str) and "," not in pushdown:
+        return PushdownClient(pushdown, token)
+    raise InvalidArgumentError(f"{who} one pushdown server (a URL or a PushdownClient), got "
+                               f"{pushdown!r:.120}; fleets of servers serve array reads only "
+                               "(docs/scale.md)")
 
 
 def fatal(err: PushdownError) -> TesseraError | None:

@@ -46,7 +46,14 @@ from tessera.errors import (
 from tessera.frozen.emulate import Emulation
 from tessera.frozen.inventory import FLOAT_BYTES, peak_bytes_per_sample
 from tessera.frozen.planner import SplitPlan, SplitProfile, calibrate, choose
-from tessera.frozen.remote import Features, FrozenModel, collate, fatal, features_of
+from tessera.frozen.remote import (
+    Features,
+    FrozenModel,
+    collate,
+    fatal,
+    features_of,
+    one_server,
+)
 from tessera.frozen.weights import prefix_keys
 from tessera.pushdown.client import PushdownClient
 from tessera.query.plan import default_pricing
@@ -156,13 +163,7 @@ def _account(report: EpochReport, parts: list[Features]) -> None:
 def _server_of(net: FrozenModel, pushdown: Any) -> PushdownClient | None:
     if pushdown is None:
         return net.server
-    if isinstance(pushdown, PushdownClient):
-        return pushdown
-    if isinstance(pushdown, str) and "," not in pushdown:
-        return PushdownClient(pushdown)
-    raise InvalidArgumentError(
-        f"SplitTrainer takes one pushdown server (a URL or a PushdownClient), got "
-        f"{pushdown!r:.120}; fleets of servers serve array reads only (docs/scale.md)")
+    return one_server(pushdown, who="SplitTrainer takes")
 
 
 class SplitTrainer:

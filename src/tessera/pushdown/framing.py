@@ -1,7 +1,8 @@
 """The pushdown wire's framing, version 1, shared by every handler of ``tessera serve`` and
 by their clients; nothing in it unpickles or evaluates. A request is one JSON object
-``{"protocol": 1, <items>: [ITEM, ...]}`` (:func:`load_request` checks the body's size, its
-JSON, the version and the number of items against :class:`Limits`); what each item means is
+``{"protocol": 1, <items>: [ITEM, ...]}`` (:func:`load_document` checks the body's size, its
+JSON and the version, :func:`request_items` the number of items against :class:`Limits`);
+what each item means is
 the handler's (the read items: :mod:`tessera.pushdown.read_items`). The checks items are
 built from (:func:`json_object`, :func:`confined`, :func:`check_dtype`, ...) raise
 :class:`~tessera.errors.ProtocolError` (400), ``ForbiddenKeyError`` (403) or ``LimitError``
@@ -111,20 +112,15 @@ class Limits:
                    config.max_tile_bytes)
 
 
-def load_request(body: bytes, limits: Limits, field: str) -> list[Any]:
-    """The items of a request body (its list ``field``), once the body's size, its JSON,
-    its protocol version and its number of items are checked; raises
-    :class:`ProtocolError` (400) or :class:`LimitError` (413) naming what is wrong.
-
-    >>> load_request(b'{"protocol": 1, "reads": [{"kind": "tile"}]}', Limits(), "reads")
-    [{'kind': 'tile'}]
-    """
-    return request_items(load_document(body, limits), limits, field)
-
-
 def request_items(doc: dict[str, Any], limits: Limits, field: str) -> list[Any]:
     """The items of a checked request document (:func:`load_document`): its list ``field``,
-    non-empty and within ``limits.max_items``."""
+    non-empty and within ``limits.max_items``; raises :class:`ProtocolError` (400) or
+    :class:`LimitError` (413) naming what is wrong.
+
+    >>> body = b'{"protocol": 1, "reads": [{"kind": "tile"}]}'
+    >>> request_items(load_document(body, Limits()), Limits(), "reads")
+    [{'kind': 'tile'}]
+    """
     items = doc.get(field)
     if not isinstance(items, list) or not items:
         raise ProtocolError(f"{field!r} must be a non-empty list")

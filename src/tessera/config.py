@@ -199,7 +199,8 @@ class ReadConfig:
             raise ConfigError("refresh_s must be a number of seconds >= 0 (0: list the "
                               f"commits at every read; inf: once), got {self.refresh_s!r}")
         object.__setattr__(self, "refresh_s", value)
-        if not isinstance(self.window_bytes, int) or self.window_bytes < 1:
+        if (not isinstance(self.window_bytes, int) or isinstance(self.window_bytes, bool)
+                or self.window_bytes < 1):
             raise ConfigError("window_bytes must be a whole number of bytes >= 1, got "
                               f"{self.window_bytes!r}")
 

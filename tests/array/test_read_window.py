@@ -88,5 +88,8 @@ def test_points_and_unions_take_the_window(remote_url) -> None:
 
 
 def test_window_bytes_is_checked() -> None:
-    with pytest.raises(ConfigError, match="window_bytes"):
-        ReadConfig(window_bytes=0)
+    for bad in (0, -5, True, 1.5, "8"):
+        with pytest.raises(ConfigError, match="window_bytes must be a whole number"):
+            ReadConfig(window_bytes=bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="TESSERA_READ_WINDOW_BYTES"):
+        ReadConfig.from_env({"TESSERA_READ_WINDOW_BYTES": "lots"})

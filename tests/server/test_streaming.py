@@ -248,3 +248,27 @@ def test_a_real_server_streams_and_releases_its_slots(tmp_path: Path) -> None:
             assert np.array_equal(arr.read((slice(None), slice(7, 90)), method="pushdown"),
                                   data[:, 7:90])
             assert arr.last_read.pushdown_fallbacks == 0
+
+
+def test_a_stream_flag_that_is_not_a_boolean_is_refused() -> None:
+    """Both requests that may ask for a streamed answer refuse a flag that is not true or
+    false, naming it (400), before any work."""
+    import json
+
+    from tessera.pushdown.framing import Limits
+    from tessera.pushdown.infer_items import (
+        InferRequest,
+        encode_infer_request,
+        parse_infer_request,
+    )
+    from tessera.pushdown.read_items import parse_read_request
+
+    item = TileItem("arr", "k", 0, 16, None, 0, "<i4", (), (2, 2), "row-major",
+                    (Slice(0, 2, 1), Index((1,))))
+    doc = json.loads(encode_read_request([item]))
+    for bad in ("yes", 1, None):
+        with pytest.raises(ProtocolError, match="'stream' must be true or false"):
+            parse_read_request(json.dumps({**doc, "stream": bad}).encode(), Limits())
+    infer = json.loads(encode_infer_request(InferRequest("r18", 2, "imgs", (1,))))
+    with pytest.raises(ProtocolError, match="stream must be true or false"):
+        parse_infer_request(json.dumps({**infer, "stream": "yes"}).encode(), Limits(), 8)

@@ -176,3 +176,27 @@ def test_unsigned_indices_past_the_domain_do_not_wrap() -> None:
     arr = _dense("i4")
     with pytest.raises(SelectionError, match="18446744073709551615 is outside"):
         arr[np.array([2**64 - 1], np.uint64), 0]
+
+
+@given(start=st.integers(-12, 12), stop=st.integers(-12, 12),
+       step=st.sampled_from([None, 1, 2, 3, -1, -2, -3]))
+@settings(max_examples=300, deadline=None)
+def test_slices_with_a_bound_one_past_an_end_read_what_numpy_reads(
+        start: int, stop: int, step: int | None) -> None:
+    # A start one before the first cell (a[-11:5] of 10 cells) or one after the last with a
+    # negative step (a[10:5:-1]) selected a coordinate outside the domain: an extra cell.
+    data = np.arange(10, dtype=np.int32)
+    arr = _array1d(data)
+    sel = slice(start, stop, step)
+    assume(all(v is None or -11 <= v <= 10 for v in (start, stop)))
+    assert arr[sel].tolist() == data[sel].tolist()
+
+
+_ARR1D: dict[str, Any] = {}
+
+
+def _array1d(data: np.ndarray) -> Any:
+    if "a" not in _ARR1D:
+        _ARR1D["a"] = tessera.from_numpy(f"memory://adv-1d-{uuid.uuid4().hex}", data,
+                                         tile=(4,))
+    return _ARR1D["a"]

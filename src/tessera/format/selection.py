@@ -220,6 +220,9 @@ def _one(item: Any, dim: Dim, rules: Rules) -> DimSelection:
             else:
                 start = hi if item.start is None else _coord(item.start, dim, "slice start", 1)
                 stop = lo - 1 if item.stop is None else _coord(item.stop, dim, "slice stop", 1)
+            # A start one past the end it counts from selects nothing there (numpy's a[-11:5]
+            # of 10 cells starts at 0): the first coordinate stays inside the domain.
+            start = min(max(start, lo), hi + 1) if step > 0 else max(min(start, hi), lo - 1)
             coords = np.arange(start, stop, step, dtype=np.int64)
         if step > 0:
             return DimSelection(coords, False, coords, np.arange(len(coords), dtype=np.int64))

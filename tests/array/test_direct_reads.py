@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +60,24 @@ def _build(url: str, history) -> tuple[tessera.Array, dict[str, np.ndarray]]:
     return arr, model
 
 
+def both_paths(arr: tessera.Array, sel: tuple, method: str, model: dict[str, np.ndarray],
+               monkeypatch: pytest.MonkeyPatch, report: Callable[[tessera.Array], object],
+               ) -> None:
+    """Read ``sel`` of every attribute on this thread, then the general way: the same
+    ``report`` of ``last_read`` and the model's values (of its shape and dtype) both times."""
+    names = [a.name for a in arr.schema.attrs]
+    fast = arr.read(sel, attrs=names, method=method)
+    fast_report = report(arr)
+    with _general(monkeypatch):
+        slow = arr.read(sel, attrs=names, method=method)
+    assert report(arr) == fast_report
+    for name in names:
+        want = _model_select(model[name], sel, arr.schema)
+        for got in (fast[name], slow[name]):
+            np.testing.assert_array_equal(got, want)
+            assert got.shape == want.shape and got.dtype == want.dtype
+
+
 def _check(url: str, history, monkeypatch: pytest.MonkeyPatch) -> None:
     schema, _, selections, _ = history
     arr, model = _build(url, history)
@@ -67,15 +85,7 @@ def _check(url: str, history, monkeypatch: pytest.MonkeyPatch) -> None:
     arr.read(..., attrs=names)  # lists the fragments: the reads below may use the list
     for sel in selections:
         for method in METHODS:
-            fast = arr.read(sel, attrs=names, method=method)
-            fast_report = _report(arr)
-            with _general(monkeypatch):
-                slow = arr.read(sel, attrs=names, method=method)
-            assert _report(arr) == fast_report
-            for name in names:
-                want = _model_select(model[name], sel, schema)
-                np.testing.assert_array_equal(fast[name], want)
-                np.testing.assert_array_equal(slow[name], want)
+            both_paths(arr, sel, method, model, monkeypatch, _report)
     # A union of the selections (a batch of samples): tiles they share fetched once.
     union = tessera.Hyperslabs(selections)
     fast_all = arr.read(union, attrs=names)

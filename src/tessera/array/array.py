@@ -128,6 +128,7 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
         self.writes: WriteConfig = settings.writes
         self._profile: StoreProfile | None = None
         self._plans = PlanCache(self.planner.plan_cache_bytes)  # see tessera.query.plan_cache
+        self._recipes = {}  # see tessera.array.read.recipe
         self._last_visible: list[FragmentMeta] | None = None  # what the latest read used
         self._metas: dict[str, FragmentMeta] = {}
         # The newest run of many small updates, merged once (see tessera.array.read.updates).
@@ -136,7 +137,7 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
         # The latest listing of a handle without a timestamp: (time.monotonic(), this
         # process's change number of the array then, fragments).
         self._listed: tuple[float, int, list[FragmentMeta]] | None = None
-        self.last_read: ReadReport | None = None
+        self.last_read = None
         self._fallback_reasons_seen: set[str] = set()  # pushdown fallbacks warned about
         self.pushdown = pushdown
         self._metadata: ArrayMetadata | None = None
@@ -288,6 +289,9 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
                 boxes = self._run_read(self._read_union_async(sels, names, method, phi))
             return [self._shape_result(s, out, names, attrs) for s, out in
                     zip(sels, boxes, strict=True)]
+        boxed = self._read_box_now(sel, names, method, phi)
+        if boxed is not None:
+            return boxed if attrs is not None or len(names) > 1 else boxed[names[0]]
         selection = normalize_selection(sel, self.schema)
         outputs = self._read_now(selection, names, method, phi)
         if outputs is None:

@@ -13,23 +13,38 @@ tile (the loop's path lists the fragments again and decides), it goes to the loo
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tessera.array.fragment import FragmentMeta
-from tessera.array.read.direct import DirectReads, runs_now
+from tessera.array.read.direct import DirectReads, moves_now, runs_now
+from tessera.array.read.recipe import (
+    Recipe,
+    footprint,
+    make_recipe,
+    newest_cover,
+    recipe_report,
+    run,
+)
 from tessera.array.read.report import ReadReport
 from tessera.array.read.tiles import TileReads, plan_tile_reads
 from tessera.array.read.updates import MergedUpdates, merged_for
+from tessera.config import PlannerConfig
 from tessera.errors import CorruptDataError, ObjectNotFoundError
 from tessera.format.schema import ArraySchema
-from tessera.format.selection import Selection
+from tessera.format.selection import Selection, box_of
 from tessera.format.tile import TileRead
 from tessera.pushdown.fleet import PushdownServer
+from tessera.query.cost import StoreProfile
 from tessera.query.need import TileNeed
 from tessera.query.plan import Plan, tile_needs, union_needs
 from tessera.storage.blocking import Store
+
+#: Recipes a handle keeps at most (all are dropped when one more would pass this).
+MAX_RECIPES = 1024
 
 #: A union's plan: the tile reads of every selection, which distinct tile each read is, the
 #: distinct tiles and one plan over them.
@@ -42,7 +57,9 @@ class CallingThreadReads:
 
     schema: ArraySchema
     timestamp: int | None
-    last_read: ReadReport | None
+    #: The latest read's report, or what makes it when first asked for (a read by recipe
+    #: leaves its tile list and plan to be made then: see :attr:`last_read`).
+    _last_read: ReadReport | Callable[[], ReadReport] | None = None
     _store: Store
     _pushdown: PushdownServer | None
     _snapshot: list[FragmentMeta] | None
@@ -52,11 +69,20 @@ class CallingThreadReads:
     #: :meth:`_hand_over`): selection, fragments, method, phi, then the tile reads, the
     #: sparse tile reads, the fragments skipped and the plan (``None``: not made yet).
     _planned: tuple[Any, ...] | None = None
+    #: Recipes of small box reads by footprint (see :meth:`_read_box_now`), and the
+    #: fragments, profile and planner settings they were made under.
+    _recipes: dict[Any, Recipe]
+    _recipes_made_for: tuple[Any, ...] | None = None
+    planner: PlannerConfig
 
     if TYPE_CHECKING:
         @property
         def uri(self) -> str:
             """The array's URI."""
+
+        @property
+        def profile(self) -> StoreProfile:
+            """The store profile plans use."""
 
         def _cached_listing(self) -> list[FragmentMeta] | None:
             """The latest list of fragments, while it is current."""
@@ -64,6 +90,19 @@ class CallingThreadReads:
         def _plan_needs(self, reads: list[TileRead], needs: list[TileNeed], method: str,
                         phi: float, pushdown_ok: bool = True) -> Plan | None:
             """One plan over tiles whose needs are known."""
+
+    @property
+    def last_read(self) -> ReadReport | None:
+        """What the latest read did (:class:`~tessera.array.read.report.ReadReport`: its
+        tile reads, plan and measured I/O); ``None`` before the first read."""
+        got = self._last_read
+        if callable(got):
+            got = self._last_read = got()
+        return got
+
+    @last_read.setter
+    def last_read(self, report: ReadReport | None) -> None:
+        self._last_read = report
 
     def _now_metas(self, names: list[str]) -> list[FragmentMeta] | None:
         """The fragments a read on the calling thread uses, or ``None`` when the read goes
@@ -87,10 +126,13 @@ class CallingThreadReads:
         if cell_reads:
             self._planned = (selection, metas, method, phi, reads, cell_reads, skipped, None)
             return None
-        plan = self._plan_needs(reads, tile_needs(self.schema, selection, reads), method, phi)
+        needs = tile_needs(self.schema, selection, reads)
+        plan = self._plan_needs(reads, needs, method, phi)
         if not runs_now(self._store.aio, plan):
             self._planned = (selection, metas, method, phi, reads, cell_reads, skipped, plan)
             return None
+        if plan is not None and all(d.contiguous for d in selection.dims):
+            self._keep_recipe(selection, names, method, phi, metas, reads, needs, plan)
         with self._store.collect() as stats:
             try:
                 outputs = DirectReads(self._store.aio, self.schema, reads, plan,
@@ -101,6 +143,68 @@ class CallingThreadReads:
         self.last_read = ReadReport(reads, len({r.fragment for r in reads}), skipped,
                                     stats=stats, plan=plan)
         return outputs
+
+    def _read_box_now(self, sel: Any, names: list[str], method: str,
+                      phi: float) -> dict[str, np.ndarray] | None:
+        """A box selection (integers and unit-step slices, :func:`box_of`) that one dense
+        fragment holds, of a footprint read before, read on this thread by its recipe
+        (:mod:`tessera.array.read.recipe`); the outputs with integer-indexed dimensions
+        taken out. ``None``: the caller takes the general path (any other selection or
+        store, a new footprint, several fragments under the box, tiles laid out otherwise,
+        a failed request or check), which keeps a recipe where it can
+        (:meth:`_keep_recipe`)."""
+        box = box_of(sel, self.schema)
+        if box is None:
+            return None
+        metas = self._cached_listing() if self.timestamp is None else self._snapshot
+        if metas is None or self._pushdown is not None or not self._store.aio.reads_now:
+            return None
+        lo, hi, drop = box
+        sig, first, starts = footprint(self.schema, lo, hi)
+        recipe = self._recipes_for(metas).get((sig, tuple(names), method, phi))
+        # A recipe made for these fragments: they passed _now_metas then.
+        if recipe is None or not moves_now(recipe.template.totals):
+            return None
+        rank = newest_cover(metas, (lo, hi))
+        if rank is None:
+            return None
+        with self._store.collect() as stats:
+            outputs = run(recipe, self._store.aio, self.schema, metas[rank], (lo, hi), first,
+                          starts, drop, names)
+        if outputs is None:
+            return None
+        self._last_visible = metas
+        self._last_read = functools.partial(recipe_report, recipe, self.schema, metas[rank],
+                                            rank, (lo, hi), first, starts, stats, len(metas))
+        return outputs
+
+    def _keep_recipe(self, selection: Selection, names: list[str], method: str, phi: float,
+                     metas: list[FragmentMeta], reads: list[TileRead], needs: list[TileNeed],
+                     plan: Plan) -> None:
+        """Keep the recipe of a box read planned the general way on this thread (when one
+        dense fragment holds the box and a recipe holds for its tiles), for the next read of
+        its footprint."""
+        lo, hi = selection.bounds()
+        if newest_cover(metas, (lo, hi)) is None:
+            return
+        sig, first, starts = footprint(self.schema, lo, hi)
+        made = make_recipe(self.schema, reads, needs, plan, first, starts)
+        if made is None:
+            return
+        recipes = self._recipes_for(metas)
+        if len(recipes) >= MAX_RECIPES:
+            recipes.clear()
+        recipes[(sig, tuple(names), method, phi)] = made
+
+    def _recipes_for(self, metas: list[FragmentMeta]) -> dict[Any, Recipe]:
+        """The handle's recipes, emptied when the fragments, the profile or the planner's
+        settings they were made under changed."""
+        made_for = (metas, self.profile, self.planner)
+        if self._recipes_made_for is None or any(
+                a is not b for a, b in zip(made_for, self._recipes_made_for, strict=True)):
+            self._recipes.clear()
+            self._recipes_made_for = made_for
+        return self._recipes
 
     def _hand_over(self, selection: Selection, metas: list[FragmentMeta], method: str,
                    phi: float) -> tuple[Any, ...] | None:

@@ -143,6 +143,63 @@ def normalize_selection(sel: Any, schema: ArraySchema, rules: Rules = ARRAY_RULE
     return _normalize(sel, schema.dims, rules)
 
 
+def box_of(sel: Any, schema: ArraySchema,
+           ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[bool, ...]] | None:
+    """The inclusive box a selection of integers and unit-step slices takes (numpy's basic
+    indexing of a box: ``a[r:r + 20, c:c + 20]``, ``a[i]``), with the dimensions an integer
+    drops; ``None`` for any other selection, an empty one or one with a bound outside the
+    domain (:func:`normalize_selection` takes those, and names what is wrong). The same
+    cells as :func:`normalize_selection`, without building index arrays: the cost of a
+    small read's call.
+
+    >>> from tessera.format.schema import ArraySchema, Dim, Attr
+    >>> schema = ArraySchema([Dim("y", (0, 9), 5), Dim("x", (0, 9), 5)], [Attr("v", "i4")])
+    >>> box_of((slice(2, 8), -1), schema)
+    ((2, 9), (7, 9), (False, True))
+    >>> box_of((slice(2, 8, 2), 1), schema) is None, box_of(slice(4, 4), schema) is None
+    (True, True)
+    """
+    items = sel if type(sel) is tuple else (sel,)
+    dims = schema.dims
+    if len(items) > len(dims):
+        return None
+    lo: list[int] = []
+    hi: list[int] = []
+    drop: list[bool] = []
+    for d, dim in enumerate(dims):
+        low, high = int(dim.domain[0]), int(dim.domain[1])
+        item = items[d] if d < len(items) else slice(None)
+        if type(item) is slice:
+            if item.step is not None and item.step != 1:
+                return None
+            a, b = item.start, item.stop
+            a = low if a is None else _plain_int(a, low, dim.size)
+            b = high + 1 if b is None else _plain_int(b, low, dim.size)
+            if a is None or b is None or not low <= a < b <= high + 1:
+                return None
+            lo.append(a)
+            hi.append(b - 1)
+            drop.append(False)
+            continue
+        v = _plain_int(item, low, dim.size)
+        if v is None or not low <= v <= high:
+            return None
+        lo.append(v)
+        hi.append(v)
+        drop.append(True)
+    return tuple(lo), tuple(hi), tuple(drop)
+
+
+def _plain_int(value: Any, low: int, size: int) -> int | None:
+    """An integer index as a domain coordinate (negative counts from the end of a domain
+    starting at 0), ``None`` for anything that is not an integer."""
+    t = type(value)
+    if t is not int and (t is bool or not isinstance(value, np.integer)):
+        return None
+    v = int(value)
+    return v + size if v < 0 and low == 0 else v
+
+
 def normalize_shape(sel: Any, shape: tuple[int, ...], rules: Rules = TENSOR_RULES) -> Selection:
     """A selection on a plain ``shape`` (dimensions counted from 0, named by position), under
     ``rules`` (numpy's by default, as tensors in tables take them).

@@ -31,7 +31,8 @@ def note_io() -> None:
             "'forkserver' method (multiprocessing.get_context('forkserver'), "
             "DataLoader(multiprocessing_context='forkserver'), or tessera.torch's "
             "dataset.loader(...)), or fork before the first Tessera I/O")
-    _used_in_pid = os.getpid()
+    if _used_in_pid is None:  # set again only after a fork (a child's first request)
+        _used_in_pid = os.getpid()
 
 
 def _after_fork_in_child() -> None:

@@ -24,7 +24,6 @@ import contextvars
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from tessera.storage.pricing import PriceTable, get_pricing
@@ -243,23 +242,30 @@ class StatsRecorder:
             if scope is None or scope is self:
                 sink.record(rec)
 
-    @contextlib.contextmanager
-    def collect(self) -> Iterator[IOStats]:
+    def collect(self) -> contextlib.AbstractContextManager[IOStats]:
         """Collect the requests this store makes inside the block."""
-        with _collect(self) as stats:
-            yield stats
+        return _Collect(self)
 
 
-@contextlib.contextmanager
-def _collect(scope: object | None) -> Iterator[IOStats]:
-    stats = IOStats()
-    token = _COLLECTORS.set((*_COLLECTORS.get(), (scope, stats)))
-    t0 = time.monotonic()
-    try:
-        yield stats
-    finally:
-        stats._wall_s = time.monotonic() - t0
-        _COLLECTORS.reset(token)
+class _Collect(contextlib.AbstractContextManager[IOStats]):
+    """Collects the requests of one store (``scope``; ``None``: every store) made inside a
+    ``with`` block into a fresh :class:`IOStats`, with the block's wall time (a class, not a
+    generator: a small read enters one per call)."""
+
+    __slots__ = ("scope", "stats", "t0", "token")
+
+    def __init__(self, scope: object | None) -> None:
+        self.scope = scope
+
+    def __enter__(self) -> IOStats:
+        self.stats = IOStats()
+        self.token = _COLLECTORS.set((*_COLLECTORS.get(), (self.scope, self.stats)))
+        self.t0 = time.monotonic()
+        return self.stats
+
+    def __exit__(self, *exc: object) -> None:
+        self.stats._wall_s = time.monotonic() - self.t0
+        _COLLECTORS.reset(self.token)
 
 
 def collect_stats() -> contextlib.AbstractContextManager[IOStats]:
@@ -272,4 +278,4 @@ def collect_stats() -> contextlib.AbstractContextManager[IOStats]:
     >>> stats.by_method["put"].bytes_sent
     3
     """
-    return _collect(None)
+    return _Collect(None)

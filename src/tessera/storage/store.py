@@ -95,6 +95,7 @@ class AsyncStore(CallingThreadIO):
         self._options = dict(options)
         self._inner = build_backend(url, config, dict(options))
         self._root = url.prefix
+        self._paths: dict[str, str] = {}
         self._recorder = StatsRecorder()
         self._rand = random.Random()
 
@@ -155,7 +156,15 @@ class AsyncStore(CallingThreadIO):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _path(self, key: str) -> str:
-        return join_key(self._root, validate_key(key))
+        """The backend path of ``key`` (checked by :func:`validate_key`; the paths of keys
+        already checked are kept, up to a few thousand, as a small read asks per call)."""
+        path = self._paths.get(key) if type(key) is str else None
+        if path is None:
+            path = join_key(self._root, validate_key(key))
+            if len(self._paths) >= 4096:
+                self._paths.clear()
+            self._paths[key] = path
+        return path
 
     def _file(self, key: str) -> Path:
         """The file holding ``key`` in a folder store."""

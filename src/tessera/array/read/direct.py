@@ -32,6 +32,7 @@ from tessera.errors import CorruptDataError, InvalidRangeError, ObjectNotFoundEr
 from tessera.format.schema import ArraySchema
 from tessera.format.selection import Selection
 from tessera.format.tile import Piece, TileRead, check_length
+from tessera.query.cost import RequestMix
 from tessera.query.plan import Plan
 from tessera.storage.store import AsyncStore
 
@@ -44,8 +45,13 @@ def runs_now(store: AsyncStore, plan: Plan | None) -> bool:
     """True if a read with ``plan`` runs on the calling thread: the store never waits on a
     network, nothing goes to a pushdown server, and the plan moves at most
     :data:`NOW_BYTES`."""
-    return store.reads_now and (plan is None or (
-        plan.totals.nbytes <= NOW_BYTES and plan.totals.pushdowns == 0))
+    return store.reads_now and (plan is None or moves_now(plan.totals))
+
+
+def moves_now(totals: RequestMix) -> bool:
+    """True if a plan with these ``totals`` is small enough for the calling thread (at most
+    :data:`NOW_BYTES`, nothing sent to a pushdown server)."""
+    return totals.nbytes <= NOW_BYTES and totals.pushdowns == 0
 
 
 class DirectReads:

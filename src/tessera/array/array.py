@@ -300,7 +300,9 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
 
     def _attr_names(self, attrs: list[str] | None) -> list[str]:
         """The attributes a read asks for (default: all), each checked to exist."""
-        names = [a.name for a in self.schema.attrs] if attrs is None else list(attrs)
+        if attrs is None:
+            return [a.name for a in self.schema.attrs]
+        names = list(attrs)
         for n in names:
             self.schema.attr(n)
         return names

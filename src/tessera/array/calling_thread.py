@@ -198,12 +198,17 @@ class CallingThreadReads:
 
     def _recipes_for(self, metas: list[FragmentMeta]) -> dict[Any, Recipe]:
         """The handle's recipes, emptied when the fragments, the profile or the planner's
-        settings they were made under changed."""
-        made_for = (metas, self.profile, self.planner)
-        if self._recipes_made_for is None or any(
-                a is not b for a, b in zip(made_for, self._recipes_made_for, strict=True)):
+        settings they were made under changed (a list of fragments made again, as every
+        ``reads.refresh_s``, with the same fragments keeps them)."""
+        made = self._recipes_made_for
+        if made is not None and made[0] is metas and made[2] is self.profile \
+                and made[3] is self.planner:
+            return self._recipes
+        names = tuple(m.name for m in metas)
+        if made is None or made[1] != names or made[2] is not self.profile \
+                or made[3] is not self.planner:
             self._recipes.clear()
-            self._recipes_made_for = made_for
+        self._recipes_made_for = (metas, names, self.profile, self.planner)
         return self._recipes
 
     def _hand_over(self, selection: Selection, metas: list[FragmentMeta], method: str,

@@ -32,7 +32,7 @@ REQUEST_KINDS = ("get", "range", "put", "list", "delete", "head", "pushdown")
 """The kinds of request Tessera records; each has a fee in every price table."""
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class RequestRecord:
     """One request (one try) to a store.
 

@@ -126,6 +126,7 @@ class Recipe:
             tile (then checked against the tile's checksum), else every part.
         cells: per tile read, its attribute's dtype, cell shape and the strides of a cell.
         objects: which object holds each attribute read (see :func:`_objects`).
+        outputs: per attribute read, its name, dtype and cell shape.
     """
 
     template: Template
@@ -140,6 +141,7 @@ class Recipe:
     holders: tuple[tuple[bool, tuple[int, ...]], ...]
     cells: tuple[tuple[np.dtype[Any], tuple[int, ...], tuple[int, ...]], ...]
     objects: tuple[int, ...]
+    outputs: tuple[tuple[str, np.dtype[Any], tuple[int, ...]], ...]
 
 
 def layout_of(reads: list[TileRead]) -> tuple[tuple[int, int], ...]:
@@ -210,7 +212,9 @@ def make_recipe(schema: ArraySchema, reads: list[TileRead], needs: list[TileNeed
         tuple(holders),
         tuple((schema.attr(r.attr).np_dtype, schema.attr(r.attr).cell_shape,
                _cell_strides(schema.attr(r.attr))) for r in reads),
-        _objects_of(reads))
+        _objects_of(reads),
+        tuple((n, schema.attr(n).np_dtype, schema.attr(n).cell_shape)
+              for n in dict.fromkeys(r.attr for r in reads)))
 
 
 def _grid(schema: ArraySchema, meta: FragmentMeta) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -259,8 +263,13 @@ def _raw_length(meta: FragmentMeta, name: str) -> int | None:
 def _objects(meta: FragmentMeta, names: tuple[str, ...]) -> tuple[int, ...]:
     """Which object holds each attribute's tiles in a fragment, numbered by first
     appearance (attributes may share one: ``attr_layout="tile-major"``)."""
-    keys: dict[str, int] = {}
-    return tuple(keys.setdefault(meta.attrs[n].key, len(keys)) for n in names)
+    key = ("recipe_objects", names)
+    got = meta.decoded.get(key)
+    if got is None:
+        keys: dict[str, int] = {}
+        got = meta.decoded[key] = tuple(keys.setdefault(meta.attrs[n].key, len(keys))
+                                        for n in names)
+    return got
 
 
 def run(recipe: Recipe, store: AsyncStore, schema: ArraySchema, meta: FragmentMeta,
@@ -313,11 +322,9 @@ def run(recipe: Recipe, store: AsyncStore, schema: ArraySchema, meta: FragmentMe
     except (ObjectNotFoundError, InvalidRangeError):
         return None
     lo, hi = box
-    shape = tuple(b - a + 1 for a, b in zip(lo, hi, strict=True))
-    outputs = {}
-    for name in attrs:
-        attr = schema.attr(name)
-        outputs[name] = np.empty(shape + attr.cell_shape, dtype=attr.np_dtype)
+    shape = tuple([b - a + 1 for a, b in zip(lo, hi, strict=True)])
+    outputs = {name: np.empty(shape + cell_shape, dtype)
+               for name, dtype, cell_shape in recipe.outputs}
     extent, lower = schema.tile_shape, schema.lower
     for t, ((rel, name), (whole, parts)) in enumerate(zip(recipe.tiles, recipe.holders,
                                                           strict=True)):

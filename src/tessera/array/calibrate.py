@@ -4,10 +4,11 @@ waits for) hold (``StoreProfile.call_s`` and ``tile_s``, docs/performance.md).
 
 A scratch array of raw tiles is written below the store, read through the ordinary read
 path in 20 x 20 crops that touch 1, 2 and 4 tiles (each list read once untimed, as a
-training loop's first epoch: the fragments' bookkeeping read, plans made, then timed), and
-removed. The time the planner expects for the requests of each crop (its estimate without
-the client's work) is taken from each measured time; a straight line through what is left,
-against the tiles touched, gives the work per call (its intercept) and per tile (its slope).
+training loop's first epoch: the fragments' bookkeeping read, plans and recipes made, then
+timed five times, the fastest kept), and removed. The time the planner expects for the
+requests of each crop (its estimate without the client's work) is taken from each measured
+time; a straight line through what is left, against the tiles touched, gives the work per
+call (its intercept) and per tile (its slope).
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from tessera.query.cost import StoreProfile
 from tessera.storage.blocking import Store
 
 TILE, CROP, SIDE = 256, 20, 1024
-#: Reads timed per shape (after the same reads untimed); each shape is timed twice and the
-#: faster run kept (the other was disturbed by something else on the machine).
+#: Reads timed per shape (after the same reads untimed); each shape is timed ``RUNS`` times
+#: and the fastest run kept (the others were disturbed by something else on the machine).
 READS = 100
+RUNS = 5
 
 
 def crop_corners(tiles: int, n: int, seed: int = 0, *, tile: int = TILE,
@@ -77,7 +79,7 @@ def measure_calls(store: Store, profile: StoreProfile, reads: int = READS,
             for sel in sels:  # warm, as a loop's second epoch is: bookkeeping read, plans made
                 arr.read(sel)
             runs = []
-            for _ in range(2):
+            for _ in range(RUNS):
                 start = time.perf_counter()
                 for sel in sels:
                     arr.read(sel)

@@ -48,6 +48,11 @@ class StoreProfile:
             (they are the same whichever method is chosen). ``tessera profile`` measures
             them through the array reader; the defaults were measured on the development
             machine (docs/performance.md, "Per-call cost").
+        now_request_s: the time of one request of a read made on the calling thread (a
+            small read of a memory or folder store, one request after another without the
+            event loop: :func:`~tessera.query.plan.plan_needs` ``now_bytes``); ``None``:
+            ``request_latency_s`` (what ``tessera profile`` measures for such stores is
+            that time already).
     """
 
     name: str
@@ -59,6 +64,7 @@ class StoreProfile:
     pushdown_memory_gb: float = 1.0
     call_s: float = 0.0
     tile_s: float = 0.0
+    now_request_s: float | None = None
 
     def __post_init__(self) -> None:
         if not self.bandwidth:
@@ -74,6 +80,8 @@ class StoreProfile:
                               ">= 1")
         if not (self.call_s >= 0 and self.tile_s >= 0):
             raise ConfigError(f"profile {self.name!r}: call_s and tile_s must be >= 0")
+        if self.now_request_s is not None and not self.now_request_s >= 0:
+            raise ConfigError(f"profile {self.name!r}: now_request_s must be >= 0")
 
     def client_s(self, tiles: int) -> float:
         """The client's own seconds for a read call touching ``tiles`` tiles."""
@@ -143,8 +151,8 @@ DEFAULT_PROFILES: Mapping[str, StoreProfile] = MappingProxyType({
     # machine (20 x 20 crops of raw 256 x 256 tiles, 1-4 tiles, plans warm; six runs:
     # 0.05-0.37 ms per call, 0.04-0.16 ms per tile; about 0.1 and 0.12 typical).
     "local": StoreProfile("default:local", ((1, 2.0e9), (2, 3.0e9)),
-                          request_latency_s=150e-6, concurrency=2, call_s=100e-6,
-                          tile_s=120e-6),
+                          request_latency_s=150e-6, concurrency=2, call_s=30e-6,
+                          tile_s=15e-6, now_request_s=10e-6),
     # A cloud object store seen from outside its region (the paper's Figure 4 shape: S3
     # needs several requests in flight to fill the link; ~30 ms to first byte).
     "cloud": StoreProfile("default:cloud", ((1, 25e6), (8, 90e6), (32, 100e6), (256, 80e6)),
@@ -257,6 +265,13 @@ class CostModel:
             lam = (prof.pushdown_s(mix.pushdown_tile_bytes / mix.pushdowns)
                    * math.ceil(mix.pushdowns / t))
         return transfer + handling + lam
+
+    def now_seconds(self, mix: RequestMix) -> float:
+        """``T`` of a read made on the calling thread: its requests one after another, each
+        ``now_request_s`` (default ``T_R``) plus its bytes at one request's bandwidth."""
+        prof = self.profile
+        per = prof.request_latency_s if prof.now_request_s is None else prof.now_request_s
+        return mix.requests * per + mix.nbytes / prof.bw(1)
 
     def smooth_cost(self, mix: RequestMix) -> float:
         """The cost with request handling charged per request (``T_R * requests / t``)

@@ -198,12 +198,16 @@ def union_needs(a: TileNeed, b: TileNeed) -> TileNeed:
 def plan_needs(needs: list[TileNeed], *, url: StoreURL, method: str = "auto", phi: float = 0.0,
                pricing: str | None = None, profile: StoreProfile | None = None,
                cell_nbytes: int = 1, allow_pushdown: bool | None = None,
-               max_request_bytes: int = PlannerConfig.max_request_bytes) -> Plan:
+               max_request_bytes: int = PlannerConfig.max_request_bytes,
+               now_bytes: int | None = None) -> Plan:
     """Plan tiles whose needs are already known (one read, or a union of selections).
     ``allow_pushdown``: whether pushdown may compete (default: the profile has figures);
-    ``max_request_bytes``: the largest request neighbour merging may build. The estimate
-    adds the client's own work per call and per tile (:meth:`StoreProfile.client_s`) to
-    the requests'."""
+    ``max_request_bytes``: the largest request neighbour merging may build; ``now_bytes``:
+    a plan moving at most this many bytes, with no pushdown, is made on the calling
+    thread (a small read of a memory or folder store), its requests estimated one after
+    another (:meth:`~tessera.query.cost.CostModel.now_seconds`; the choices stay the
+    planner's). The estimate adds the client's own work per call and per tile
+    (:meth:`StoreProfile.client_s`) to the requests'."""
     prof = profile or default_profile(url)
     model = CostModel(prof, pricing or default_pricing(url), phi)
     choices = plan_tiles(needs, model, method, cell_nbytes=cell_nbytes,
@@ -214,6 +218,9 @@ def plan_needs(needs: list[TileNeed], *, url: StoreURL, method: str = "auto", ph
                   for r in requests if read_method(r.method).store_bytes), RequestMix())
     totals = sum((c.mix for c in choices if not read_method(c.method).store_bytes), totals)
     io = model.estimate(totals)
+    if now_bytes is not None and totals.nbytes <= now_bytes and not totals.pushdowns:
+        seconds = model.now_seconds(totals)
+        io = Estimate(seconds, io.dollars, seconds + phi * io.dollars if phi else seconds)
     client = prof.client_s(len(choices)) if choices else 0.0
     return Plan(method, phi, prof.name, model.prices.name, choices, requests, totals,
                 Estimate(io.seconds + client, io.dollars, io.cost + client))

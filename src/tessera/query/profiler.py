@@ -127,7 +127,8 @@ def load_profile(store: Store | AsyncStore, directory: Path | None = None,
                             _opt(p.get("pushdown_beta_s")), float(p["pushdown_memory_gb"]),
                             # profiles saved before the client's work was measured
                             float(p.get("call_s", kind.call_s)),
-                            float(p.get("tile_s", kind.tile_s)))
+                            float(p.get("tile_s", kind.tile_s)),
+                            _opt(p.get("now_request_s")))
     except (OSError, ValueError, KeyError, TypeError, ConfigError):
         return None
 

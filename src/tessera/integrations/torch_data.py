@@ -94,8 +94,12 @@ class _ArraySamples(Dataset[Any]):
 
     def _read(self, selections: list[Box]) -> list[np.ndarray]:
         arr = self.array
-        outs = arr.read(Hyperslabs(selections), attrs=[self.attr], method=self.method,
-                        phi=self.phi)
+        # One sample (``__getitem__``) is a plain read: a box of a footprint read before
+        # takes its recipe (docs/performance.md, "Per-call cost"); a batch is one union.
+        outs = ([arr.read(selections[0], attrs=[self.attr], method=self.method, phi=self.phi)]
+                if len(selections) == 1 else
+                arr.read(Hyperslabs(selections), attrs=[self.attr], method=self.method,
+                         phi=self.phi))
         if arr.last_read is not None and arr.last_read.stats is not None:
             self._io = self.io + arr.last_read.stats
         return [o[self.attr] for o in outs]

@@ -218,3 +218,41 @@ def test_the_trainer_prices_its_plan_and_phi_counts(served: Any) -> None:
     with pytest.raises(Exception, match="pricing"):
         SplitTrainer(net_of(served), freeze="layer4.0", data=served.array,
                      labels=served.labels, pricing="nowhere")
+
+
+class Busy(httpx.AsyncBaseTransport):
+    """Answers the first ``times`` infer requests 503 with ``Retry-After: 0``, as a server
+    whose slots are all taken does; then serves them."""
+
+    def __init__(self, app: Any, times: int) -> None:
+        self.inner = httpx.ASGITransport(app)
+        self.times = times
+        self.turned_away = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/infer" and self.turned_away < self.times:
+            self.turned_away += 1
+            return httpx.Response(503, json={"error": "busy: every slot is taken"},
+                                  headers={"retry-after": "0"})
+        return await self.inner.handle_async_request(request)
+
+
+def test_a_busy_server_is_asked_again_as_its_retry_after_says(served: Any) -> None:
+    from tessera.frozen.remote import features_of
+
+    busy = Busy(served.app, times=2)
+    net = net_of(served, busy)
+    feats, error = features_of(net, served.array, [3, 1, 4], 8, net.server, request_size=5)
+    assert error is None and busy.turned_away == 2  # one request, two busy answers, served
+    local = net.local_features(served.stored[[3, 1, 4]], 8)
+    assert torch.allclose(feats, local, rtol=0, atol=1e-5)
+    # Busy past the storage layer's attempts (4 by default): computed here, the error said.
+    busy = Busy(served.app, times=10)
+    net = net_of(served, busy)
+    feats, error = features_of(net, served.array, [3, 1, 4], 8, net.server, request_size=5)
+    assert busy.turned_away == 4 and error is not None and "503" in error
+    assert torch.allclose(feats, local, rtol=0, atol=1e-5)
+    # The trainer asks the same way: a server busy at first serves the whole epoch.
+    busy = Busy(served.app, times=3)
+    tr, _ = train(net_of(served, busy), served, 8, steps=2, batch=4, check="never")
+    assert busy.turned_away == 3 and tr.reports[0].fallbacks == 0

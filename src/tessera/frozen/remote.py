@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from tessera._sync import run_sync
+from tessera.config import RetryPolicy
 from tessera.errors import (
     CorruptDataError,
     FeatureMismatchError,
@@ -255,6 +256,40 @@ def fatal(err: PushdownError) -> TesseraError | None:
     return typed
 
 
+async def features_parts(net: FrozenModel, array: str, indices: list[int], split: int, *,
+                         request_size: int = 128, output_dtype: str = "<f4",
+                         timings: str = "phases", retry: RetryPolicy | None = None,
+                         ) -> list[Features]:
+    """Layer-``split`` features of samples ``indices`` of the array at ``array`` (below the
+    server's root) from ``net``'s server, in requests of ``request_size`` sent at once, in
+    order: the one way the frozen engine asks (:func:`features_of`, ``SplitTrainer``).
+    A request the server turns away as busy (503) is sent again after the seconds its
+    ``Retry-After`` asked (else the ``retry`` policy's backoff: the storage layer's, by
+    default its defaults), up to the policy's attempts; any other failure, and a busy server
+    past them, raises :class:`~tessera.errors.PushdownError`."""
+    import asyncio
+    import random
+
+    policy = retry or RetryPolicy()
+    rand = random.Random()
+
+    async def one(chunk: list[int]) -> Features:
+        attempt = 1
+        while True:
+            try:
+                return await net.remote_features(array, chunk, split, timings=timings,
+                                                 output_dtype=output_dtype)
+            except PushdownError as err:
+                if err.status != 503 or attempt >= policy.max_attempts:
+                    raise
+                await asyncio.sleep(err.retry_after_s if err.retry_after_s is not None
+                                    else policy.backoff_s(attempt, rand.random()))
+                attempt += 1
+
+    return list(await asyncio.gather(*(one(indices[i:i + request_size])
+                                       for i in range(0, len(indices), request_size))))
+
+
 def features_of(net: FrozenModel, data: Any, indices: list[int], split: int,
                 server: PushdownClient | None, request_size: int = 128,
                 output_dtype: str = "<f4") -> tuple[torch.Tensor, str | None]:
@@ -263,8 +298,6 @@ def features_of(net: FrozenModel, data: Any, indices: list[int], split: int,
     no server or a request fails. Returns the features and the failure's text (``None``
     when the server answered). A damaged input, other weights or an unknown model raise
     (:func:`fatal`) instead of being computed around."""
-    import asyncio
-
     from tessera.storage.url import parse_store_url
 
     if server is not None:
@@ -272,14 +305,10 @@ def features_of(net: FrozenModel, data: Any, indices: list[int], split: int,
             path = run_sync(server.array_path(parse_store_url(data.uri)))
             remote = net if net.server is server else FrozenModel(net.spec, net.model, server,
                                                                   net.folder)
-
-            async def all_of() -> list[Features]:
-                return list(await asyncio.gather(*(
-                    remote.remote_features(path, indices[i:i + request_size], split,
-                                           output_dtype=output_dtype)
-                    for i in range(0, len(indices), request_size))))
-
-            parts = run_sync(all_of())
+            parts = run_sync(features_parts(remote, path, indices, split,
+                                            request_size=request_size,
+                                            output_dtype=output_dtype,
+                                            retry=data.store.aio.config.retry))
             return collate([p.features for p in parts]).clone(), None
         except PushdownError as err:
             if (typed := fatal(err)) is not None:

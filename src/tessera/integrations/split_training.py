@@ -23,7 +23,6 @@ through the same weights (frozen layers in eval mode).
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import copy
 import dataclasses
@@ -52,6 +51,7 @@ from tessera.frozen.remote import (
     collate,
     fatal,
     features_of,
+    features_parts,
     one_server,
 )
 from tessera.frozen.weights import prefix_keys
@@ -392,26 +392,10 @@ class SplitTrainer:
         return {"features": feats, "fetch_s": time.perf_counter() - t}
 
     def _remote(self, batch: list[int], split: int, timings: str) -> list[Features]:
-        path = self._path()
-        chunks = [batch[i:i + self.request_size] for i in range(0, len(batch),
-                                                                 self.request_size)]
-
-        async def one(chunk: list[int]) -> Features:
-            try:
-                return await self.net.remote_features(path, chunk, split, timings=timings,
-                                                      output_dtype=self.output_dtype)
-            except PushdownError as err:
-                if err.status != 503:
-                    raise
-                # busy: wait as long as its Retry-After says (1 s without one), then once more
-                await asyncio.sleep(1.0 if err.retry_after_s is None else err.retry_after_s)
-                return await self.net.remote_features(path, chunk, split, timings=timings,
-                                                      output_dtype=self.output_dtype)
-
-        async def all_of() -> list[Features]:
-            return list(await asyncio.gather(*(one(c) for c in chunks)))
-
-        return run_sync(all_of())
+        return run_sync(features_parts(self.net, self._path(), batch, split,
+                                       request_size=self.request_size,
+                                       output_dtype=self.output_dtype, timings=timings,
+                                       retry=self.data.store.aio.config.retry))
 
     def _step(self, batch: list[int], split: int, fetched: dict[str, Any],
               optimizer: torch.optim.Optimizer,

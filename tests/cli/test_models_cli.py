@@ -61,6 +61,10 @@ def test_profile_model_and_explain_split_end_to_end(tmp_path: Path) -> None:
             "--out", str(tmp_path / "p.json")], env={"TESSERA_PUSHDOWN_TOKEN": srv.token or ""})
     assert result.exit_code == 0, result.output
     assert "<- chosen" in result.output and "profiled on 32 samples" in result.output
+    saved = json.loads((tmp_path / "p.json").read_text())
+    f = saved["freeze"]  # layer4.0: every frozen layer timed on both sides, and training
+    assert len(saved["server_fwd_s"]) == f and all(v > 0 for v in saved["server_fwd_s"])
+    assert all(v > 0 for v in saved["client_fwd_s"][:f]) and saved["train_s"] > 0
     result = runner.invoke(app, ["explain-split", str(tmp_path / "p.json"), "--batch", "256",
                                  "--bandwidth-mbit", "20", "--rule", "sum"])
     assert result.exit_code == 0, result.output

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -94,34 +94,27 @@ def profile_model(
 ) -> None:
     """Profile a model's split (the paper's epoch 0: the server at the freeze point, the
     client at the earliest feasible split, the link) on --samples samples, print the plan
-    and save the profile for `tessera explain-split` and SplitTrainer(profile=...)."""
-    import numpy as np
-    import torch
-
+    and save the profile for `tessera explain-split` and SplitTrainer(profile=...). Nothing
+    is trained: the trained layers are timed forward and backward."""
     from tessera.array.factories import open_array
+    from tessera.frozen.planner import choose
+    from tessera.frozen.profile import profile_split
     from tessera.frozen.remote import FrozenModel
-    from tessera.integrations.split_training import SplitTrainer
+    from tessera.query.plan import default_pricing
+    from tessera.storage.pricing import get_pricing
 
     net = FrozenModel.from_server(pushdown, name, weights)
     data = open_array(array)
-    n = min(samples, data.shape[0])
-    labels = np.zeros(data.shape[0], np.int64)
-    trainer = SplitTrainer(net, freeze=int(freeze) if freeze.isdigit() else freeze, data=data,
-                           labels=labels, batch_size=batch, request_size=request,
-                           split="auto", shuffle=False, check="first")
-    trainer.order = lambda epoch: list(range(n))  # type: ignore[method-assign]
-    optimizer = torch.optim.SGD(trainer.trainable_parameters(), lr=0.0)
-    report = trainer.train_epoch(optimizer, _mean_loss)
-    assert trainer.plan is not None and trainer.profile is not None
-    out.print(trainer.plan.explain(f"{name}  "))
-    out.print(f"profiled on {report.samples} samples in {report.seconds:.1f} s")
+    last = net.index(int(freeze) if freeze.isdigit() else freeze)
+    profile, n, seconds = profile_split(net, data, last, samples=samples, batch_size=batch,
+                                        request_size=request)
+    profile = profile.with_prices(get_pricing(default_pricing(data.store.url)))
+    plan = choose(profile, batch, request, "auto", samples=data.shape[0])
+    out.print(plan.explain(f"{name}  "))
+    out.print(f"profiled on {n} samples in {seconds:.1f} s")
     path = out_file or Path(f"{name}.split-profile.json")
-    path.write_text(json.dumps(trainer.profile.to_json(), indent=1))
+    path.write_text(json.dumps(profile.to_json(), indent=1))
     out.print(f"saved {path}")
-
-
-def _mean_loss(out: Any, labels: Any) -> Any:
-    return out.float().mean() * 0.0
 
 
 def explain_split(

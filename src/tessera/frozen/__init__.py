@@ -7,7 +7,9 @@ beside the store and the client trains on what comes back.
   the operator's models folder (safetensors, sha256-pinned, never a pickle);
 - :mod:`tessera.frozen.remote`: :class:`~tessera.frozen.remote.FrozenModel`, the client's side;
 - :mod:`tessera.frozen.planner`: the split's cost model (HAPI's overlap rule and the
-  baselines'); :mod:`tessera.frozen.materialize`: features as a Tessera array;
+  baselines'); :mod:`tessera.frozen.profile`: profiling a split (the measurements, the
+  pipelined epoch, ``tessera profile-model``'s run without training);
+  :mod:`tessera.frozen.materialize`: features as a Tessera array;
 - :mod:`tessera.frozen.emulate`: emulated compute for the testing kit.
 
 Training: :class:`tessera.torch.SplitTrainer`. Needs the ``frozen`` extra (torch,

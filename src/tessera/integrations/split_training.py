@@ -9,7 +9,9 @@ the client runs ``s+1..F`` in eval mode under ``inference_mode`` and ``F+1..`` w
 The requests of the next ``prefetch`` iterations are in flight while the client computes one.
 Any failure of a request but a damaged input (422: :class:`~tessera.errors.CorruptDataError`)
 or other weights (409) computes that batch locally instead (counted in the report, the reason
-kept), after one retry when the server was busy.
+kept); a busy server (503) is asked again first, as its ``Retry-After`` says, up to the
+store's retry attempts (:func:`~tessera.frozen.remote.features_parts`). Profiling and the
+pipelined epoch are :mod:`tessera.frozen.profile`'s.
 
 The split: ``"auto"`` (HAPI's overlap rule), ``"sum"`` (Neurosurgeon's), ``"freeze"``,
 ``"min"``, ``"nosplit"`` or a layer index. ``"auto"`` and ``"sum"`` profile during epoch 0 as
@@ -23,10 +25,7 @@ through the same weights (frozen layers in eval mode).
 
 from __future__ import annotations
 
-import concurrent.futures
-import copy
 import dataclasses
-import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -43,8 +42,8 @@ from tessera.errors import (
     PushdownError,
 )
 from tessera.frozen.emulate import Emulation
-from tessera.frozen.inventory import FLOAT_BYTES, peak_bytes_per_sample
-from tessera.frozen.planner import SplitPlan, SplitProfile, calibrate, choose
+from tessera.frozen.planner import SplitPlan, SplitProfile, choose
+from tessera.frozen.profile import SplitProfiler, TrainedTail, run_pipelined
 from tessera.frozen.remote import (
     Features,
     FrozenModel,
@@ -54,7 +53,6 @@ from tessera.frozen.remote import (
     features_parts,
     one_server,
 )
-from tessera.frozen.weights import prefix_keys
 from tessera.pushdown.client import PushdownClient
 from tessera.query.plan import default_pricing
 from tessera.storage.pricing import get_pricing
@@ -106,50 +104,6 @@ class EpochReport:
                 f"{self.iterations} iterations, {self.requests} requests, "
                 f"{self.bytes_received / 2**20:.1f} MiB received, waited {self.wait_s:.2f} s"
                 f"{loss}{fb}")
-
-
-class _Tail(nn.Module):
-    """Layers ``F+1..L`` of a copy of the model (trainable), then ``head`` in place of the
-    last layer when given (it receives the previous layer's output flattened to ``(B, -1)``,
-    as every model's own last layer does)."""
-
-    def __init__(self, net: FrozenModel, freeze: int, head: nn.Module | None) -> None:
-        super().__init__()
-        self.body = copy.deepcopy(net.model)
-        self.freeze = freeze
-        self.last = len(net.layers) - (1 if head is not None else 0)
-        self.head = head
-        frozen = prefix_keys(self.body, freeze)
-        used = set(self.body.state_dict()) - frozen
-        if head is not None:
-            used -= set(prefix_keys(self.body, len(net.layers))) - set(
-                prefix_keys(self.body, len(net.layers) - 1))
-        self._trainable = [p for n, p in self.body.named_parameters() if n in used]
-        for p in self.body.parameters():
-            p.requires_grad_(False)
-        for p in self._trainable:
-            p.requires_grad_(True)
-        self.body.train(False)  # eval mode: BatchNorm statistics frozen
-
-    def trainable(self) -> list[nn.Parameter]:
-        own = list(self.head.parameters()) if self.head is not None else []
-        return [*self._trainable, *own]
-
-    def set_train(self, mode: bool) -> None:
-        """Train mode for the trained layers only (the frozen copy stays in eval)."""
-        for _, fn in self.body.layers()[self.freeze:self.last]:
-            if isinstance(fn, nn.Module):
-                fn.train(mode)
-        if self.head is not None:
-            self.head.train(mode)
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        for _, fn in self.body.layers()[self.freeze:self.last]:
-            h = fn(h)
-        if self.head is None:
-            return h
-        out: torch.Tensor = self.head(torch.flatten(h, 1) if h.ndim > 2 else h)
-        return out
 
 
 def _account(report: EpochReport, parts: list[Features]) -> None:
@@ -247,12 +201,16 @@ class SplitTrainer:
         self.emulate = emulate
         self.profile = profile
         self.plan: SplitPlan | None = None
-        self.tail = _Tail(net, self.freeze, head)
+        self.tail = TrainedTail(net, self.freeze, head)
         self.epoch = 0
         self.reports: list[EpochReport] = []
         self._array_path: str | None = None
         self._checked = False
-        self._measure: dict[str, list[float]] = {}
+        self._profiler = SplitProfiler(net, self.freeze, self.data, batch_size=batch_size,
+                                       request_size=request_size,
+                                       client_memory_bytes=client_memory_bytes,
+                                       prefetch=self.prefetch, output_dtype=output_dtype,
+                                       server_info={})
         if self.server is None and split not in ("nosplit", 0):
             self.split = 0  # no server: everything here
         else:
@@ -285,45 +243,30 @@ class SplitTrainer:
         report = EpochReport(self.epoch, self.split)
         t0 = time.perf_counter()
         if profiling:
-            self._probe_link()
-            half = max(1, len(batches) // 2)
-            schedule = [self.freeze] * half + [self._earliest_feasible()] * (len(batches) - half)
+            self._profiler.probe_link(self._remote)
+            schedule = self._profiler.schedule(len(batches))
         else:
             schedule = [self.split] * len(batches)
         self.tail.set_train(True)
-        with concurrent.futures.ThreadPoolExecutor(
-                self.prefetch + 1, thread_name_prefix="tessera-split") as pool:
-            pending: list[concurrent.futures.Future[Any]] = [
-                pool.submit(self._fetch, batches[i], schedule[i], profiling)
-                for i in range(min(self.prefetch + 1, len(batches)))]
-            durations: list[tuple[int, float]] = []  # (split, seconds) per iteration
-            busy: list[tuple[int, float]] = []  # (split, the client's compute seconds)
-            last = time.perf_counter()
-            for i, batch in enumerate(batches):
-                tw = time.perf_counter()
-                fetched = pending.pop(0).result()
-                report.wait_s += time.perf_counter() - tw
-                nxt = i + self.prefetch + 1
-                if nxt < len(batches):  # the next requests fly while this batch computes
-                    pending.append(pool.submit(self._fetch, batches[nxt], schedule[nxt],
-                                               profiling))
-                tc = time.perf_counter()
-                loss = self._step(batch, schedule[i], fetched, optimizer, loss_fn, report,
-                                  profiling)
-                now = time.perf_counter()
-                report.compute_s += now - tc
-                busy.append((schedule[i], now - tc))
-                if i >= 2 and schedule[i] == schedule[i - 2]:  # the pipeline is full
-                    durations.append((schedule[i], now - last))
-                last = now
-                report.losses.append(loss)
-                report.iterations += 1
-                report.samples += len(batch)
+
+        def fetch(batch: list[int], split: int) -> dict[str, Any]:
+            return self._fetch(batch, split, profiling)
+
+        def compute(i: int, fetched: dict[str, Any]) -> None:
+            loss = self._step(batches[i], schedule[i], fetched, optimizer, loss_fn, report,
+                              profiling)
+            report.losses.append(loss)
+            report.iterations += 1
+            report.samples += len(batches[i])
+
+        durations, busy, report.wait_s = run_pipelined(batches, schedule, self.prefetch,
+                                                       fetch, compute)
+        report.compute_s = sum(s for _, s in busy)
         report.seconds = time.perf_counter() - t0
         if profiling:
-            self.profile = calibrate(self._profile_from_measurements(), self.batch_size,
-                                     self.request_size, self.data.shape[0],
-                                     self._earliest_feasible(), durations, busy)
+            assert self.server is not None
+            self._profiler.server_info = run_sync(self.server.info())
+            self.profile = self._profiler.profile(durations, busy)
             self._replan()
             report.split = self.split
         elif self.plan is not None:
@@ -342,19 +285,6 @@ class SplitTrainer:
             sizes = [i.nbytes for i in self.net.layers[:self.freeze]]
             return sizes.index(min(sizes)) + 1
         return self.freeze  # freeze; auto/sum until profiled
-
-    def _client_peak(self) -> tuple[int, ...]:
-        layers, shape = self.net.layers, self.net.spec.input.sample_shape
-        tail = 2 * sum(i.nbytes for i in layers[self.freeze:])
-        return tuple(peak_bytes_per_sample(layers, shape, s + 1, self.freeze) + tail
-                     for s in range(self.freeze + 1))
-
-    def _earliest_feasible(self) -> int:
-        peaks = self._client_peak()
-        for s, peak in enumerate(peaks):
-            if self.batch_size * peak <= self.client_memory_bytes:
-                return s
-        return self.freeze
 
     def _replan(self) -> None:
         assert self.profile is not None
@@ -410,7 +340,7 @@ class SplitTrainer:
             _account(report, parts)
             h = collate([p.features for p in parts])
             if profiling and split == self.freeze:
-                self._note_server(parts, split)
+                self._profiler.note_server(parts, split)
             if self.check == "always" or (self.check == "first" and not self._checked):
                 first = parts[0]
                 local = self.net.local_features(self._stored(batch[:len(first.features)]),
@@ -421,7 +351,7 @@ class SplitTrainer:
                 self._checked = True
             with torch.inference_mode():
                 if profiling and split < self.freeze:
-                    h = self._timed_layers(h, split + 1)
+                    h = self._profiler.timed_layers(h, split + 1)
                 else:
                     h = self.net.forward_range(h, split + 1, self.freeze)
         else:
@@ -432,12 +362,12 @@ class SplitTrainer:
             with torch.inference_mode():
                 td = time.perf_counter()
                 x = self.net.normalise(stored)
-                self._note("decode", (time.perf_counter() - td) / len(batch))
+                self._profiler.note("decode", (time.perf_counter() - td) / len(batch))
                 start = 1
                 if "error" in fetched:  # the server's layers, here
                     x = self.net.forward_range(x, 1, split)
                     start = split + 1
-                h = self._timed_layers(x, start) if profiling else \
+                h = self._profiler.timed_layers(x, start) if profiling else \
                     self.net.forward_range(x, start, self.freeze)
         h = h.clone()  # leave inference mode: the trained layers need autograd
         tt = time.perf_counter()
@@ -446,7 +376,7 @@ class SplitTrainer:
         loss = loss_fn(out, self.labels[batch])
         loss.backward()  # type: ignore[no-untyped-call]
         optimizer.step()
-        self._note("train", (time.perf_counter() - tt) / len(batch))
+        self._profiler.note("train", (time.perf_counter() - tt) / len(batch))
         return float(loss.detach())
 
     def _emulated_step(self, batch: list[int], split: int, fetched: dict[str, Any],
@@ -460,7 +390,7 @@ class SplitTrainer:
             _account(report, parts)
             collate([p.features for p in parts])
             if profiling and split == self.freeze:
-                self._note_server(parts, split)
+                self._profiler.note_server(parts, split)
         else:
             if "error" in fetched:
                 report.fallbacks += 1
@@ -470,122 +400,17 @@ class SplitTrainer:
                 first = 1
             td = time.perf_counter()
             self.net.normalise(fetched["stored"])
-            self._note("decode", (time.perf_counter() - td) / n)
+            self._profiler.note("decode", (time.perf_counter() - td) / n)
         for k in range(first, self.freeze + 1) if profiling else ():
             t = time.perf_counter()
             time.sleep(self.emulate.range_s(name, k, k, n))
-            self._note(f"client{k}", (time.perf_counter() - t) / n)
+            self._profiler.note(f"client{k}", (time.perf_counter() - t) / n)
         if not profiling:
             time.sleep(self.emulate.range_s(name, first, self.freeze, n))
         t = time.perf_counter()
         time.sleep(self.emulate.train_s(name, n))
-        self._note("train", (time.perf_counter() - t) / n)
+        self._profiler.note("train", (time.perf_counter() - t) / n)
         return 0.0
-
-    def _timed_layers(self, h: torch.Tensor, first: int) -> torch.Tensor:
-        n = h.shape[0]
-        for k in range(first, self.freeze + 1):
-            t = time.perf_counter()
-            h = self.net.forward_range(h, k, k)
-            self._note(f"client{k}", (time.perf_counter() - t) / n)
-        return h
-
-    # -- profiling ----------------------------------------------------------------------------
-    def _note(self, key: str, value: float) -> None:
-        self._measure.setdefault(key, []).append(value)
-
-    def _note_server(self, parts: list[Features], split: int) -> None:
-        for p in parts:
-            n = len(p.features)
-            layers = p.header.layers or []
-            for k, t in enumerate(layers[:split], 1):
-                self._note(f"server{k}", float(t) / n)
-            ph = p.header.phases
-            self._note("server_sample", (float(ph.get("read", 0)) + float(ph.get("prep", 0))) / n)
-            self._note("server_load", float(ph.get("load", 0)))
-            self._note("server_byte", float(ph.get("copy", 0)) / max(1, p.nbytes))
-
-    def _probe_link(self) -> None:
-        """Bandwidth and round trip from two requests at split 1 of 1 and of several
-        samples: ``(wall - server seconds)`` is ``rtt + bytes / bandwidth``."""
-        assert self.server is not None
-        n = min(self.request_size, 8, self.data.shape[0])
-        points = []
-        for count in (1, n, 1, n):
-            t = time.perf_counter()
-            got = self._remote(list(range(count)), 1, "phases")[0]
-            wall = time.perf_counter() - t
-            points.append((got.nbytes, max(0.0, wall - got.server_s)))
-        small = min(p[1] for p in points[0::2])
-        large = min(p[1] for p in points[1::2])
-        extra = points[1][0] - points[0][0]
-        self._link = (extra / (large - small) if large > small and extra > 0 else 1e12,
-                      max(small - points[0][0] / (extra / (large - small)) if large > small
-                          and extra > 0 else small, 0.0))
-
-    def _load_profile(self) -> tuple[float, ...]:
-        """The server's load seconds per request for splits 1..F: measured at F, scaled to
-        the other splits by how long their prefixes take to load here (a + b x bytes fitted
-        on splits 1 and F); zeros when the server keeps its models loaded."""
-        seen = self._measure.get("server_load", [])
-        at_f = float(np.median(seen)) if seen else 0.0
-        if at_f < 1e-3:
-            return (0.0,) * self.freeze
-        here = self.net.load_seconds([1, self.freeze])
-        if len(here) < 2 or here[self.freeze] <= 0:
-            return (at_f,) * self.freeze
-        model = self.net.model
-        sizes = [sum(model.state_dict()[k].numel() for k in prefix_keys(model, s))
-                 for s in range(1, self.freeze + 1)]
-        slope = (here[self.freeze] - here[1]) / max(1, sizes[-1] - sizes[0])
-        base = here[1] - slope * sizes[0]
-        return tuple(at_f * max(0.0, base + slope * n) / here[self.freeze] for n in sizes)
-
-    def _profile_from_measurements(self) -> SplitProfile:
-        m = self._measure
-
-        def mean(key: str) -> float:
-            v = m.get(key)
-            return float(np.median(v)) if v else math.nan
-
-        layers = self.net.layers
-        names = tuple(i.name for i in layers)
-        itemsize = 2 if self.output_dtype == "<f2" else 4
-        out_bytes = tuple(i.nbytes // FLOAT_BYTES * itemsize for i in layers)
-        client = tuple(mean(f"client{k}") if k <= self.freeze else 0.0
-                       for k in range(1, len(layers) + 1))
-        bandwidth, rtt = self._link
-        shape = self.net.spec.input.sample_shape
-        stored_bytes = math.prod(shape) * self.data.dtype.itemsize
-        server_peak = tuple(peak_bytes_per_sample(layers, shape, 1, s)
-                            for s in range(1, self.freeze + 1))
-        info = run_sync(self.server.info()) if self.server is not None else {}
-        infer = info.get("infer", {})
-        limits = info.get("limits", {})
-        return SplitProfile(
-            names=names, out_bytes=out_bytes, input_bytes=stored_bytes, freeze=self.freeze,
-            server_fwd_s=tuple(mean(f"server{k}") for k in range(1, self.freeze + 1)),
-            client_fwd_s=client, train_s=mean("train"), bandwidth=bandwidth, rtt_s=rtt,
-            server_sample_s=mean("server_sample"), server_byte_s=mean("server_byte"),
-            client_byte_s=_collate_cost(),
-            client_decode_s=mean("decode") if "decode" in m else 0.0,
-            concurrency=int(infer.get("concurrency", 4)),
-            max_output_bytes=int(limits.get("max_output_bytes", 256 << 20)),
-            server_memory_bytes=int(infer.get("memory_bytes", 2 << 30)),
-            server_peak_bytes=server_peak, client_peak_bytes=self._client_peak(),
-            client_memory_bytes=self.client_memory_bytes, prefetch=self.prefetch,
-            server_cores=int(infer.get("cores", 0)), server_load_s=self._load_profile())
-
-
-def _collate_cost() -> float:
-    """The client's seconds per received byte of :func:`~tessera.frozen.remote.collate` (a
-    machine's constant, measured on 4 x 8 MiB: Table 1's "linear in data size" client
-    phases)."""
-    parts = [np.ones((1 << 21,), np.float32) for _ in range(4)]
-    collate(parts)
-    t = time.perf_counter()
-    collate(parts)
-    return (time.perf_counter() - t) / (4 << 23)
 
 
 class FrozenFeatureDataset(torch.utils.data.Dataset[tuple[torch.Tensor, Any]]):

@@ -9,6 +9,10 @@ A read takes this path when the handle's list of fragments is current (see
 merged run of updates is involved, and its plan moves at most
 :data:`~tessera.array.read.direct.NOW_BYTES`; otherwise, and after a damaged or missing
 tile (the loop's path lists the fragments again and decides), it goes to the loop.
+
+A box (integers and unit-step slices) of a footprint read before skips the planning too: it
+is read by the recipe its first read left (:mod:`tessera.array.read.recipe`), its
+``last_read`` made from the recipe when first asked for.
 """
 
 from __future__ import annotations

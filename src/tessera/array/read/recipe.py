@@ -14,11 +14,15 @@ recipe's ranges by the box's move inside its tile, and its plan rebuilt from the
 template: equal to what :func:`~tessera.array.read.tiles.plan_tile_reads`,
 :func:`~tessera.query.plan.tile_needs` and the planner make for it (tested against them).
 
-A recipe applies only where that argument holds, checked on every read
-(:func:`apply`): the box lies inside one dense fragment, the newest to touch it; every
-tile is raw (no codec, no blocks) with the recipe's stored length; and the tiles lie at
-the recipe's distances from each other in the same objects. Anything else is planned the
-general way.
+:func:`run` reads the box that way on the calling thread: the recipe's requests moved,
+made, and the cells copied out of the fetched bytes through a strided view; the tile reads
+and plan (:func:`apply`) are made only when the read's report is asked for
+(:func:`recipe_report`). A recipe applies only where the argument above holds, checked on
+every read: the box lies inside one dense fragment, the newest to touch it; every tile is
+raw (no codec, no blocks) with the recipe's stored length; the tiles lie at the recipe's
+distances from each other in the same objects; and the ranges read from one object are of
+cells of one size (so they move alike; :func:`make_recipe` refuses other plans). Anything
+else is planned the general way.
 
 >>> from tessera.format.schema import ArraySchema, Dim, Attr
 >>> schema = ArraySchema([Dim("y", (0, 999), 256), Dim("x", (0, 999), 256)],
@@ -166,7 +170,8 @@ def make_recipe(schema: ArraySchema, reads: list[TileRead], needs: list[TileNeed
                 ) -> Recipe | None:
     """The recipe of a box read planned the general way (its ``reads``, ``needs`` and
     ``plan``), or ``None`` where a recipe would not hold: a plan kept by exact position
-    (:mod:`~tessera.query.plan_cache`), a tile that is not raw, no tiles."""
+    (:mod:`~tessera.query.plan_cache`), a tile that is not raw, no tiles, ranges read from
+    one object of cells of several sizes."""
     template = template_of(plan, needs)
     if template is None or template.exact or not reads or any(
             r.codec is not None or r.blocks is not None or not n.raw

@@ -160,28 +160,28 @@ def box_of(sel: Any, schema: ArraySchema,
     (True, True)
     """
     items = sel if type(sel) is tuple else (sel,)
-    dims = schema.dims
-    if len(items) > len(dims):
+    lows, sizes = schema.lower, schema.shape
+    if len(items) > len(lows):
         return None
     lo: list[int] = []
     hi: list[int] = []
     drop: list[bool] = []
-    for d, dim in enumerate(dims):
-        low, high = int(dim.domain[0]), int(dim.domain[1])
+    for d, (low, size) in enumerate(zip(lows, sizes, strict=True)):
+        high = low + size - 1
         item = items[d] if d < len(items) else slice(None)
         if type(item) is slice:
             if item.step is not None and item.step != 1:
                 return None
             a, b = item.start, item.stop
-            a = low if a is None else _plain_int(a, low, dim.size)
-            b = high + 1 if b is None else _plain_int(b, low, dim.size)
+            a = low if a is None else _plain_int(a, low, size)
+            b = high + 1 if b is None else _plain_int(b, low, size)
             if a is None or b is None or not low <= a < b <= high + 1:
                 return None
             lo.append(a)
             hi.append(b - 1)
             drop.append(False)
             continue
-        v = _plain_int(item, low, dim.size)
+        v = _plain_int(item, low, size)
         if v is None or not low <= v <= high:
             return None
         lo.append(v)

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from tessera.array.fragment import FragmentMeta
+from tessera.array.fragment import AttrTiles, FragmentMeta
 from tessera.array.read.report import ReadReport
 from tessera.array.read.tiles import meta_box
 from tessera.errors import InvalidRangeError, ObjectNotFoundError
@@ -131,6 +131,8 @@ class Recipe:
         cells: per tile read, its attribute's dtype, cell shape and the strides of a cell.
         objects: which object holds each attribute read (see :func:`_objects`).
         outputs: per attribute read, its name, dtype and cell shape.
+        fragments: what :func:`run` worked out of each fragment it followed the recipe in
+            (``None``: it cannot be followed there), by fragment name.
     """
 
     template: Template
@@ -146,6 +148,8 @@ class Recipe:
     cells: tuple[tuple[np.dtype[Any], tuple[int, ...], tuple[int, ...]], ...]
     objects: tuple[int, ...]
     outputs: tuple[tuple[str, np.dtype[Any], tuple[int, ...]], ...]
+    fragments: dict[str, InFragment | None] = dataclasses.field(default_factory=dict,
+                                                                compare=False, repr=False)
 
 
 def layout_of(reads: list[TileRead]) -> tuple[tuple[int, int], ...]:
@@ -277,6 +281,30 @@ def _objects(meta: FragmentMeta, names: tuple[str, ...]) -> tuple[int, ...]:
     return got
 
 
+_UNSEEN: Any = object()
+
+#: Of a recipe in one fragment: its first tile index and the step of a tile's position per
+#: dimension, each tile read's position relative to the box's first tile, and its
+#: attribute's tile table.
+InFragment = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[AttrTiles, ...]]
+
+
+def _in_fragment(recipe: Recipe, schema: ArraySchema, meta: FragmentMeta,
+                 attrs: list[str]) -> InFragment | None:
+    """What :func:`run` needs of ``meta`` to follow ``recipe`` there, or ``None`` when it
+    cannot (attributes in other objects, tiles not raw or of another length); once per
+    recipe and fragment (fragments never change)."""
+    if _objects(meta, tuple(attrs)) != recipe.objects:
+        return None
+    tile_lo, steps = _grid(schema, meta)
+    if any(_raw_length(meta, name) != length
+           for (_, name), length in zip(recipe.tiles, recipe.lengths, strict=True)):
+        return None
+    rel_pos = tuple(sum(r * st for r, st in zip(rel, steps, strict=True))
+                    for rel, _ in recipe.tiles)
+    return tile_lo, steps, rel_pos, tuple(meta.attrs[name] for _, name in recipe.tiles)
+
+
 def run(recipe: Recipe, store: AsyncStore, schema: ArraySchema, meta: FragmentMeta,
         box: Box, first: tuple[int, ...], starts: tuple[int, ...], drop: tuple[bool, ...],
         attrs: list[str]) -> dict[str, np.ndarray] | None:
@@ -286,21 +314,21 @@ def run(recipe: Recipe, store: AsyncStore, schema: ArraySchema, meta: FragmentMe
     outputs with the dimensions ``drop`` says taken out. ``None`` when the tiles there are
     not laid out as the recipe's, or a request or check fails (the general path then reads
     and reports it)."""
-    if _objects(meta, tuple(attrs)) != recipe.objects:
+    found = recipe.fragments.get(meta.name, _UNSEEN)
+    if found is _UNSEEN:
+        found = recipe.fragments[meta.name] = _in_fragment(recipe, schema, meta, attrs)
+    if found is None:
         return None
-    tile_lo, steps = _grid(schema, meta)
+    tile_lo, steps, rel_pos, tables = found
+    p0 = 0
+    for f, t, st in zip(first, tile_lo, steps, strict=True):
+        p0 += (f - t) * st
     offsets: list[int] = []
     pos: list[int] = []
     base: list[int] = []  # per object, its first tile read's start
-    for (rel, name), length, (obj, dist) in zip(recipe.tiles, recipe.lengths, recipe.layout,
-                                               strict=True):
-        if _raw_length(meta, name) != length:
-            return None
-        p = 0
-        for f, r, t, st in zip(first, rel, tile_lo, steps, strict=True):
-            p += (f + r - t) * st
-        pos.append(p)
-        offsets.append(off := int(meta.attrs[name].offsets[p]))
+    for table, rp, (obj, dist) in zip(tables, rel_pos, recipe.layout, strict=True):
+        pos.append(p0 + rp)
+        offsets.append(off := int(table.offsets[p0 + rp]))
         if obj == len(base):
             base.append(off)
         if off - base[obj] != dist:
@@ -319,8 +347,7 @@ def run(recipe: Recipe, store: AsyncStore, schema: ArraySchema, meta: FragmentMe
                 if start < 0 or at + a + shift < start:
                     start = at + a + shift
                 stop = max(stop, at + b + shift)
-            data = store.read_range_now(meta.attrs[recipe.tiles[t0][1]].key, start,
-                                        stop - start)
+            data = store.read_range_now(tables[t0].key, start, stop - start)
             if len(data) != stop - start:
                 return None
             fetched.append((start, data))
@@ -349,9 +376,8 @@ def run(recipe: Recipe, store: AsyncStore, schema: ArraySchema, meta: FragmentMe
         if len(parts) == 1:
             start, data = fetched[parts[0]]
             if whole:
-                tiles = meta.attrs[name]
                 raw = memoryview(data)[off - start:off - start + length]
-                if checksum(raw, tiles.checksum) != int(tiles.crc32[pos[t]]):
+                if checksum(raw, tables[t].checksum) != int(tables[t].crc32[pos[t]]):
                     return None
             # The cells straight from the fetched bytes: a strided view, no tile buffer.
             cells = np.ndarray((*rshape, *cell_shape), dtype, data, off - start + first_byte,

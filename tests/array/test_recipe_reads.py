@@ -221,3 +221,20 @@ def test_a_read_by_recipe_on_a_folder_matches(tmp_path: Path, runs: list[int],
             arr[r:r + 20, c:c + 20]
         assert _full_report(arr) == report
     assert sum(runs) >= 1
+
+
+def test_a_read_by_recipe_makes_its_report_when_asked(runs: list[int]) -> None:
+    data = np.arange(64 * 64, dtype=np.int32).reshape(64, 64)
+    arr = tessera.from_numpy(f"memory://recipe-lazy/{uuid.uuid4().hex}", data, tile=(16, 16))
+    arr.reads = NO_RELIST
+    arr[:]
+    arr[1:5, 2:6]
+    np.testing.assert_array_equal(arr[20:24, 40:44], data[20:24, 40:44])
+    assert runs == [True]
+    stats = arr.last_read_stats  # the I/O, without making the tile list and plan
+    assert stats is not None and stats.requests == 1 and callable(arr._last_read)
+    report = arr.last_read
+    assert report.stats is stats and not callable(arr._last_read)
+    assert [t.tile_index for t in report.tile_reads] == [(1, 2)]
+    arr[:]  # a read the general way: its stats are its report's
+    assert arr.last_read_stats is arr.last_read.stats

@@ -46,6 +46,7 @@ from tessera.query.cost import StoreProfile
 from tessera.query.need import TileNeed
 from tessera.query.plan import Plan, tile_needs, union_needs
 from tessera.storage.blocking import Store
+from tessera.storage.stats import IOStats
 
 #: Recipes a handle keeps at most (all are dropped when one more would pass this).
 MAX_RECIPES = 1024
@@ -64,6 +65,7 @@ class CallingThreadReads:
     #: The latest read's report, or what makes it when first asked for (a read by recipe
     #: leaves its tile list and plan to be made then: see :attr:`last_read`).
     _last_read: ReadReport | Callable[[], ReadReport] | None = None
+    _last_stats: IOStats | None = None
     _store: Store
     _pushdown: PushdownServer | None
     _snapshot: list[FragmentMeta] | None
@@ -107,6 +109,14 @@ class CallingThreadReads:
     @last_read.setter
     def last_read(self, report: ReadReport | None) -> None:
         self._last_read = report
+        self._last_stats = None if report is None else report.stats
+
+    @property
+    def last_read_stats(self) -> IOStats | None:
+        """The requests and bytes the latest read made (``last_read.stats``) without making
+        the rest of its report (a read by recipe makes its tile list and plan only when
+        ``last_read`` is asked for); ``None`` before the first read."""
+        return self._last_stats
 
     def _now_metas(self, names: list[str]) -> list[FragmentMeta] | None:
         """The fragments a read on the calling thread uses, or ``None`` when the read goes
@@ -180,6 +190,7 @@ class CallingThreadReads:
         self._last_visible = metas
         self._last_read = functools.partial(recipe_report, recipe, self.schema, metas[rank],
                                             rank, (lo, hi), first, starts, stats, len(metas))
+        self._last_stats = stats
         return outputs
 
     def _keep_recipe(self, selection: Selection, names: list[str], method: str, phi: float,

@@ -100,8 +100,8 @@ class _ArraySamples(Dataset[Any]):
                 if len(selections) == 1 else
                 arr.read(Hyperslabs(selections), attrs=[self.attr], method=self.method,
                          phi=self.phi))
-        if arr.last_read is not None and arr.last_read.stats is not None:
-            self._io = self.io + arr.last_read.stats
+        if (stats := arr.last_read_stats) is not None:
+            self._io = self.io + stats
         return [o[self.attr] for o in outs]
 
     def _tensor(self, values: np.ndarray) -> Any:

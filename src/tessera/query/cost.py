@@ -145,11 +145,13 @@ class StoreProfile:
 
 DEFAULT_PROFILES: Mapping[str, StoreProfile] = MappingProxyType({
     # A local folder or memory store: fast, ~0.15 ms per request through the async bridge
-    # (measured on the development machine), little gain from concurrency on few cores.
-    # The client's own work per read call and per tile (call_s, tile_s): fitted by
-    # tessera.array.calibrate.measure_calls on memory and folder stores of the development
-    # machine (20 x 20 crops of raw 256 x 256 tiles, 1-4 tiles, plans warm; six runs:
-    # 0.05-0.37 ms per call, 0.04-0.16 ms per tile; about 0.1 and 0.12 typical).
+    # (measured on the development machine), ~10 us per request of a small read made on
+    # the calling thread (now_request_s: tessera profile's T_R of such stores gave 8-20
+    # us), little gain from concurrency on few cores. The client's own work per read call
+    # and per tile (call_s, tile_s): fitted by tessera.array.calibrate.measure_calls on
+    # memory and folder stores of the development machine (20 x 20 crops of raw 256 x 256
+    # tiles, 1-4 tiles, read by recipe; six runs: 0-100 us per call, 0-44 us per tile;
+    # about 30 and 15 us typical; 0.1 and 0.12 ms before reads by recipe).
     "local": StoreProfile("default:local", ((1, 2.0e9), (2, 3.0e9)),
                           request_latency_s=150e-6, concurrency=2, call_s=30e-6,
                           tile_s=15e-6, now_request_s=10e-6),

@@ -14,7 +14,8 @@ on its memory and file key-value stores (where it installs). End to end: the sam
 per-sample ``torch.utils.data.Dataset`` read through a ``DataLoader`` (no workers, one sample
 per step), for Tessera, zarr and h5py.
 
-Per row: the mean per-call time (median of ``--reps`` runs), the ratio to zarr on the same
+Per row: the mean per-call time (median of ``--reps`` runs; and of the fastest run), the
+ratio to zarr on the same
 kind of store and to h5py, and for Tessera its planner's estimate of the read
 (``arr.explain(sel).estimate.seconds``, mean over the same reads) beside the measured time:
 with the built-in profile of the store's kind, and with a profile measured in the same run
@@ -58,10 +59,11 @@ def crops(tiles: int, n: int, seed: int) -> list[tuple[int, int]]:
 
 
 def per_call(read: Callable[[int, int], Any], corners: list[tuple[int, int]],
-             reps: int) -> tuple[float, float]:
+             reps: int) -> tuple[float, float, float]:
     """Mean seconds per call over ``corners``: the first time each is read (a training
     loop's first epoch: plans made, Tessera's recipes kept for footprints not read before,
-    files cached) and then (median of ``reps`` runs)."""
+    files cached), then the median and the fastest of ``reps`` runs (the machine is shared:
+    the fastest run is the one least disturbed)."""
     start = time.perf_counter()
     for r, c in corners:
         read(r, c)
@@ -72,7 +74,7 @@ def per_call(read: Callable[[int, int], Any], corners: list[tuple[int, int]],
         for r, c in corners:
             read(r, c)
         runs.append((time.perf_counter() - start) / len(corners))
-    return first, statistics.median(runs)
+    return first, statistics.median(runs), min(runs)
 
 
 def _check(read: Callable[[int, int], Any], data: np.ndarray, name: str) -> None:
@@ -234,15 +236,16 @@ def results_md(rows: list[dict[str, Any]], n: int) -> str:
              "plans a footprint it has not read before the general way and keeps its "
              "recipe; 20 x 20 crops across a seam have 19 footprints per seam, so a 2-tile "
              "first epoch meets most of them, a 4-tile one many of its 361).", "",
-             "| system | store | tiles | ms per call | first read ms | / zarr | / h5py | "
-             "estimate ms | estimate / measured | profiled estimate / measured |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| system | store | tiles | ms per call | fastest run ms | first read ms | / zarr "
+             "| / h5py | estimate ms | estimate / measured | profiled estimate / measured |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         zarr = by.get((f"zarr {r['store']}", r["tiles"]))
         h5 = by.get(("h5py local", r["tiles"]))
         est = r.get("estimate_ms")
         lines.append(
             f"| {r['system']} | {r['store']} | {r['tiles']} | {r['per_call_ms']:.4f} | "
+            + (f"{r['best_ms']:.4f}" if r.get("best_ms") is not None else "-") + " | "
             + (f"{r['first_read_ms']:.4f}" if r.get("first_read_ms") is not None else "-")
             + " | " + (f"{r['per_call_ms'] / zarr['per_call_ms']:.2f}" if zarr else "-") + " | "
             + (f"{r['per_call_ms'] / h5['per_call_ms']:.2f}" if h5 else "-") + " | "
@@ -255,9 +258,10 @@ def results_md(rows: list[dict[str, Any]], n: int) -> str:
         if t and z:
             lines.append(f"- Tessera on {kind}, 1 tile: {t['per_call_ms']:.4f} ms vs zarr "
                          f"{z['per_call_ms']:.4f} ms ({t['per_call_ms'] / z['per_call_ms']:.2f}"
-                         "x; goal <= 1x)" + (f"; goal <= 0.05 ms: "
-                                             f"{'met' if t['per_call_ms'] <= 0.05 else 'missed'}"
-                                             if kind == "memory" else ""))
+                         "x; goal <= 1x)" + (
+                             f"; goal <= 0.05 ms: {'met' if t['per_call_ms'] <= 0.05 else 'missed'}"
+                             f" (the fastest run: {t['best_ms']:.4f} ms)"
+                             if kind == "memory" and "best_ms" in t else ""))
     t, h = by.get(("tessera.h5 local", "1")), by.get(("h5py local", "1"))
     if t and h:
         lines.append(f"- tessera.h5 on a local folder vs h5py on a local file, 1 tile: "
@@ -296,9 +300,9 @@ def main() -> None:
         for tiles in (1, 2, 4):
             corners = crops(tiles, n, seed=tiles)
             for name, (kind, read, arr) in named.items():
-                first, steady = per_call(read, corners, reps)
+                first, steady, best = per_call(read, corners, reps)
                 row: dict[str, Any] = {"system": name, "store": kind, "tiles": str(tiles),
-                                       "per_call_ms": steady * 1e3,
+                                       "per_call_ms": steady * 1e3, "best_ms": best * 1e3,
                                        "first_read_ms": first * 1e3}
                 if arr is not None:
                     row["estimate_ms"] = _estimate(arr, corners, default_profile(arr.store.url))

@@ -151,7 +151,7 @@ def tile_needs(schema: ArraySchema, sel: Selection, reads: list[TileRead]) -> li
                 # Every cell of the tile is selected: no decomposition needed.
                 whole = tile_nbytes(schema, attr)
                 ranges = read.stored_ranges(np.array([[0, whole]], dtype=np.int64))
-                needs.append(_need(read, ranges, whole))
+                needs.append(tile_need(read, ranges, whole))
                 continue
             selected = math.prod(b - a for a, b in runs) * cell
             key: tuple[object, ...] = (cell, runs)
@@ -162,14 +162,14 @@ def tile_needs(schema: ArraySchema, sel: Selection, reads: list[TileRead]) -> li
             selected = math.prod(len(s) for s in sets) * cell
             key = (cell, *(s.tobytes() for s in sets))
         if not read.range_readable:
-            needs.append(_need(read, read.stored_ranges(_NO_RANGES), selected))
+            needs.append(tile_need(read, read.stored_ranges(_NO_RANGES), selected))
             continue
         cells = decomposed.get(key)
         if cells is None:
             cells = decomposed[key] = (
                 box_byte_ranges(extent, cell, schema.cell_order, runs) if plain
                 else tile_byte_ranges(extent, cell, schema.cell_order, sets))
-        needs.append(_need(read, read.stored_ranges(cells), selected))
+        needs.append(tile_need(read, read.stored_ranges(cells), selected))
     return needs
 
 
@@ -179,7 +179,9 @@ _NO_CELLS = np.empty(0, dtype=np.int64)
 _NO_CELLS.setflags(write=False)
 
 
-def _need(read: TileRead, ranges: np.ndarray, selected: int) -> TileNeed:
+def tile_need(read: TileRead, ranges: np.ndarray, selected: int) -> TileNeed:
+    """What ``read`` needs: the stored byte ranges ``ranges`` (relative to the tile) holding
+    ``selected`` bytes of selected cells."""
     # A pushdown server reads only the needed blocks of a blocked tile.
     pushed = int((ranges[:, 1] - ranges[:, 0]).sum()) if read.blocks is not None else None
     return TileNeed(tile_label(read), read.key, read.offset, read.length, read.range_readable,

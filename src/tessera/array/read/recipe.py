@@ -41,15 +41,16 @@ from typing import Any
 import numpy as np
 
 from tessera.array.fragment import AttrTiles, FragmentMeta
+from tessera.array.read.fetch import request_idents
 from tessera.array.read.report import ReadReport
-from tessera.array.read.tiles import meta_box
+from tessera.array.read.tiles import meta_box, tile_read
 from tessera.errors import InvalidRangeError, ObjectNotFoundError
 from tessera.format.checksum import checksum
 from tessera.format.layout import Box, intersect, tile_box, tile_position
 from tessera.format.schema import ArraySchema, Attr
 from tessera.format.tile import TileRead
 from tessera.query.need import TileNeed
-from tessera.query.plan import Plan, tile_label
+from tessera.query.plan import Plan, tile_need
 from tessera.query.plan_cache import Template, rebuild, template_of
 from tessera.storage.stats import IOStats
 from tessera.storage.store import AsyncStore
@@ -129,7 +130,6 @@ class Recipe:
         holders: per tile read, the requests its bytes come in: one that holds the whole
             tile (then checked against the tile's checksum), else every part.
         cells: per tile read, its attribute's dtype, cell shape and the strides of a cell.
-        objects: which object holds each attribute read (see :func:`_objects`).
         outputs: per attribute read, its name, dtype and cell shape.
         fragments: what :func:`run` worked out of each fragment it followed the recipe in
             (``None``: it cannot be followed there), by fragment name.
@@ -146,7 +146,6 @@ class Recipe:
     requests: tuple[tuple[int, tuple[tuple[int, int, int, bool], ...]], ...]
     holders: tuple[tuple[bool, tuple[int, ...]], ...]
     cells: tuple[tuple[np.dtype[Any], tuple[int, ...], tuple[int, ...]], ...]
-    objects: tuple[int, ...]
     outputs: tuple[tuple[str, np.dtype[Any], tuple[int, ...]], ...]
     fragments: dict[str, InFragment | None] = dataclasses.field(default_factory=dict,
                                                                 compare=False, repr=False)
@@ -159,14 +158,6 @@ def layout_of(reads: list[TileRead]) -> tuple[tuple[int, int], ...]:
     base: dict[str, int] = {}
     return tuple((keys.setdefault(r.key, len(keys)), r.offset - base.setdefault(r.key, r.offset))
                  for r in reads)
-
-
-def _objects_of(reads: list[TileRead]) -> tuple[int, ...]:
-    """:func:`_objects` of the attributes a box read's tiles are of, in their order."""
-    names = tuple(dict.fromkeys(r.attr for r in reads))
-    keys: dict[str, int] = {}
-    first_key = {r.attr: r.key for r in reversed(reads)}
-    return tuple(keys.setdefault(first_key[n], len(keys)) for n in names)
 
 
 def make_recipe(schema: ArraySchema, reads: list[TileRead], needs: list[TileNeed],
@@ -184,7 +175,7 @@ def make_recipe(schema: ArraySchema, reads: list[TileRead], needs: list[TileNeed
     base: dict[str, int] = {}
     for r in reads:
         base.setdefault(r.key, r.offset)
-    position = {id(r): i for i, r in enumerate(plan.requests)}
+    position = {(r.key, r.start, r.stop): i for i, r in enumerate(plan.requests)}
     requests = []
     for req, rt in zip(plan.requests, template.requests, strict=True):
         parts = []
@@ -203,10 +194,10 @@ def make_recipe(schema: ArraySchema, reads: list[TileRead], needs: list[TileNeed
         return None
     holders = []
     for t, read in enumerate(reads):
-        mine = plan.requests_for(t)
-        whole = [r for r in mine if r.start <= read.offset and r.stop >= read.offset
-                 + read.length]
-        holders.append((bool(whole), tuple(position[id(r)] for r in (whole[:1] or mine))))
+        idents = request_idents(read, plan.requests_for(t))  # as the general executor's
+        whole = len(idents) == 1 and idents[0][1] <= read.offset \
+            and idents[0][2] >= read.offset + read.length
+        holders.append((whole, tuple(position[i] for i in idents)))
     return Recipe(
         template,
         tuple((tuple(i - f for i, f in zip(r.tile_index, first, strict=True)), r.attr)
@@ -221,7 +212,6 @@ def make_recipe(schema: ArraySchema, reads: list[TileRead], needs: list[TileNeed
         tuple(holders),
         tuple((schema.attr(r.attr).np_dtype, schema.attr(r.attr).cell_shape,
                _cell_strides(schema.attr(r.attr))) for r in reads),
-        _objects_of(reads),
         tuple((n, schema.attr(n).np_dtype, schema.attr(n).cell_shape)
               for n in dict.fromkeys(r.attr for r in reads)))
 
@@ -294,7 +284,9 @@ def _in_fragment(recipe: Recipe, schema: ArraySchema, meta: FragmentMeta,
     """What :func:`run` needs of ``meta`` to follow ``recipe`` there, or ``None`` when it
     cannot (attributes in other objects, tiles not raw or of another length); once per
     recipe and fragment (fragments never change)."""
-    if _objects(meta, tuple(attrs)) != recipe.objects:
+    # Each attribute in the object it was in where the recipe was made (the first tile's
+    # reads are one per attribute, in order).
+    if _objects(meta, tuple(attrs)) != tuple(obj for obj, _ in recipe.layout[:len(attrs)]):
         return None
     tile_lo, steps = _grid(schema, meta)
     if any(_raw_length(meta, name) != length
@@ -405,23 +397,19 @@ def apply(recipe: Recipe, schema: ArraySchema, meta: FragmentMeta, rank: int, bo
     what :func:`~tessera.array.read.tiles.plan_tile_reads`,
     :func:`~tessera.query.plan.tile_needs` and the planner make for it."""
     reads = []
-    for (rel, name), length in zip(recipe.tiles, recipe.lengths, strict=True):
+    for rel, name in recipe.tiles:
         index = tuple(f + r for f, r in zip(first, rel, strict=True))
-        tiles = meta.attrs[name]
-        pos = tile_position(schema, meta.tile_lo, meta.tile_hi, index)
         tb = tile_box(schema, index)
         region = intersect(tb, box)
         assert region is not None  # the footprint's tiles all meet the box
-        reads.append(TileRead(meta.name, rank, name, tiles.key, int(tiles.offsets[pos]),
-                              length, None, int(tiles.crc32[pos]), index, tb[0], region,
-                              None, tiles.checksum))
+        pos = tile_position(schema, meta.tile_lo, meta.tile_hi, index)
+        reads.append(tile_read(meta, rank, name, pos, index, tb[0], region))
     move = tuple(s - s0 for s, s0 in zip(starts, recipe.starts, strict=True))
     needs = []
     for read, ranges, strides, selected in zip(reads, recipe.ranges, recipe.strides,
                                                recipe.selected, strict=True):
         shift = sum(m * s for m, s in zip(move, strides, strict=True))
-        needs.append(TileNeed(tile_label(read), read.key, read.offset, read.length, True,
-                              ranges + shift if shift else ranges, selected, None))
+        needs.append(tile_need(read, ranges + shift if shift else ranges, selected))
     return reads, rebuild(recipe.template, needs)
 
 

@@ -81,14 +81,20 @@ def plan_tile_reads(schema: ArraySchema, sel: Selection, metas: list[FragmentMet
                 continue
             pos = tile_position(schema, meta.tile_lo, meta.tile_hi, index)
             used = True
-            for name in attrs:
-                at = meta.attrs[name]
-                reads.append(TileRead(meta.name, rank, name, at.key, int(at.offsets[pos]),
-                                      int(at.sizes[pos]), at.tile_codec(pos),
-                                      int(at.crc32[pos]), index, tb[0], region,
-                                      at.blocks(pos), at.checksum))
+            reads.extend(tile_read(meta, rank, name, pos, index, tb[0], region)
+                         for name in attrs)
         skipped += 0 if used else 1
     return reads, cell_reads, skipped
+
+
+def tile_read(meta: FragmentMeta, rank: int, name: str, pos: int, index: tuple[int, ...],
+              origin: tuple[int, ...], region: Box) -> TileRead:
+    """The read of the tile at position ``pos`` of fragment ``meta`` (of ``rank``) for
+    attribute ``name``: space tile ``index`` starting at ``origin``, its cells ``region``."""
+    at = meta.attrs[name]
+    return TileRead(meta.name, rank, name, at.key, int(at.offsets[pos]), int(at.sizes[pos]),
+                    at.tile_codec(pos), int(at.crc32[pos]), index, origin, region,
+                    at.blocks(pos), at.checksum)
 
 
 def meta_box(meta: FragmentMeta) -> Box:

@@ -256,3 +256,15 @@ def test_a_busy_server_is_asked_again_as_its_retry_after_says(served: Any) -> No
     busy = Busy(served.app, times=3)
     tr, _ = train(net_of(served, busy), served, 8, steps=2, batch=4, check="never")
     assert busy.turned_away == 3 and tr.reports[0].fallbacks == 0
+
+
+def test_profiling_a_split_refuses_what_it_cannot_profile(served: Any) -> None:
+    from tessera.frozen.profile import profile_split
+
+    net = net_of(served)
+    last = len(net.layers)
+    with pytest.raises(InvalidArgumentError, match=f"freeze {last} leaves nothing to train"):
+        profile_split(net, served.array, last, samples=8)
+    local = FrozenModel.local(net.spec, served.models)
+    with pytest.raises(InvalidArgumentError, match="needs its pushdown server"):
+        profile_split(local, served.array, 8, samples=8)

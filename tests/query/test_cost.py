@@ -52,6 +52,19 @@ def test_profile_and_model_validation() -> None:
         StoreProfile("x", ((1, 0.0),), 0.01)
     with pytest.raises(ConfigError, match="phi"):
         CostModel(PROFILE, "s3", phi=-1)
+    for bad in (-1e-6, float("nan")):
+        with pytest.raises(ConfigError, match="now_request_s must be >= 0"):
+            StoreProfile("x", ((1, 1e6),), 0.01, now_request_s=bad)
+
+
+def test_a_calling_thread_read_is_estimated_one_request_after_another() -> None:
+    prof = StoreProfile("x", ((1, 1e6), (4, 4e6)), 0.01, concurrency=4, now_request_s=1e-4)
+    model = CostModel(prof, "local")
+    mix = RequestMix(range_requests=4, range_bytes=4000)
+    assert model.seconds(mix) == pytest.approx(4000 / 4e6 + 0.01)  # one wave of four
+    assert model.now_seconds(mix) == pytest.approx(4000 / 1e6 + 4 * 1e-4)
+    plain = StoreProfile("y", ((1, 1e6),), 0.01)  # no now_request_s: T_R
+    assert CostModel(plain, "local").now_seconds(mix) == pytest.approx(4000 / 1e6 + 0.04)
     assert not DEFAULT_PROFILES["cloud"].has_pushdown
     assert DEFAULT_PROFILES["cloud"].pushdown_s(1e6) == math.inf
     assert DEFAULT_PROFILES["cloud"].min_range_bytes == int(25e6 * 0.03)

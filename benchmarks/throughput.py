@@ -643,12 +643,13 @@ def results_md(rows: list[dict[str, Any]], n_images: int, array_mib: float) -> s
             lines.append(f"| FrequencyDataset k = {k} keeps up with JPEG objects + PIL "
                          f"({LOADER}) | {ours:,.0f} vs {jpeg_loader:,.0f} images/s: "
                          f"{ours / jpeg_loader:.2f}x | {'yes' if ours >= jpeg_loader else 'no'} |")
-    dec = get("in process", "decode k=63 pixels", "tessera fast decode", "seconds")
-    if dec is not None:
+    rate = get("in process", "decode k=63 pixels", "tessera fast decode", "items_per_s")
+    if rate:  # the decode row's own images (256 of the set), not the set's size
+        per_256 = 256 / rate
         ident = get("in process", "decode k=63 pixels", "tessera fast decode", "bit_identical")
-        lines.append(f"| k = 63 decode of {n_images} images <= 0.15 s per 256 | "
-                     f"{dec * 256 / n_images:.3f} s per 256 (bit-identical: {ident}) | "
-                     f"{'yes' if dec * 256 / n_images <= 0.15 else 'no'} |")
+        lines.append(f"| k = 63 decode of 256 images in one process <= 0.15 s | "
+                     f"{per_256:.3f} s (bit-identical: {ident}) | "
+                     f"{'yes' if per_256 <= 0.15 else 'no'} |")
     lines += ["", "## Every row", ""]
     fields = ["link", "shape", "system", "seconds", "items_per_s", "MB_per_s", "cpu_s_per_GB",
               "link_bytes", "requests", "obstore_s", "over_obstore", "link_model_s",

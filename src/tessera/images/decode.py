@@ -35,11 +35,11 @@ import numpy as np
 from tessera._threads import run_chunks, workers
 from tessera.errors import InvalidArgumentError
 from tessera.images.transform import (
-    YCBCR_TO_RGB,
     _diagonal_order,
     dct_matrix,
     diagonals,
     inverse_dct,
+    to_rgb,
 )
 
 
@@ -178,20 +178,21 @@ def decode_concatenated(fmt: FrequencyFormat, source: Source, k: int, m: int,
         return out
     per_image = 4 * ch * by * bx * max(r * r, m * m)
     chunk = max(1, min(CHUNK_BYTES // per_image, -(-n // workers())))
-    rgb = _rgb_matrix(fmt.colour)
+    rgb = fmt.colour == "ycbcr"
     level = np.float32(fmt.level_shift)
     factor = np.float32(m / fmt.block)
 
     def run(lo: int, hi: int) -> None:
         c = corners(fmt, cat, kk, r, lo, hi)
-        if rgb is not None:
-            c = np.einsum("rc,ncyxij->nryxij", rgb, c)
+        if rgb:
+            c = to_rgb(c)
         if r == 1 and m > 1:  # block means: one value per block, broadcast when written
             dc = _dct_row0(m) * c[..., 0, 0]
             pixels = (dc * _dct_row0(m))[..., None, None]
         else:
             pixels = inverse_dct(c, m)
-        pixels *= factor  # an m-point IDCT of b-point coefficients
+        if m != fmt.block:  # an m-point IDCT of b-point coefficients (x 1: no change)
+            pixels *= factor
         pixels += level
         if dtype == np.uint8:
             np.rint(pixels, out=pixels)
@@ -213,8 +214,3 @@ def _dct_row0(m: int) -> np.float32:
     if not (row == row[0]).all():  # pragma: no cover - scipy's DCT matrix, checked once
         raise AssertionError("the DCT's first row is not constant in float32")
     return np.float32(row[0])
-
-
-@functools.lru_cache(maxsize=4)
-def _rgb_matrix(colour: str) -> np.ndarray | None:
-    return YCBCR_TO_RGB.astype(np.float32) if colour == "ycbcr" else None

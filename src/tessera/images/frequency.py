@@ -42,6 +42,7 @@ from tessera.images.transform import (
     dct_matrix,
     diagonals,
     inverse_dct,
+    to_rgb,
 )
 
 __all__ = ["BLOCKS", "COLOURS", "RGB_TO_YCBCR", "TRUNCATED_UP_TO", "YCBCR_TO_RGB",
@@ -226,9 +227,10 @@ class FrequencyFormat:
         if self.colour == "ycbcr":
             # YCbCr -> RGB on the few coefficients kept (linear; the blocks hold M (rgb - 128):
             # M's luma row sums to 1 and its chroma rows to 0, so no offset is left over).
-            c = np.einsum("rc,ncyxij->nryxij", YCBCR_TO_RGB.astype(np.float32), c)
+            c = to_rgb(c)
         pixels = self._inverse(c, m)
-        pixels *= np.float32(m / self.block)  # an m-point IDCT of b-point coefficients
+        if m != self.block:  # an m-point IDCT of b-point coefficients (x 1 changes nothing)
+            pixels *= np.float32(m / self.block)
         pixels += np.float32(self.level_shift)
         n, ch, by, bx = pixels.shape[:4]
         img = pixels.transpose(0, 2, 4, 3, 5, 1).reshape(n, by * m, bx * m, ch)

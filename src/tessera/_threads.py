@@ -62,15 +62,35 @@ def submit(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.fut
 
 
 def run_chunks(fn: Callable[[int, int], None], n: int, chunk: int) -> None:
-    """``fn(lo, hi)`` over ``0..n`` in pieces of ``chunk`` items, on the compute pool (in the
-    caller's thread when there is one piece, or when called from a pool thread); the first
-    error is raised after every piece has finished."""
+    """``fn(lo, hi)`` over ``0..n`` in pieces of ``chunk`` items: the caller's thread and up
+    to :func:`workers` - 1 pool threads take pieces in turn until none is left (so the work
+    goes on at the caller's pace when the pool is busy, e.g. with a fetch waiting on I/O);
+    in the caller's thread alone when there is one piece, or when called from a pool thread.
+    The error of the lowest piece that failed is raised after every piece has finished."""
     bounds = [(lo, min(lo + chunk, n)) for lo in range(0, n, max(1, chunk))]
     if len(bounds) <= 1 or threading.current_thread().name.startswith("tessera-cpu"):
         for lo, hi in bounds:
             fn(lo, hi)
         return
-    futures = [compute_pool().submit(fn, lo, hi) for lo, hi in bounds]
-    concurrent.futures.wait(futures)
-    for f in futures:
-        f.result()
+    pieces = iter(enumerate(bounds))
+    taking = threading.Lock()
+    failed: list[tuple[int, BaseException]] = []
+
+    def take() -> None:
+        while True:
+            with taking:
+                piece = next(pieces, None)
+            if piece is None:
+                return
+            try:
+                fn(*piece[1])
+            except BaseException as err:  # raised by the caller once all pieces are done
+                failed.append((piece[0], err))
+
+    helpers = [compute_pool().submit(take) for _ in range(min(workers(), len(bounds)) - 1)]
+    take()
+    # helpers not started yet (the pool is busy) have nothing left to do: cancelled, and
+    # not waited for (a cancelled future counts as done only once a pool thread sees it)
+    concurrent.futures.wait([h for h in helpers if not h.cancel()])
+    if failed:
+        raise min(failed, key=lambda f: f[0])[1]

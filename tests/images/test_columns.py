@@ -389,3 +389,54 @@ def test_a_damaged_column_chunk_names_its_images(tmp_path) -> None:
     assert caught.value.tile[0] == 1 and caught.value.key is not None
     # group 0 is intact and still reads
     assert ImageColumns.open(url, cache=None).read([0, 1], k="all").shape == (2, 64, 64, 3)
+
+
+def test_large_pixel_reads_fetch_and_decode_in_batches_of_whole_groups(columns, monkeypatch,
+                                                                        ) -> None:
+    """A read of many groups is fetched in batches, each decoded while the next is fetched:
+    the pixels are those of one read and one decode whatever the order of the ids, their
+    repeats, the scale or a crop; every group's tiles are fetched once."""
+    import tessera.images.pipeline as pipeline
+
+    cols = columns[0]
+    ids = [9, 0, 4, 1, 8, 5, 0, 2]  # groups 2, 0, 1, 0, 2, 1, 0, 0 (group = 4)
+    whole = {(k, s, c): cols.read(ids, k=k, scale=s, crop=c)
+             for k, s, c in [(63, 1.0, None), (8, 1.0, None), (20, 0.25, None),
+                             (63, 1.0, (8, 40, 0, 64))]}
+    monkeypatch.setattr(pipeline, "BATCH_BYTES", 1)  # one group per batch
+    reads: list[list[int]] = []
+    read_columns = cols.read_columns
+
+    def counted(chosen, first, k, blocks=(slice(None), slice(None))):
+        reads.append(list(chosen))
+        return read_columns(chosen, first, k, blocks)
+
+    monkeypatch.setattr(cols, "read_columns", counted)
+    for (k, s, c), want in whole.items():
+        reads.clear()
+        assert np.array_equal(cols.read(ids, k=k, scale=s, crop=c), want)
+        assert [sorted(set(r)) for r in reads] == [[0, 1, 2], [4, 5], [8, 9]]
+    # ids in group order: each batch is decoded straight into its place in the output
+    in_order = list(range(10))
+    assert np.array_equal(cols.read(in_order, k=63),
+                          np.concatenate([cols.read([i], k=63) for i in in_order]))
+    one_image = cols._coefficient_bytes(63, (slice(None), slice(None)))
+    assert one_image == 3 * 2 * 2 * 1024  # int8 coefficients of 2 x 2 blocks, 3 channels
+    assert pipeline.read_decoded(cols.fmt, counted, np.arange(3), 4, 63, 32,
+                                 one_image) is None  # one group: one read, one decode
+
+
+def test_a_damaged_tile_in_a_later_batch_names_its_images(tmp_path, monkeypatch) -> None:
+    import tessera.images.pipeline as pipeline
+    from tessera.errors import CorruptDataError
+
+    url = (tmp_path / "s").as_uri()
+    cols = ImageColumns.create(url, size=(64, 64), group=4, cache=None)
+    cols.append(_images(8))
+    monkeypatch.setattr(pipeline, "BATCH_BYTES", 1)  # a batch per group
+    data = next((tmp_path / "s" / "coeffs" / "__fragments").iterdir()) / "__tiles.data"
+    raw = bytearray(data.read_bytes())
+    raw[-3] ^= 0xFF  # inside group 1's tiles
+    data.write_bytes(bytes(raw))
+    with pytest.raises(CorruptDataError, match=r"images 4\.\.7, group 1"):
+        ImageColumns.open(url, cache=None).read(list(range(8)), k="all")

@@ -237,3 +237,47 @@ def test_the_compute_pool_runs_work_inline_on_its_own_threads() -> None:
     failed = submit(lambda: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         failed.result()
+
+
+def test_chunks_go_on_in_the_callers_thread_while_the_pool_is_busy() -> None:
+    """run_chunks: the caller takes pieces too, so work spread while every pool thread waits
+    (e.g. on a fetch) still finishes; the lowest failed piece's error is raised after every
+    piece ran."""
+    import threading
+
+    from tessera._threads import compute_pool, run_chunks, workers
+
+    release = threading.Event()
+    blockers = [compute_pool().submit(release.wait) for _ in range(workers())]
+    try:
+        done: list[tuple[int, int]] = []
+        run_chunks(lambda lo, hi: done.append((lo, hi)), 10, 3)
+        assert sorted(done) == [(0, 3), (3, 6), (6, 9), (9, 10)]
+    finally:
+        release.set()
+        for b in blockers:
+            b.result()
+    ran: list[int] = []
+
+    def piece(lo: int, hi: int) -> None:
+        ran.append(lo)
+        if lo in (2, 6):
+            raise ValueError(f"piece {lo}")
+
+    with pytest.raises(ValueError, match="piece 2"):
+        run_chunks(piece, 8, 2)
+    assert sorted(ran) == [0, 2, 4, 6]
+
+
+def test_decode_writes_into_an_output_it_is_given_or_says_what_is_wrong() -> None:
+    from tessera.images import decode as fast
+
+    fmt = FrequencyFormat()
+    cols = fmt.encode(_natural(2, n=3, size=64))
+    want = fast.decode(fmt, cols[:8], 32)
+    out = np.zeros((5, 64, 64, 3), np.uint8)
+    assert fast.decode_concatenated(fmt, cols[:8], 8, 32, out=out[1:4]) is not None
+    assert np.array_equal(out[1:4], want) and not out[0].any() and not out[4].any()
+    with pytest.raises(InvalidArgumentError, match=r"C-contiguous uint8 array of shape "
+                                                   r"\(3, 64, 64, 3\), got uint8 \(3, 64, 63, 3\)"):
+        fast.decode_concatenated(fmt, cols[:8], 8, 32, out=out[1:4, :, :63])

@@ -57,6 +57,7 @@ from tessera.images.decode import concatenate, decode_concatenated
 from tessera.images.frequency import FrequencyFormat, psnr
 from tessera.images.header import HEADER_KEY, SetHeader
 from tessera.images.inputs import FITS, Batch, prepare
+from tessera.images.pipeline import read_decoded
 from tessera.query.plan import Plan
 from tessera.storage.blocking import Store, open_store
 
@@ -301,9 +302,16 @@ class ImageColumns:
         if checked is None:
             self._check_ids(chosen)
         coefficients: np.ndarray | list[np.ndarray]
+        pixels: np.ndarray | None = None
         try:
             if self.cache is not None and (crop is None or self.crop_tile is None):
                 coefficients = self._cached_coefficients(chosen, fetch, blocks)
+            elif output == "pixels":  # large reads: each batch decoded as the next arrives
+                pixels = read_decoded(
+                    self.fmt, lambda ids: self.read_columns(ids, 0, fetch, blocks), chosen,
+                    self.group, fetch, m, self._coefficient_bytes(fetch, blocks))
+                if pixels is None:
+                    coefficients = self.read_columns(chosen.tolist(), 0, fetch, blocks)
             else:
                 coefficients = self.read_columns(chosen.tolist(), 0, fetch, blocks)
         except CorruptDataError as err:
@@ -320,7 +328,8 @@ class ImageColumns:
         if output == "coefficients":
             return (coefficients if isinstance(coefficients, np.ndarray)
                     else concatenate(coefficients))
-        pixels = decode_concatenated(self.fmt, coefficients, fetch, m)
+        if pixels is None:
+            pixels = decode_concatenated(self.fmt, coefficients, fetch, m)
         if crop is not None:
             f = m / self.fmt.block
             y0, x0 = window[0] * m, window[2] * m
@@ -339,6 +348,14 @@ class ImageColumns:
         if output != "pixels" or scale == 1.0:
             return k
         return min(k, 2 * self.fmt.check_scale(scale) - 1)
+
+    def _coefficient_bytes(self, k: int, blocks: tuple[slice, slice]) -> int:
+        """One image's bytes of diagonals ``0..k-1`` over ``blocks``."""
+        b = self.fmt.block
+        by = len(range(self.size[0] // b)[blocks[0]])
+        bx = len(range(self.size[1] // b)[blocks[1]])
+        width = self.coeffs.schema.attr("d00").np_dtype.itemsize
+        return self.fmt.channels(3) * by * bx * self.fmt.kept(k) * width
 
     def _images_of(self, err: CorruptDataError) -> str:
         """``err``'s message and the image ids of the damaged tile's group."""

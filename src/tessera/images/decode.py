@@ -157,11 +157,13 @@ def decode(fmt: FrequencyFormat, columns: Sequence[np.ndarray], m: int,
 
 
 def decode_concatenated(fmt: FrequencyFormat, source: Source, k: int, m: int,
-                        output_dtype: Any = np.uint8) -> np.ndarray:
+                        output_dtype: Any = np.uint8, out: np.ndarray | None = None,
+                        ) -> np.ndarray:
     """Pixels ``(N, BY*m, BX*m, C)`` at block edge ``m`` from diagonals ``0..k-1`` of
     ``source``: concatenated along the last axis (``(N, C, BY, BX, >= T(k))``, as the column
     cache holds them), or one array per diagonal (as reads return them; concatenated first,
-    on the compute threads)."""
+    on the compute threads). ``out``: a C-contiguous array of that shape and dtype to write
+    them into (returned)."""
     fmt.check_k(k)
     n, ch, by, bx = _head(source)
     kk = min(k, 2 * m - 1)
@@ -173,7 +175,13 @@ def decode_concatenated(fmt: FrequencyFormat, source: Source, k: int, m: int,
     cat = source if isinstance(source, np.ndarray) else concatenate(source[:kk])
     r = min(kk, m)
     dtype = np.dtype(output_dtype)
-    out = np.empty((n, by * m, bx * m, ch), dtype=dtype)
+    shape = (n, by * m, bx * m, ch)
+    if out is None:
+        out = np.empty(shape, dtype=dtype)
+    elif out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous:
+        raise InvalidArgumentError(f"out must be a C-contiguous {dtype} array of shape "
+                                   f"{shape}, got {out.dtype} {out.shape}")
+    target_all = out
     if not n:
         return out
     per_image = 4 * ch * by * bx * max(r * r, m * m)
@@ -198,7 +206,7 @@ def decode_concatenated(fmt: FrequencyFormat, source: Source, k: int, m: int,
             np.rint(pixels, out=pixels)
             np.clip(pixels, 0, 255, out=pixels)
         values = pixels.astype(dtype)  # contiguous: the cast is one pass
-        target = out[lo:hi].reshape(hi - lo, by, m, bx, m, ch)
+        target = target_all[lo:hi].reshape(hi - lo, by, m, bx, m, ch)
         for channel in range(ch):  # channel-interleaved writes, one plane at a time
             target[..., channel] = values[:, channel].transpose(0, 1, 3, 2, 4)
 

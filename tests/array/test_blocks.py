@@ -281,3 +281,19 @@ def test_the_server_answers_blocks_from_a_cached_whole_tile(blocked) -> None:
         np.testing.assert_array_equal(got["cells"], data[:rows, :16])
         assert arr.store.stats.requests - before == requests
     assert service.cache.hits == 1
+
+
+def test_a_handle_makes_each_tiles_block_table_once(blocked) -> None:
+    """The tables (and their summed offsets) are kept with the fragment's bookkeeping; a
+    copy of the bookkeeping with other tiles starts its own."""
+    import dataclasses
+
+    arr, data = blocked
+    arr.read()
+    assert arr._last_visible is not None  # the fragments the read used
+    tiles = arr._last_visible[0].attrs["data"]
+    first = tiles.blocks(0)
+    assert first is not None and tiles.blocks(0) is first and first.count == 4
+    assert np.array_equal(arr.read(), data)
+    raw = dataclasses.replace(tiles, stored_raw=np.ones(len(tiles.sizes), bool))
+    assert raw.blocks(0) is None and tiles.blocks(0) is first

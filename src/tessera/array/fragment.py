@@ -164,6 +164,10 @@ class AttrTiles:
     checksum: str = DEFAULT_CHECKSUM
     #: Per tile, ``True`` where the tile is stored raw despite ``codec`` (``None``: none is).
     stored_raw: np.ndarray | None = None
+    #: Block tables made so far (:meth:`blocks`), kept with the handle: a table's offsets
+    #: are summed once, not on every read of its tile (the fragment never changes).
+    _tables: dict[int, TileBlocks] = dataclasses.field(
+        default_factory=dict, init=False, compare=False, repr=False)
 
     def is_stored_raw(self, t: int) -> bool:
         """True if tile ``t`` is stored as its raw bytes although the attribute has a
@@ -181,8 +185,12 @@ class AttrTiles:
             return None
         if self.is_stored_raw(t):
             return None
-        return TileBlocks(self.block_bytes, self.tile_raw_bytes, self.block_sizes[t],
-                          self.block_crc32[t], self.checksum)
+        table = self._tables.get(t)
+        if table is None:
+            table = self._tables[t] = TileBlocks(self.block_bytes, self.tile_raw_bytes,
+                                                 self.block_sizes[t], self.block_crc32[t],
+                                                 self.checksum)
+        return table
 
 
 @dataclasses.dataclass(frozen=True)

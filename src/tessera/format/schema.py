@@ -101,20 +101,22 @@ class Attr:
     def __hash__(self) -> int:
         return hash((self.name, self._dt.str, self.codec))
 
-    @property
+    # The three below are asked for on every tile of every read: worked out once per
+    # attribute (the attribute never changes).
+    @functools.cached_property
     def np_dtype(self) -> np.dtype[Any]:
         """The cell's base dtype, little-endian (without any vector shape)."""
         dt = self._dt
         base: np.dtype[Any] = dt.subdtype[0] if dt.subdtype else dt
         return base.newbyteorder("<") if base.byteorder == ">" else base
 
-    @property
+    @functools.cached_property
     def cell_shape(self) -> tuple[int, ...]:
         """Shape of one cell's value: ``()`` for scalars, e.g. ``(3,)`` for RGB triples."""
         dt = self._dt
         return tuple(dt.subdtype[1]) if dt.subdtype else ()
 
-    @property
+    @functools.cached_property
     def cell_nbytes(self) -> int:
         """Bytes per cell."""
         return int(self.np_dtype.itemsize * math.prod(self.cell_shape))
@@ -318,11 +320,15 @@ class ArraySchema:
         """Number of space tiles per dimension."""
         return tuple(-(-d.size // d.extent) for d in self.dims)
 
+    @functools.cached_property
+    def _attrs_by_name(self) -> dict[str, Attr]:
+        return {a.name: a for a in self.attrs}
+
     def attr(self, name: str) -> Attr:
         """The attribute called ``name``."""
-        for a in self.attrs:
-            if a.name == name:
-                return a
+        found = self._attrs_by_name.get(name)
+        if found is not None:
+            return found
         raise SchemaError(f"no attribute {name!r}; the array has "
                           f"{', '.join(a.name for a in self.attrs)}")
 

@@ -38,7 +38,7 @@ from tessera.images.transform import (
     _diagonal_order,
     dct_matrix,
     diagonals,
-    inverse_dct,
+    inverse_dct_raster,
     to_rgb,
 )
 
@@ -194,11 +194,9 @@ def decode_concatenated(fmt: FrequencyFormat, source: Source, k: int, m: int,
         c = corners(fmt, cat, kk, r, lo, hi)
         if rgb:
             c = to_rgb(c)
-        if r == 1 and m > 1:  # block means: one value per block, broadcast when written
-            dc = _dct_row0(m) * c[..., 0, 0]
-            pixels = (dc * _dct_row0(m))[..., None, None]
-        else:
-            pixels = inverse_dct(c, m)
+        means = r == 1 and m > 1  # block means: one value per block, broadcast when written
+        pixels = ((_dct_row0(m) * c[..., 0, 0]) * _dct_row0(m) if means  # (n, C, BY, BX)
+                  else inverse_dct_raster(c, m))  # rows of pixels: (n, C, BY, m, BX * m)
         if m != fmt.block:  # an m-point IDCT of b-point coefficients (x 1: no change)
             pixels *= factor
         pixels += level
@@ -206,9 +204,14 @@ def decode_concatenated(fmt: FrequencyFormat, source: Source, k: int, m: int,
             np.rint(pixels, out=pixels)
             np.clip(pixels, 0, 255, out=pixels)
         values = pixels.astype(dtype)  # contiguous: the cast is one pass
-        target = target_all[lo:hi].reshape(hi - lo, by, m, bx, m, ch)
-        for channel in range(ch):  # channel-interleaved writes, one plane at a time
-            target[..., channel] = values[:, channel].transpose(0, 1, 3, 2, 4)
+        if means:
+            target = target_all[lo:hi].reshape(hi - lo, by, m, bx, m, ch)
+            for channel in range(ch):
+                target[..., channel] = values[:, channel, :, None, :, None]
+            return
+        rows = target_all[lo:hi].reshape(hi - lo, by, m, bx * m, ch)
+        for channel in range(ch):  # channel-interleaved writes of whole rows, plane by plane
+            rows[..., channel] = values[:, channel]
 
     run_chunks(run, n, chunk)
     return out

@@ -42,6 +42,7 @@ from tessera.images.transform import (
     dct_matrix,
     diagonals,
     inverse_dct,
+    inverse_dct_raster,
     to_rgb,
 )
 
@@ -228,12 +229,12 @@ class FrequencyFormat:
             # YCbCr -> RGB on the few coefficients kept (linear; the blocks hold M (rgb - 128):
             # M's luma row sums to 1 and its chroma rows to 0, so no offset is left over).
             c = to_rgb(c)
-        pixels = self._inverse(c, m)
+        pixels = inverse_dct_raster(c, m)  # (N, C, BY, m, BX * m)
         if m != self.block:  # an m-point IDCT of b-point coefficients (x 1 changes nothing)
             pixels *= np.float32(m / self.block)
         pixels += np.float32(self.level_shift)
-        n, ch, by, bx = pixels.shape[:4]
-        img = pixels.transpose(0, 2, 4, 3, 5, 1).reshape(n, by * m, bx * m, ch)
+        n, ch, by = pixels.shape[:3]
+        img = pixels.transpose(0, 2, 3, 4, 1).reshape(n, by * m, -1, ch)
         if np.dtype(output_dtype) != np.uint8:
             out: np.ndarray = img.astype(output_dtype)
             return out

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from tessera.array.read import local
+from tessera.array.read.batched import read_batch, request_batches
 from tessera.array.read.fetch import TileFetcher, fetch_cells
 from tessera.array.read.pushdown import PushdownReader, tile_item
 from tessera.array.read.scatter import (
@@ -166,8 +167,12 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
     direct = set(range(len(reads))) - set(pushed)
     batched = (local.local_batch(store, reads, plan, direct) if layered and positions is None
                else [])
-    stop = threading.Event() if batched else None  # tells worker batches to give up
     direct -= set(batched)
+    shared = (request_batches(plan, schema, reads, direct, fetcher.window)
+              if layered and positions is None else [])
+    for _, tiles in shared:
+        direct -= set(tiles)
+    stop = threading.Event() if batched or shared else None  # tells worker batches to stop
     work: list[Coroutine[Any, Any, Any]] = [one(i, r) for i, r in enumerate(reads)
                                             if i in direct]
     if stop is not None:
@@ -175,6 +180,8 @@ async def execute_tile_reads(store: AsyncStore, schema: ArraySchema, sel: Select
                                    [reads[i] for i in group],
                                    sel, outputs, array_url, stop)
                  for group in local.split_runs(batched, os.cpu_count() or 1)]
+        work += [read_batch(store, schema, reads, batch, sel, outputs, array_url, limit,
+                            fetcher.window, stop) for batch in shared]
     if pushed and pushdown is not None:
         items = [tile_item(schema, reads[i], sel, pushdown.array_path) for i in pushed]
         work += [push(pushdown, [pushed[j] for j in batch], [items[j] for j in batch])

@@ -178,11 +178,8 @@ class TileFetcher:
                     self._request_users[ident] = self._request_users.get(ident, 0) + 1
 
     async def _fetch_request(self, key: str, start: int, stop: int, where: str) -> Any:
-        piece = Piece(key, start, stop - start, None, 0)
         async with self.limit:
-            data = await fetch_bytes(self.store, piece, where)
-        check_length(data, piece, where)
-        return data
+            return await fetch_span(self.store, key, start, stop, where)
 
 
 #: A planned request's identity: ``(key, start, stop)``.
@@ -256,6 +253,15 @@ def unread(err: Exception, key: str, where: str) -> bytes:
     if isinstance(err, ObjectNotFoundError):
         raise CorruptDataError(f"{where}: data object {key} is missing") from None
     return b""
+
+
+async def fetch_span(store: AsyncStore, key: str, start: int, stop: int, where: str) -> Any:
+    """The bytes ``[start, stop)`` of ``key`` (a planned request), all of them or an error
+    naming ``where``."""
+    piece = Piece(key, start, stop - start, None, 0)
+    data = await fetch_bytes(store, piece, where)
+    check_length(data, piece, where)
+    return data
 
 
 async def fetch_piece(store: AsyncStore, piece: Piece, where: str) -> Any:

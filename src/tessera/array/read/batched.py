@@ -1,0 +1,116 @@
+"""Tiles that arrive in one planned request, placed as a batch.
+
+A plan merges the requests of neighbouring tiles of one object (:mod:`tessera.query.refine`);
+a read of many small tiles (the diagonals of a group of images, a slab of small tiles) then
+gets a few requests carrying tens or hundreds of whole tiles each. Placing such tiles one by
+one costs the event loop a task, a window charge and a trip through the fetcher per tile;
+here each such request is fetched once and a worker thread checks, decodes and places all
+its tiles in a row (each against its own checksum, as a get of the tile would), while the
+event loop goes on with the other requests.
+
+Only a *layered* read of a single box does this (no rank arbitration: threads never write
+the same cells), and only for a request that carries at least :data:`BATCH_MIN_TILES`
+tiles, each whole and from that request alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import numpy as np
+
+from tessera.array.read.fetch import annotate, fetch_span, tile_where, verified_tile
+from tessera.array.read.scatter import scatter
+from tessera.errors import CorruptDataError
+from tessera.format.layout import tile_nbytes
+from tessera.format.schema import ArraySchema
+from tessera.format.selection import Selection
+from tessera.format.tile import TileRead
+from tessera.query.plan import Plan
+from tessera.query.refine import PlannedRequest
+from tessera.storage.store import AsyncStore
+from tessera.storage.window import ByteWindow
+
+#: A request is placed as a batch when it carries at least this many whole tiles (fewer:
+#: the tiles go through the fetcher one by one, as before).
+BATCH_MIN_TILES = 4
+
+Batch = tuple[PlannedRequest, list[int]]
+"""A planned request and the positions of the tile reads it carries."""
+
+
+def request_batches(plan: Plan | None, schema: ArraySchema, reads: list[TileRead],
+                    candidates: set[int], window: ByteWindow | None) -> list[Batch]:
+    """The requests of ``plan`` to place as batches: each carries at least
+    :data:`BATCH_MIN_TILES` tiles, every one of them among ``candidates``, held whole by the
+    request and fetched by no other request, with no bytes between them (no gap to hold that
+    no tile needs), and holds no more than the read's ``window`` (:func:`batch_bytes`; a
+    larger one goes tile by tile, so the window's bound holds)."""
+    if plan is None:
+        return []
+    out = []
+    for request in plan.requests:
+        if len(request.tiles) < BATCH_MIN_TILES:
+            continue
+        tiles = list(request.tiles)
+        if all(t in candidates and len(plan.requests_for(t)) == 1
+               and request.start <= reads[t].offset
+               and reads[t].offset + reads[t].length <= request.stop for t in tiles) and (
+                sum(reads[t].length for t in tiles) == request.stop - request.start) and (
+                window is None
+                or batch_bytes(schema, reads, (request, tiles)) <= window.capacity):
+            out.append((request, tiles))
+    return out
+
+
+def batch_bytes(schema: ArraySchema, reads: list[TileRead], batch: Batch) -> int:
+    """The bytes a batch holds at most: its request's, and the largest of its tiles decoded
+    (they are decoded and placed one at a time)."""
+    request, positions = batch
+    return request.stop - request.start + max(
+        tile_nbytes(schema, schema.attr(reads[p].attr)) for p in positions)
+
+
+async def read_batch(store: AsyncStore, schema: ArraySchema, reads: list[TileRead],
+                     batch: Batch, sel: Selection, outputs: dict[str, np.ndarray],
+                     array_url: str, limit: asyncio.Semaphore, window: ByteWindow | None,
+                     stop: threading.Event) -> None:
+    """Fetch ``batch``'s request (charging the window :func:`batch_bytes`), then check,
+    decode and place its tiles on a worker thread."""
+    request, positions = batch
+    need = batch_bytes(schema, reads, batch)
+    if window is not None:
+        await window.acquire(need)
+    try:
+        where = tile_where(array_url, reads[positions[0]])
+        async with limit:
+            data = await fetch_span(store, request.key, request.start, request.stop, where)
+        await asyncio.to_thread(place_batch, schema, reads, batch, data, sel, outputs,
+                                array_url, stop)
+    finally:
+        if window is not None:
+            window.release(need)
+
+
+def place_batch(schema: ArraySchema, reads: list[TileRead], batch: Batch, data: Any,
+                sel: Selection, outputs: dict[str, np.ndarray], array_url: str,
+                stop: threading.Event) -> None:
+    """Check, decode and place the tiles of ``batch`` from its request's bytes ``data``, one
+    after another on this thread; stops early once ``stop`` is set (another part of the
+    read failed)."""
+    request, positions = batch
+    view = memoryview(data)
+    for position in positions:
+        if stop.is_set():
+            return
+        read = reads[position]
+        start = read.offset - request.start
+        try:
+            tile = verified_tile(schema, read, view[start:start + read.length],
+                                 tile_where(array_url, read))
+        except CorruptDataError as err:
+            annotate(err, array_url, read)
+            raise
+        scatter(outputs[read.attr], None, tile, read, sel)

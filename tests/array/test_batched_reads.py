@@ -1,0 +1,91 @@
+"""Tiles that arrive in one planned request are placed as a batch on a worker thread
+(tessera.array.read.batched): the values, requests and errors of tile-by-tile reads, on
+memory and S3 stores, and never more held than the read's window."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera.array.read import batched, direct
+
+
+@pytest.fixture(params=["memory", "s3"])
+def url(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+        ) -> tuple[str, dict[str, str]]:
+    monkeypatch.setattr(direct, "NOW_BYTES", 0)  # small memory reads take the loop too
+    if request.param == "memory":
+        return f"memory://batched-{uuid.uuid4().hex[:12]}", {}
+    server = request.getfixturevalue("s3_server")
+    return server.unique_url(), dict(server.storage_options())
+
+
+def _placed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the tiles placed in batches."""
+    counts: list[int] = []
+    real = batched.place_batch
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        counts.append(len(args[2][1]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(batched, "place_batch", counted)
+    return counts
+
+
+@pytest.mark.parametrize("codec", [None, "zstd"])
+def test_batches_read_what_tile_by_tile_reads_read(url, codec, monkeypatch) -> None:
+    data = np.random.default_rng(5).integers(0, 1000, (64, 48), dtype=np.int32)
+    arr = tessera.from_numpy(f"{url[0].rstrip('/')}/b-{codec}", data, tile=(8, 8), codec=codec,
+                             storage_options=url[1])
+    arr.read()  # the first read also lists the fragments: not counted below
+    placed = _placed(monkeypatch)
+    for sel in [(slice(None), slice(None)), (slice(8, 40), slice(None)),
+                (slice(3, 61), slice(None)), (slice(None), slice(0, 8))]:
+        placed.clear()
+        monkeypatch.setattr(batched, "BATCH_MIN_TILES", 4)
+        got = arr[sel]
+        batched_stats = arr.last_read.stats
+        monkeypatch.setattr(batched, "BATCH_MIN_TILES", 10**9)  # tile by tile
+        want = arr[sel]
+        np.testing.assert_array_equal(got, data[sel])
+        np.testing.assert_array_equal(want, data[sel])
+        assert (batched_stats.requests, batched_stats.bytes_received) == (
+            arr.last_read.stats.requests, arr.last_read.stats.bytes_received)
+        if sel == (slice(None), slice(None)):
+            assert sum(placed) == 48  # every tile of the full read came in a batch
+
+
+def test_a_damaged_tile_in_a_batch_is_named(url, monkeypatch) -> None:
+    data = np.arange(64 * 48, dtype=np.int32).reshape(64, 48)
+    arr = tessera.from_numpy(f"{url[0].rstrip('/')}/damaged", data, tile=(8, 8), codec="zstd",
+                             storage_options=url[1])
+    placed = _placed(monkeypatch)
+    arr.read()
+    assert placed
+    target = arr.last_read.tile_reads[len(arr.last_read.tile_reads) // 2]
+    raw = bytearray(arr.store.get(target.key))
+    raw[target.offset + target.length // 2] ^= 0xFF
+    arr.store.put(target.key, bytes(raw))
+    fresh = tessera.open_array(arr.uri, storage_options=url[1])
+    with pytest.raises(tessera.CorruptDataError, match="checksum mismatch") as caught:
+        fresh.read()
+    assert caught.value.tile == tuple(int(i) for i in target.tile_index)
+    assert caught.value.attr == "data" and caught.value.key == target.key
+
+
+def test_a_batch_larger_than_the_window_goes_tile_by_tile(url, monkeypatch) -> None:
+    data = np.random.default_rng(6).normal(0, 1, (64, 64)).astype(np.float32)
+    arr = tessera.from_numpy(f"{url[0].rstrip('/')}/window", data, tile=(8, 8),
+                             storage_options=url[1])
+    placed = _placed(monkeypatch)
+    np.testing.assert_array_equal(arr.read(), data)
+    assert placed and arr.last_read.window_peak_bytes <= arr.reads.window_bytes
+    placed.clear()
+    arr.reads = dataclasses.replace(arr.reads, window_bytes=2 * 8 * 8 * 4)  # two tiles
+    np.testing.assert_array_equal(arr.read(), data)
+    assert not placed and arr.last_read.window_peak_bytes <= 2 * 8 * 8 * 4

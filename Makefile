@@ -62,6 +62,7 @@ bench: $(VENV)/.installed-all
 	$(BIN)/python benchmarks/frozen_split.py --quick
 	$(BIN)/python benchmarks/frozen_checks.py --quick
 	$(BIN)/python benchmarks/throughput.py --quick
+	$(BIN)/python benchmarks/floors.py --side 2048 --reps 3
 	$(BIN)/python benchmarks/per_call.py --quick
 	$(BIN)/python benchmarks/fleet.py --side 1024
 	$(BIN)/python benchmarks/streaming.py --side 2048 --reps 1 --windows 128 8

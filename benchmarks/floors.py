@@ -1,0 +1,107 @@
+"""The CPU floor under a whole-array zstd read on this machine: how long zstd alone takes to
+decompress the tiles Tessera stored, beside obstore's own concurrent GETs of the same bytes
+from the S3 test server on loopback and Tessera's read of the array, all in one run.
+
+The throughput issue asks a whole zstd array on loopback to read within 1.25x of obstore's
+GETs of its objects; this says whether decompressing the bytes alone fits in that time: zstd
+through ``zstandard`` on one thread (one context, every block's frame in turn) and through
+``zstandard``'s own C threads (``multi_decompress_to_buffer``, as many as the machine's cores).
+Same array as ``throughput.py --full``: 4096 x 4096 int32 normal(0, 100), 512 x 512 tiles,
+zstd (level 3, blocks of 64 KiB).
+
+Writes ``floors.csv`` and ``floors_results.md`` under ``--out``.
+
+    python benchmarks/floors.py [--side 4096] [--reps 5] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+import tessera
+from _common import write_csv
+from tessera.testing import S3TestServer
+from throughput import _get_ranges, _obstore
+
+
+def _best(fn: Any, reps: int) -> float:
+    """The fastest of ``reps`` runs (a floor: the least the machine needed)."""
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> None:
+    import zstandard
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--side", type=int, default=4096)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    array = np.random.default_rng(0).normal(0, 100, (args.side, args.side)).astype(np.int32)
+    cores = len(os.sched_getaffinity(0))
+    with S3TestServer() as s3:
+        url = s3.unique_url("floors")
+        options = s3.storage_options()
+        tessera.from_numpy(url, array, tile=(512, 512), codec="zstd", storage_options=options)
+        arr = tessera.open_array(url, storage_options=options)
+        arr.read()
+        reads = arr.last_read.tile_reads
+        objects = {r.key: bytes(arr.store.get(r.key)) for r in reads}
+        frames = []
+        for r in reads:
+            tile = memoryview(objects[r.key])[r.offset:r.offset + r.length]
+            starts = r.blocks.starts.tolist() if r.blocks is not None else [0, r.length]
+            frames += [tile[a:b] for a, b in itertools.pairwise(starts)]
+        dctx = zstandard.ZstdDecompressor()
+        one = _best(lambda: [dctx.decompress(f) for f in frames], args.reps)
+        frame_bytes = [bytes(f) for f in frames]
+        many = _best(lambda: dctx.multi_decompress_to_buffer(frame_bytes, threads=cores),
+                     args.reps)
+        prefix = url.split("/", 3)[3]
+        pieces = [(r.key, r.offset, r.length) for r in reads]
+        store = _obstore(s3, s3.endpoint, prefix)
+        gets = _best(lambda: _get_ranges(store, pieces), args.reps)
+        ours = _best(arr.read, args.reps)
+    goal = 1.25 * gets
+    rows = [{"what": "obstore's concurrent GETs of the tiles (loopback)", "seconds": gets},
+            {"what": "goal: 1.25x obstore's GETs", "seconds": goal},
+            {"what": "zstd decompression alone, one thread", "seconds": one},
+            {"what": f"zstd decompression alone, {cores} C threads", "seconds": many},
+            {"what": "Tessera's whole-array read (loopback)", "seconds": ours}]
+    for row in rows:
+        row["seconds"] = round(row["seconds"], 4)
+        row["over_goal"] = round(row["seconds"] / goal, 2)
+    write_csv(args.out / "floors.csv", rows)
+    decoded = array.nbytes / 2**20
+    lines = ["# The CPU floor under a whole-array zstd read (benchmarks/floors.py)", "",
+             f"A {decoded:.0f} MiB int32 array in 512 x 512 zstd tiles ({len(frames)} blocks, "
+             f"{sum(map(len, frames)) / 2**20:.1f} MiB stored), on this {cores}-core machine; "
+             f"fastest of {args.reps} runs each, all in one run.", "",
+             "| what | seconds | / goal |", "|---|---|---|"]
+    lines += [f"| {r['what']} | {r['seconds']:.4f} | {r['over_goal']:.2f}x |" for r in rows]
+    verdict = ("so the goal cannot hold here: decompression alone does not fit in it, before "
+               "any byte is fetched, checked or placed" if min(one, many) > goal else
+               "so decompression alone fits in the goal's time")
+    lines += ["", f"Decompressing the bytes alone takes {one / goal:.2f}x the goal's time on one "
+              f"thread and {many / goal:.2f}x on {cores} threads, {verdict}.", ""]
+    (args.out / "floors_results.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

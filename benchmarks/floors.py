@@ -20,27 +20,16 @@ import argparse
 import itertools
 import os
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 import tessera
 from _common import write_csv
+from array_engine import best_of
 from tessera.testing import S3TestServer
 from throughput import _get_ranges, _obstore
-
-
-def _best(fn: Any, reps: int) -> float:
-    """The fastest of ``reps`` runs (a floor: the least the machine needed)."""
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:
@@ -68,15 +57,15 @@ def main() -> None:
             starts = r.blocks.starts.tolist() if r.blocks is not None else [0, r.length]
             frames += [tile[a:b] for a, b in itertools.pairwise(starts)]
         dctx = zstandard.ZstdDecompressor()
-        one = _best(lambda: [dctx.decompress(f) for f in frames], args.reps)
+        one = best_of(lambda: [dctx.decompress(f) for f in frames], args.reps)
         frame_bytes = [bytes(f) for f in frames]
-        many = _best(lambda: dctx.multi_decompress_to_buffer(frame_bytes, threads=cores),
+        many = best_of(lambda: dctx.multi_decompress_to_buffer(frame_bytes, threads=cores),
                      args.reps)
         prefix = url.split("/", 3)[3]
         pieces = [(r.key, r.offset, r.length) for r in reads]
         store = _obstore(s3, s3.endpoint, prefix)
-        gets = _best(lambda: _get_ranges(store, pieces), args.reps)
-        ours = _best(arr.read, args.reps)
+        gets = best_of(lambda: _get_ranges(store, pieces), args.reps)
+        ours = best_of(arr.read, args.reps)
     goal = 1.25 * gets
     rows = [{"what": "obstore's concurrent GETs of the tiles (loopback)", "seconds": gets},
             {"what": "goal: 1.25x obstore's GETs", "seconds": goal},

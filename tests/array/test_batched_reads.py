@@ -48,9 +48,11 @@ def test_batches_read_what_tile_by_tile_reads_read(url, codec, monkeypatch) -> N
                 (slice(3, 61), slice(None)), (slice(None), slice(0, 8))]:
         placed.clear()
         monkeypatch.setattr(batched, "BATCH_MIN_TILES", 4)
+        monkeypatch.setattr(batched, "BATCH_MIN_BYTES", batched.THREAD_BYTES)
         got = arr[sel]
         batched_stats = arr.last_read.stats
         monkeypatch.setattr(batched, "BATCH_MIN_TILES", 10**9)  # tile by tile
+        monkeypatch.setattr(batched, "BATCH_MIN_BYTES", 1 << 60)
         want = arr[sel]
         np.testing.assert_array_equal(got, data[sel])
         np.testing.assert_array_equal(want, data[sel])
@@ -89,3 +91,23 @@ def test_a_batch_larger_than_the_window_goes_tile_by_tile(url, monkeypatch) -> N
     arr.reads = dataclasses.replace(arr.reads, window_bytes=2 * 8 * 8 * 4)  # two tiles
     np.testing.assert_array_equal(arr.read(), data)
     assert not placed and arr.last_read.window_peak_bytes <= 2 * 8 * 8 * 4
+
+
+def test_two_or_three_large_tiles_in_a_request_are_a_batch_and_small_ones_are_not(
+        url, monkeypatch) -> None:
+    """A request of fewer than BATCH_MIN_TILES tiles is a batch only when its tiles decode
+    to BATCH_MIN_BYTES (a whole zstd array's requests of 2-3 tiles of 1 MiB); a small read
+    keeps its few tiles on the event loop."""
+    data = np.random.default_rng(7).integers(0, 9, (16, 64), dtype=np.int32)
+    arr = tessera.from_numpy(f"{url[0].rstrip('/')}/few", data, tile=(8, 8), codec="zstd",
+                             storage_options=url[1])
+    arr.read()
+    placed = _placed(monkeypatch)
+    monkeypatch.setattr(batched, "BATCH_MIN_TILES", 10**9)  # only the bytes rule applies
+    sel = (slice(0, 8), slice(0, 24))  # three neighbouring tiles
+    np.testing.assert_array_equal(arr[sel], data[sel])
+    small = list(placed)
+    monkeypatch.setattr(batched, "BATCH_MIN_BYTES", 3 * 8 * 8 * 4)
+    np.testing.assert_array_equal(arr[sel], data[sel])
+    merged = [len(r.tiles) for r in arr.last_read.plan.requests]
+    assert small == [] and placed == [n for n in merged if n >= 2] and placed

@@ -125,3 +125,4 @@ def place_batch(schema: ArraySchema, reads: list[TileRead], batch: Batch, data: 
             annotate(err, array_url, read)
             raise
         scatter(outputs[read.attr], None, tile, read, sel)
+        del tile  # one decoded tile at a time, as the window was charged

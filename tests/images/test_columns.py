@@ -416,6 +416,16 @@ def test_large_pixel_reads_fetch_and_decode_in_batches_of_whole_groups(columns, 
         reads.clear()
         assert np.array_equal(cols.read(ids, k=k, scale=s, crop=c), want)
         assert [sorted(set(r)) for r in reads] == [[0, 1, 2], [4, 5], [8, 9]]
+    # last_read tells of the whole read: every batch's tiles and requests, each batch's plan
+    monkeypatch.setattr(cols, "read_columns", read_columns)
+    cols.read(ids, k=8)
+    report = cols.last_read
+    assert len(report.parts) == 3 and report.plan is None
+    assert len(report.tile_reads) == 3 * 8  # 3 groups x 8 diagonals
+    assert report.stats.requests == sum(p.stats.requests for p in report.parts)
+    assert all(p.plan is not None for p in report.parts)
+    cols.read([0], k=8)  # a read of one batch: the array's own report again
+    assert cols.last_read.parts == [] and cols.last_read.plan is not None
     # ids in group order: each batch is decoded straight into its place in the output
     in_order = list(range(10))
     assert np.array_equal(cols.read(in_order, k=63),

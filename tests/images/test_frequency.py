@@ -19,6 +19,7 @@ from tessera.images.frequency import (
     diagonals,
     psnr,
 )
+from tessera.images.transform import inverse_dct, inverse_dct_raster
 
 
 def _natural(seed: int, n: int = 2, size: int = 64) -> np.ndarray:
@@ -110,7 +111,10 @@ def test_the_truncated_inverse_equals_the_full_one() -> None:
         full = np.zeros((*corner.shape[:-2], 32, 32), np.float64)
         full[..., :r, :r] = corner
         want = scipy.fft.idctn(full, type=2, norm="ortho", axes=(-2, -1))
-        assert np.allclose(fmt._inverse(corner, 32), want, atol=1e-3)  # float32 work
+        assert np.allclose(inverse_dct(corner, 32), want, atol=1e-3)  # float32 work
+        n, ch, by, bx = corner.shape[:4]  # the same pixels laid out in rows
+        rows = want.transpose(0, 1, 2, 4, 3, 5).reshape(n, ch, by, 32, bx * 32)
+        assert np.allclose(inverse_dct_raster(corner, 32), rows, atol=1e-3)
 
 
 def test_dc_only_at_scale_1_32_gives_the_block_means() -> None:

@@ -41,6 +41,7 @@ import numpy as np
 from tessera._threads import submit
 from tessera.array.array import Array
 from tessera.array.factories import create_array, open_array
+from tessera.array.read.report import ReadReport, combined
 from tessera.errors import (
     ArrayExistsError,
     ArrayNotFoundError,
@@ -88,6 +89,8 @@ class ImageColumns:
         self.cache: ColumnCache | None = _cache(cache)
         self._identity = header.uid or coeffs.uri
         self._heights: np.ndarray | None = None  # of a handle at a timestamp, read once
+        #: The last batch's report and the one of the whole read fetched in batches.
+        self._batched_read: tuple[ReadReport, ReadReport] | None = None
 
     # -- create / open ---------------------------------------------------------------------
     @classmethod
@@ -307,10 +310,20 @@ class ImageColumns:
             if self.cache is not None and (crop is None or self.crop_tile is None):
                 coefficients = self._cached_coefficients(chosen, fetch, blocks)
             elif output == "pixels":  # large reads: each batch decoded as the next arrives
-                pixels = read_decoded(
-                    self.fmt, lambda ids: self.read_columns(ids, 0, fetch, blocks), chosen,
-                    self.group, fetch, m, self._coefficient_bytes(fetch, blocks))
-                if pixels is None:
+                parts: list[ReadReport] = []
+
+                def batch(ids: list[int]) -> list[np.ndarray]:
+                    got = self.read_columns(ids, 0, fetch, blocks)
+                    report = self.coeffs.last_read  # batches are read one at a time
+                    assert report is not None  # a read was just made
+                    parts.append(report)
+                    return got
+
+                pixels = read_decoded(self.fmt, batch, chosen, self.group, fetch, m,
+                                      self._coefficient_bytes(fetch, blocks))
+                if pixels is not None:  # last_read tells of every batch, not the last one
+                    self._batched_read = (parts[-1], combined(parts))
+                else:
                     coefficients = self.read_columns(chosen.tolist(), 0, fetch, blocks)
             else:
                 coefficients = self.read_columns(chosen.tolist(), 0, fetch, blocks)
@@ -502,8 +515,14 @@ class ImageColumns:
 
     @property
     def last_read(self) -> Any:
-        """What the latest :meth:`read` did (the coefficient array's report)."""
-        return self.coeffs.last_read
+        """What the latest :meth:`read` did (the coefficient array's report; for a read
+        fetched in batches beside its decode, one report of all of them, each batch's with
+        its plan in ``parts``)."""
+        report = self.coeffs.last_read
+        batched = self._batched_read
+        if batched is not None and report is batched[0]:  # no read of the array since
+            return batched[1]
+        return report
 
     def bytes_per_k(self) -> np.ndarray:
         """Stored bytes of ``Sf_1 .. Sf_kmax`` over every image, exactly, from the fragments'

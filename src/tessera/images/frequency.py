@@ -242,10 +242,6 @@ class FrequencyFormat:
         np.clip(img, 0, 255, out=img)
         return img.astype(np.uint8)
 
-    def _inverse(self, c: np.ndarray, m: int) -> np.ndarray:
-        """The ``m x m`` inverse DCT of corners ``(..., r, r)`` (:func:`inverse_dct`)."""
-        return inverse_dct(c, m)
-
 
 @functools.lru_cache(maxsize=512)
 def _corner_slots(block: int, r: int, d: int) -> tuple[np.ndarray, np.ndarray]:

@@ -46,19 +46,16 @@ def _kept_rows(m: int, r: int) -> np.ndarray:
 
 
 def inverse_dct(c: np.ndarray, m: int) -> np.ndarray:
-    """The ``m x m`` inverse DCT of corners ``(..., r, r)`` (zero beyond ``r``): two
-    matmuls with the first ``r`` rows of the DCT matrix (``X = D[:r]^T Y D[:r]``, in the
-    order that is cheaper for the corner: rows first for small corners, measured), or
-    scipy's inverse DCT of the zero-padded block when :data:`TRUNCATED_UP_TO` says so.
+    """The ``m x m`` inverse DCT of corners ``(..., r, r)`` (zero beyond ``r``), block by
+    block: two matmuls with the first ``r`` rows of the DCT matrix (``X = D[:r]^T Y D[:r]``),
+    or scipy's inverse DCT of the zero-padded block when :data:`TRUNCATED_UP_TO` says so.
+    (Decoding takes :func:`inverse_dct_raster`, which lays the pixels out in rows.)
 
     Each block's arithmetic does not depend on how many blocks are stacked, so a decode in
     chunks is bit-identical to one over the whole batch."""
     r = c.shape[-1]
     if r <= TRUNCATED_UP_TO * m:
         dm = _kept_rows(m, r)
-        if 2 * r <= m:
-            small: np.ndarray = np.matmul(dm.T, np.matmul(c, dm))
-            return small
         result: np.ndarray = np.matmul(np.matmul(dm.T, c), dm)
         return result
     import scipy.fft

@@ -47,6 +47,9 @@ class ReadReport:
     #: :class:`~tessera.config.ReadConfig` ``window_bytes``); 0 for a read on the calling
     #: thread, which holds one tile at a time.
     window_peak_bytes: int = 0
+    #: The reads this one was made of, each with its own plan (an image-column read fetched
+    #: in batches beside its decode, :func:`combined`); empty for a read of one plan.
+    parts: list[ReadReport] = dataclasses.field(default_factory=list)
 
     def table(self) -> Any:
         """The plan's estimates beside what the read measured (a rich ``Table``): requests
@@ -98,6 +101,45 @@ class ReadReport:
         out = io.StringIO()
         Console(file=out, width=110, highlight=False).print(self.table())
         return out.getvalue()
+
+
+def combined(parts: list[ReadReport]) -> ReadReport:
+    """One report for a read made of several (``parts``, kept in it): their tile reads one
+    after another, their I/O and pushdown fallbacks added up, the most fragments and window
+    bytes any of them used; no plan of its own (each part has its plan).
+
+    >>> import numpy as np, tessera
+    >>> arr = tessera.from_numpy("memory://doc-combined", np.zeros((8, 8)), tile=(4, 4))
+    >>> reports = [(arr.read((slice(r, r + 4), slice(0, 8))), arr.last_read)[1] for r in (0, 4)]
+    >>> whole = combined(reports)
+    >>> len(whole.tile_reads), whole.plan is None, len(whole.parts)
+    (4, True, 2)
+    """
+    stats: IOStats | None = None
+    for part in parts:
+        if part.stats is not None:
+            stats = part.stats if stats is None else stats + part.stats
+    reasons: dict[str, int] = {}
+    details: dict[str, str] = {}
+    servers: dict[str, int] = {}
+    for part in parts:
+        for reason, tiles in part.pushdown_fallback_reasons.items():
+            reasons[reason] = reasons.get(reason, 0) + tiles
+        for reason, text in part.pushdown_fallback_details.items():
+            details.setdefault(reason, text)
+        for url, count in part.pushdown_servers.items():
+            servers[url] = servers.get(url, 0) + count
+    errors = [p.pushdown_error for p in parts if p.pushdown_error is not None]
+    return ReadReport(
+        tile_reads=[t for p in parts for t in p.tile_reads],
+        fragments_used=max((p.fragments_used for p in parts), default=0),
+        fragments_skipped=max((p.fragments_skipped for p in parts), default=0),
+        stats=stats, cell_reads=[c for p in parts for c in p.cell_reads],
+        pushdown_fallbacks=sum(p.pushdown_fallbacks for p in parts),
+        pushdown_error=errors[-1] if errors else None, pushdown_fallback_reasons=reasons,
+        pushdown_fallback_details=details, pushdown_servers=servers,
+        window_peak_bytes=max((p.window_peak_bytes for p in parts), default=0),
+        parts=list(parts))
 
 
 def with_fallbacks(report: ReadReport, pushdown: PushdownReader | None) -> ReadReport:

@@ -53,10 +53,11 @@ Batch = tuple[PlannedRequest, list[int]]
 def request_batches(plan: Plan | None, schema: ArraySchema, reads: list[TileRead],
                     candidates: set[int], window: ByteWindow | None) -> list[Batch]:
     """The requests of ``plan`` to place as batches: each carries at least
-    :data:`BATCH_MIN_TILES` tiles, every one of them among ``candidates``, held whole by the
-    request and fetched by no other request, with no bytes between them (no gap to hold that
-    no tile needs), and holds no more than the read's ``window`` (:func:`batch_bytes`; a
-    larger one goes tile by tile, so the window's bound holds)."""
+    :data:`BATCH_MIN_TILES` tiles (or two or three decoding to :data:`BATCH_MIN_BYTES`),
+    every one of them among ``candidates``, held whole by the request and fetched by no
+    other request, with no bytes between them (no gap to hold that no tile needs), and holds
+    no more than the read's ``window`` (:func:`batch_bytes`; a larger one goes tile by tile,
+    so the window's bound holds)."""
     if plan is None:
         return []
     out = []

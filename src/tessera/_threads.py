@@ -66,7 +66,8 @@ def run_chunks(fn: Callable[[int, int], None], n: int, chunk: int) -> None:
     to :func:`workers` - 1 pool threads take pieces in turn until none is left (so the work
     goes on at the caller's pace when the pool is busy, e.g. with a fetch waiting on I/O);
     in the caller's thread alone when there is one piece, or when called from a pool thread.
-    The error of the lowest piece that failed is raised after every piece has finished."""
+    The error of the lowest piece that failed is raised after every piece has finished (an
+    interrupt of the caller's own piece is raised at once, and no piece starts after it)."""
     bounds = [(lo, min(lo + chunk, n)) for lo in range(0, n, max(1, chunk))]
     if len(bounds) <= 1 or threading.current_thread().name.startswith("tessera-cpu"):
         for lo, hi in bounds:
@@ -74,23 +75,31 @@ def run_chunks(fn: Callable[[int, int], None], n: int, chunk: int) -> None:
         return
     pieces = iter(enumerate(bounds))
     taking = threading.Lock()
-    failed: list[tuple[int, BaseException]] = []
+    failed: list[tuple[int, Exception]] = []
+    interrupted = threading.Event()
 
     def take() -> None:
-        while True:
+        while not interrupted.is_set():
             with taking:
                 piece = next(pieces, None)
             if piece is None:
                 return
             try:
                 fn(*piece[1])
-            except BaseException as err:  # raised by the caller once all pieces are done
+            except Exception as err:  # raised by the caller once all pieces are done
                 failed.append((piece[0], err))
 
     helpers = [compute_pool().submit(take) for _ in range(min(workers(), len(bounds)) - 1)]
-    take()
+    try:
+        take()
+    except BaseException:  # e.g. KeyboardInterrupt in the caller: no new pieces, raised now
+        interrupted.set()
+        raise
     # helpers not started yet (the pool is busy) have nothing left to do: cancelled, and
     # not waited for (a cancelled future counts as done only once a pool thread sees it)
-    concurrent.futures.wait([h for h in helpers if not h.cancel()])
+    running = [h for h in helpers if not h.cancel()]
+    concurrent.futures.wait(running)
     if failed:
         raise min(failed, key=lambda f: f[0])[1]
+    for helper in running:
+        helper.result()  # a helper's own interrupt (not an error of a piece)

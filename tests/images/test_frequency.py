@@ -285,3 +285,29 @@ def test_decode_writes_into_an_output_it_is_given_or_says_what_is_wrong() -> Non
     with pytest.raises(InvalidArgumentError, match=r"C-contiguous uint8 array of shape "
                                                    r"\(3, 64, 64, 3\), got uint8 \(3, 64, 63, 3\)"):
         fast.decode_concatenated(fmt, cols[:8], 8, 32, out=out[1:4, :, :63])
+
+
+def test_an_interrupt_of_the_callers_piece_is_raised_at_once() -> None:
+    """A BaseException (an interrupt) in the caller's own piece leaves run_chunks at once, and
+    no piece starts after it; a helper's piece already under way finishes."""
+    import threading
+
+    from tessera._threads import run_chunks
+
+    class Interrupt(BaseException):
+        pass
+
+    caller = threading.current_thread()
+    release = threading.Event()
+    started: list[int] = []
+
+    def piece(lo: int, hi: int) -> None:
+        started.append(lo)
+        if threading.current_thread() is caller:
+            raise Interrupt
+        release.wait()  # a helper's piece holds on until the caller has been interrupted
+
+    with pytest.raises(Interrupt):
+        run_chunks(piece, 100, 1)
+    release.set()
+    assert 1 <= len(started) <= 2  # the caller's piece and at most one helper piece

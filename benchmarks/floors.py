@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import sys
 from pathlib import Path
 
@@ -28,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import tessera
 from _common import write_csv
 from array_engine import best_of
+from tessera._threads import workers
 from tessera.testing import S3TestServer
 from throughput import _get_ranges, _obstore
 
@@ -42,7 +42,7 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     array = np.random.default_rng(0).normal(0, 100, (args.side, args.side)).astype(np.int32)
-    cores = len(os.sched_getaffinity(0))
+    cores = workers()
     with S3TestServer() as s3:
         url = s3.unique_url("floors")
         options = s3.storage_options()

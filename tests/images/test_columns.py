@@ -398,7 +398,7 @@ def test_large_pixel_reads_fetch_and_decode_in_batches_of_whole_groups(columns, 
     repeats, the scale or a crop; every group's tiles are fetched once."""
     import tessera.images.pipeline as pipeline
 
-    cols = columns[0]
+    cols, _, url, options = columns
     ids = [9, 0, 4, 1, 8, 5, 0, 2]  # groups 2, 0, 1, 0, 2, 1, 0, 0 (group = 4)
     whole = {(k, s, c): cols.read(ids, k=k, scale=s, crop=c)
              for k, s, c in [(63, 1.0, None), (8, 1.0, None), (20, 0.25, None),
@@ -432,6 +432,10 @@ def test_large_pixel_reads_fetch_and_decode_in_batches_of_whole_groups(columns, 
                           np.concatenate([cols.read([i], k=63) for i in in_order]))
     one_image = cols._coefficient_bytes(63, (slice(None), slice(None)))
     assert one_image == 3 * 2 * 2 * 1024  # int8 coefficients of 2 x 2 blocks, 3 channels
+    gray = ImageColumns.create(f"{url.rstrip('/')}-gray", size=(64, 64), group=4,
+                               fmt=FrequencyFormat(colour="gray"), storage_options=options,
+                               cache=None)
+    assert gray._coefficient_bytes(63, (slice(None), slice(None))) == 1 * 2 * 2 * 1024
     assert pipeline.read_decoded(cols.fmt, counted, np.arange(3), 4, 63, 32,
                                  one_image) is None  # one group: one read, one decode
 

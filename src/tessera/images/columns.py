@@ -368,7 +368,7 @@ class ImageColumns:
         by = len(range(self.size[0] // b)[blocks[0]])
         bx = len(range(self.size[1] // b)[blocks[1]])
         width = self.coeffs.schema.attr("d00").np_dtype.itemsize
-        return self.fmt.channels(3) * by * bx * self.fmt.kept(k) * width
+        return self.fmt.channels(self.channels) * by * bx * self.fmt.kept(k) * width
 
     def _images_of(self, err: CorruptDataError) -> str:
         """``err``'s message and the image ids of the damaged tile's group."""

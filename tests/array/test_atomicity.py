@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -54,11 +55,21 @@ def _check_visible(uri: str, options: dict, printed: dict[str, int], deep: int) 
     arr[:, :]  # every visible tile that a full read needs decodes and passes its checksum
 
 
+def _wait_for_commit(proc: subprocess.Popen[str]) -> str:
+    """The writer's next ``committed`` line (blocks until it prints one)."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("committed"):
+        proc.kill()
+        _, err = proc.communicate()
+        raise AssertionError(f"the writer stopped before committing: {line!r} {err[-2000:]}")
+    return line
+
+
 @pytest.mark.parametrize("backend", ["file", "s3"])
 def test_killed_writers_leave_no_partial_fragment(backend, tmp_path, s3_server) -> None:
     rng = random.Random(1234)
     trials = 20 if backend == "file" else 6
-    mid_run = 0
     for trial in range(trials):
         if backend == "file":
             uri, options = (tmp_path / f"crash{trial}").as_uri(), {}
@@ -67,14 +78,17 @@ def test_killed_writers_leave_no_partial_fragment(backend, tmp_path, s3_server) 
         tessera.create_array(uri, SCHEMA, storage_options=options)
         proc = subprocess.Popen(
             [sys.executable, WRITER, uri, "1", "100000", *_options_args(options)],
-            stdout=subprocess.PIPE, text=True)
-        time.sleep(rng.uniform(0.4, 1.2))  # a random moment in the middle of its writes
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # A random moment in the middle of its writes: after a random number of commits (so
+        # the kill lands mid-run however fast the machine is), then a random fraction of one
+        # more write.
+        seen = [_wait_for_commit(proc) for _ in range(rng.randint(1, 4))]
+        time.sleep(rng.uniform(0.0, 0.03))
         proc.kill()
         stdout, _ = proc.communicate()
-        printed = _committed(stdout)
+        assert proc.returncode == -signal.SIGKILL  # still writing when killed
+        printed = _committed("".join(seen) + stdout)
         _check_visible(uri, options, printed, deep=3)
-        mid_run += len(printed) > 0
-    assert mid_run >= trials // 2, "the kills should land while fragments are being written"
 
 
 def test_concurrent_writers_lose_nothing(tmp_path) -> None:

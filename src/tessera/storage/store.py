@@ -201,7 +201,7 @@ class AsyncStore(CallingThreadIO):
         request.
         """
         path = self._path(key)
-        _check_range(offset, length, str(self.url), key)
+        _check_range(offset, length, self.url, key)
         if length == 0:
             return Bytes(b"")
 
@@ -215,7 +215,7 @@ class AsyncStore(CallingThreadIO):
         (at most ``config.max_concurrency`` in flight), never merged. Results in input order.
         """
         for offset, length in ranges:
-            _check_range(offset, length, str(self.url), key)
+            _check_range(offset, length, self.url, key)
         limit = asyncio.Semaphore(self.config.max_concurrency)
 
         async def one(offset: int, length: int) -> Bytes:

@@ -124,13 +124,21 @@ class Recipe:
             tile from the first tile read in that object, in bytes.
         requests: per planned request, a tile read in the object it reads and its parts:
             per part the tile read it is for, its start and stop relative to the first tile
-            read in that object (for the recipe's own box), and whether it moves with the
-            box (ranges do, by the tile's strides; whole tiles do not). The request spans
-            its parts (as :func:`~tessera.query.plan_cache.rebuild` makes it).
+            read in that object for a box starting at the first cell of its first tile, and
+            per dimension the bytes a step of the box's start there moves the part (ranges
+            move by the tile's strides; whole tiles do not: zeros). The request spans its
+            parts (as :func:`~tessera.query.plan_cache.rebuild` makes it).
         holders: per tile read, the requests its bytes come in: one that holds the whole
             tile (then checked against the tile's checksum), else every part.
         cells: per tile read, its attribute's dtype, cell shape and the strides of a cell.
         outputs: per attribute read, its name, dtype and cell shape.
+        shape: the box's shape (the footprint fixes it).
+        places: per tile read, where its cells go, fixed by the footprint: the shape of its
+            part of the box (with the cell shape), that part's place in the output, the
+            strides of a cell there (with the cell's own), and per dimension the bytes one
+            step of the box's start in its first tile moves the part's first byte (the
+            tile's stride where the tile is the box's first along that dimension, else 0:
+            the part starts at the tile's edge).
         fragments: what :func:`run` worked out of each fragment it followed the recipe in
             (``None``: it cannot be followed there), by fragment name.
     """
@@ -143,10 +151,12 @@ class Recipe:
     selected: tuple[int, ...]
     lengths: tuple[int, ...]
     layout: tuple[tuple[int, int], ...]
-    requests: tuple[tuple[int, tuple[tuple[int, int, int, bool], ...]], ...]
+    requests: tuple[tuple[int, tuple[tuple[int, int, int, tuple[int, ...]], ...]], ...]
     holders: tuple[tuple[bool, tuple[int, ...]], ...]
     cells: tuple[tuple[np.dtype[Any], tuple[int, ...], tuple[int, ...]], ...]
     outputs: tuple[tuple[str, np.dtype[Any], tuple[int, ...]], ...]
+    shape: tuple[int, ...]
+    places: tuple[Place, ...]
     fragments: dict[str, InFragment | None] = dataclasses.field(default_factory=dict,
                                                                 compare=False, repr=False)
 
@@ -162,11 +172,12 @@ def layout_of(reads: list[TileRead]) -> tuple[tuple[int, int], ...]:
 
 def make_recipe(schema: ArraySchema, reads: list[TileRead], needs: list[TileNeed],
                 plan: Plan, first: tuple[int, ...], starts: tuple[int, ...],
-                ) -> Recipe | None:
+                shape: tuple[int, ...]) -> Recipe | None:
     """The recipe of a box read planned the general way (its ``reads``, ``needs`` and
-    ``plan``), or ``None`` where a recipe would not hold: a plan kept by exact position
-    (:mod:`~tessera.query.plan_cache`), a tile that is not raw, no tiles, ranges read from
-    one object of cells of several sizes."""
+    ``plan``; the box's first tile, its start there and its shape), or ``None`` where a
+    recipe would not hold: a plan kept by exact position (:mod:`~tessera.query.plan_cache`),
+    a tile that is not raw, no tiles, ranges read from one object of cells of several
+    sizes."""
     template = template_of(plan, needs)
     if template is None or template.exact or not reads or any(
             r.codec is not None or r.blocks is not None or not n.raw
@@ -177,13 +188,15 @@ def make_recipe(schema: ArraySchema, reads: list[TileRead], needs: list[TileNeed
         base.setdefault(r.key, r.offset)
     position = {(r.key, r.start, r.stop): i for i, r in enumerate(plan.requests)}
     requests = []
+    strides = tuple(in_tile_strides(schema, schema.attr(r.attr).cell_nbytes) for r in reads)
     for req, rt in zip(plan.requests, template.requests, strict=True):
         parts = []
         for t, j in rt.parts:
             a, b = (int(v) - base[req.key] for v in plan.choices[t].requests[j])
-            parts.append((t, a, b, not template.choices[t].whole))
+            moves = strides[t] if not template.choices[t].whole else (0,) * len(starts)
+            at = sum(s * w for s, w in zip(starts, moves, strict=True))  # the box's own
+            parts.append((t, a - at, b - at, moves))
         requests.append((req.tiles[0], tuple(parts)))
-    strides = tuple(in_tile_strides(schema, schema.attr(r.attr).cell_nbytes) for r in reads)
     moving: dict[str, set[tuple[int, ...]]] = {}
     for read, st, c in zip(reads, strides, template.choices, strict=True):
         if not c.whole:
@@ -213,7 +226,29 @@ def make_recipe(schema: ArraySchema, reads: list[TileRead], needs: list[TileNeed
         tuple((schema.attr(r.attr).np_dtype, schema.attr(r.attr).cell_shape,
                _cell_strides(schema.attr(r.attr))) for r in reads),
         tuple((n, schema.attr(n).np_dtype, schema.attr(n).cell_shape)
-              for n in dict.fromkeys(r.attr for r in reads)))
+              for n in dict.fromkeys(r.attr for r in reads)),
+        shape,
+        tuple(_place(schema, r, st, first, starts, shape) for r, st in
+              zip(reads, strides, strict=True)))
+
+
+def _place(schema: ArraySchema, read: TileRead, strides: tuple[int, ...],
+           first: tuple[int, ...], starts: tuple[int, ...], shape: tuple[int, ...]) -> Place:
+    """Where a tile read's cells go in the box's outputs (:attr:`Recipe.places`), for
+    every box of the footprint: a box in one tile along a dimension has that tile's part
+    all along it wherever it starts; one spanning tiles has the start the footprint
+    names."""
+    attr = schema.attr(read.attr)
+    part, dst, per_start = [], [], []
+    for d, (t, f, s, n, e) in enumerate(zip(read.tile_index, first, starts, shape,
+                                            schema.tile_shape, strict=True)):
+        a = 0 if t == f else (t - f) * e - s  # the part's first cell, in the box
+        b = min((t - f + 1) * e - s, n)  # past its last
+        part.append(b - a)
+        dst.append(slice(a, b))
+        per_start.append(strides[d] if t == f else 0)
+    return ((*part, *attr.cell_shape), tuple(dst), strides + _cell_strides(attr),
+            tuple(per_start))
 
 
 def _grid(schema: ArraySchema, meta: FragmentMeta) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -273,6 +308,11 @@ def _objects(meta: FragmentMeta, names: tuple[str, ...]) -> tuple[int, ...]:
 
 _UNSEEN: Any = object()
 
+#: Of a tile read of a recipe: the shape of its part of the box with the cell shape, that
+#: part's place in the output, the strides of a cell there with the cell's own, and per
+#: dimension the bytes a step of the box's start moves the part's first byte.
+Place = tuple[tuple[int, ...], tuple[slice, ...], tuple[int, ...], tuple[int, ...]]
+
 #: Of a recipe in one fragment: its first tile index and the step of a tile's position per
 #: dimension, each tile read's position relative to the box's first tile, and its
 #: attribute's tile table.
@@ -298,10 +338,10 @@ def _in_fragment(recipe: Recipe, schema: ArraySchema, meta: FragmentMeta,
 
 
 def run(recipe: Recipe, store: AsyncStore, schema: ArraySchema, meta: FragmentMeta,
-        box: Box, first: tuple[int, ...], starts: tuple[int, ...], drop: tuple[bool, ...],
+        first: tuple[int, ...], starts: tuple[int, ...], drop: tuple[bool, ...],
         attrs: list[str]) -> dict[str, np.ndarray] | None:
-    """Read the box ``box`` (of the recipe's footprint; its first tile ``first`` and its start
-    there ``starts``) from fragment ``meta`` as the recipe's plan says, on this thread: the
+    """Read a box of the recipe's footprint (its first tile ``first`` and its start there
+    ``starts``) from fragment ``meta`` as the recipe's plan says, on this thread: the
     same requests (recorded in the store's stats) and checks as the general executor; the
     outputs with the dimensions ``drop`` says taken out. ``None`` when the tiles there are
     not laid out as the recipe's, or a request or check fails (the general path then reads
@@ -325,46 +365,34 @@ def run(recipe: Recipe, store: AsyncStore, schema: ArraySchema, meta: FragmentMe
             base.append(off)
         if off - base[obj] != dist:
             return None
-    move = [s - s0 for s, s0 in zip(starts, recipe.starts, strict=True)]
     fetched = []
     try:
         for t0, spans in recipe.requests:
             at = base[recipe.layout[t0][0]]
             start = stop = -1
-            for t, a, b, moves in spans:
-                shift = 0
-                if moves:
-                    for m, st in zip(move, recipe.strides[t], strict=True):
-                        shift += m * st
-                if start < 0 or at + a + shift < start:
-                    start = at + a + shift
-                stop = max(stop, at + b + shift)
+            for _, a, b, moves in spans:
+                shift = at
+                for s, w in zip(starts, moves, strict=True):
+                    shift += s * w
+                if start < 0 or a + shift < start:
+                    start = a + shift
+                if b + shift > stop:
+                    stop = b + shift
             data = store.read_range_now(tables[t0].key, start, stop - start)
             if len(data) != stop - start:
                 return None
             fetched.append((start, data))
     except (ObjectNotFoundError, InvalidRangeError):
         return None
-    lo, hi = box
-    shape = tuple([b - a + 1 for a, b in zip(lo, hi, strict=True)])
+    shape = recipe.shape
     outputs = {name: np.empty(shape + cell_shape, dtype)
                for name, dtype, cell_shape in recipe.outputs}
-    extent, lower = schema.tile_shape, schema.lower
-    for t, ((rel, name), (whole, parts)) in enumerate(zip(recipe.tiles, recipe.holders,
-                                                          strict=True)):
-        off, length, strides = offsets[t], recipe.lengths[t], recipe.strides[t]
-        # The tile's part of the box: where it lies in the tile (its first byte there) and
-        # in the output.
-        first_byte = 0
-        rshape = []
-        dst = []
-        for d in range(len(lo)):
-            t0 = lower[d] + (first[d] + rel[d]) * extent[d]  # the tile's first coordinate
-            a, b = max(t0, lo[d]), min(t0 + extent[d] - 1, hi[d])
-            first_byte += (a - t0) * strides[d]
-            rshape.append(b - a + 1)
-            dst.append(slice(a - lo[d], b - lo[d] + 1))
-        dtype, cell_shape, cell_strides = recipe.cells[t]
+    for t, ((_, name), (whole, parts), (part, dst, strides, per_start)) in enumerate(
+            zip(recipe.tiles, recipe.holders, recipe.places, strict=True)):
+        off, length = offsets[t], recipe.lengths[t]
+        first_byte = 0  # the first byte of the tile's part of the box, in the tile
+        for s, w in zip(starts, per_start, strict=True):
+            first_byte += s * w
         if len(parts) == 1:
             start, data = fetched[parts[0]]
             if whole:
@@ -372,17 +400,16 @@ def run(recipe: Recipe, store: AsyncStore, schema: ArraySchema, meta: FragmentMe
                 if checksum(raw, tables[t].checksum) != int(tables[t].crc32[pos[t]]):
                     return None
             # The cells straight from the fetched bytes: a strided view, no tile buffer.
-            cells = np.ndarray((*rshape, *cell_shape), dtype, data, off - start + first_byte,
-                               strides + cell_strides)
+            cells = np.ndarray(part, recipe.cells[t][0], data, off - start + first_byte,
+                               strides)
         else:
             buf = np.empty(length, dtype=np.uint8)
             for r in parts:
                 start, data = fetched[r]
                 a, b = max(start, off), min(start + len(data), off + length)
                 buf[a - off:b - off] = np.frombuffer(data, np.uint8, b - a, a - start)
-            cells = np.ndarray((*rshape, *cell_shape), dtype, buf.data, first_byte,
-                               strides + cell_strides)
-        outputs[name][tuple(dst)] = cells
+            cells = np.ndarray(part, recipe.cells[t][0], buf.data, first_byte, strides)
+        outputs[name][dst] = cells
     if not any(drop):
         return outputs
     keep = tuple(0 if d else slice(None) for d in drop)

@@ -18,8 +18,11 @@ def test_quick_profile_is_measured_saved_and_reused(store_url, tmp_path) -> None
                                  **options)
     assert [n for n, _ in prof.bandwidth] == [1, 2, 4, 8, 16, 32]
     assert all(b > 0 for _, b in prof.bandwidth) and prof.request_latency_s > 0
-    assert 1 <= prof.concurrency <= 8 and steps[-1] == pytest.approx(1.0)
+    assert steps[-1] == pytest.approx(1.0)
     store = tessera.open_store(url, **options)
+    # N_max: the most requests still within 90% of the peak (which level that is depends
+    # on the machine's moment: on a loaded one the peak can fall at 16 or 32 requests)
+    assert prof.concurrency == min(prof.n_max, store.config.max_concurrency)
     assert load_profile(store) == prof
     assert not [o for o in store.list() if "__tessera_profile" in o.key]  # scratch gone
     arr = tessera.from_numpy(f"{url.rstrip('/')}/p", np.zeros((8, 8)), storage_options=options)

@@ -151,10 +151,14 @@ DEFAULT_PROFILES: Mapping[str, StoreProfile] = MappingProxyType({
     # and per tile (call_s, tile_s): fitted by tessera.array.calibrate.measure_calls on
     # memory and folder stores of the development machine (20 x 20 crops of raw 256 x 256
     # tiles, 1-4 tiles, read by recipe; six runs: 0-100 us per call, 0-44 us per tile;
-    # about 30 and 15 us typical; 0.1 and 0.12 ms before reads by recipe).
+    # about 30 and 15 us typical; 0.1 and 0.12 ms before reads by recipe). tile_s 3 us
+    # since a recipe keeps where each tile's cells go: benchmarks/per_call.py then measured
+    # 0.056-0.061 / 0.074-0.079 / 0.100-0.118 ms for 1 / 2 / 4 tiles on memory and a
+    # folder, about 17 us per further tile with its request and bytes (the estimate with
+    # 15 us was 1.06x-1.48x of them).
     "local": StoreProfile("default:local", ((1, 2.0e9), (2, 3.0e9)),
                           request_latency_s=150e-6, concurrency=2, call_s=30e-6,
-                          tile_s=15e-6, now_request_s=10e-6),
+                          tile_s=3e-6, now_request_s=10e-6),
     # A cloud object store seen from outside its region (the paper's Figure 4 shape: S3
     # needs several requests in flight to fill the link; ~30 ms to first byte).
     "cloud": StoreProfile("default:cloud", ((1, 25e6), (8, 90e6), (32, 100e6), (256, 80e6)),

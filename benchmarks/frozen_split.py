@@ -380,8 +380,13 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="ResNet18 only (the default)")
     ap.add_argument("--full", action="store_true", help="the grid of the docstring")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    ap.add_argument("--real", nargs="+", metavar="ARCH",
+                    help="only these models in real mode, no emulated grid (a subset of the "
+                         "full grid's real configurations, e.g. to check an estimate)")
+    ap.add_argument("--batches", nargs="+", type=int, help="with --real: these batches")
+    ap.add_argument("--mbits", nargs="+", type=float, help="with --real: these Mbit/s")
     args = ap.parse_args()
-    full = args.full
+    full = args.full or bool(args.real)
     args.out.mkdir(parents=True, exist_ok=True)
 
     import torch
@@ -395,9 +400,11 @@ def main() -> None:
     two_cores = len(os.sched_getaffinity(0)) >= 2
     if two_cores:
         pin(os.getpid(), {0})
-    real_archs = ["resnet18", "alexnet"] if full else ["resnet18"]
-    emu_archs = ["alexnet", "resnet18", "resnet50", "densenet121", "vgg11"] if full \
-        else ["resnet18"]
+    real_archs = args.real or (["resnet18", "alexnet"] if full else ["resnet18"])
+    emu_archs = [] if args.real else \
+        ["alexnet", "resnet18", "resnet50", "densenet121", "vgg11"] if full else ["resnet18"]
+    batches = args.batches or ((32, 64) if full else (32,))
+    mbits = args.mbits or ((20, 100, 400) if full else (100,))
     if full:
         emu_archs = list(dict.fromkeys(emu_archs))
     rows: list[dict[str, Any]] = []
@@ -407,8 +414,8 @@ def main() -> None:
         folder = Path(tmp) / "models"
         archs = sorted(set(real_archs) | set(emu_archs))
         make_models(folder, archs)
-        g11 = prefix_loading(folder, "vgg11" if "vgg11" in archs else "resnet18",
-                             21 if "vgg11" in archs else 9)
+        g11 = {} if args.real else prefix_loading(
+            folder, "vgg11" if "vgg11" in archs else "resnet18", 21 if "vgg11" in archs else 9)
         emulation, _ = emulation_for(emu_archs)
         emu_file = Path(tmp) / "emulation.json"
         emulation.save(emu_file)
@@ -424,7 +431,7 @@ def main() -> None:
                                    storage_options=direct)
                 tessera.from_numpy(s3.url(f"{mode}/f32"), f32, tile=(1, 3, SIZE, SIZE),
                                    storage_options=direct)
-            for mode in ("real", "emulated"):
+            for mode in ("real", "emulated") if emu_archs else ("real",):
                 extra = ["--models", str(folder), "--infer-threads", "1",
                          "--model-cache-bytes", "0", "--max-infer-samples", "512"]
                 if mode == "emulated":
@@ -442,8 +449,8 @@ def main() -> None:
                               {"u8": s3.url(f"{mode}/u8"), "f32": s3.url(f"{mode}/f32")})
                     if mode == "real":
                         for arch in real_archs:
-                            for batch in ((32, 64) if full else (32,)):
-                                for mbit in ((20, 100, 400) if full else (100,)):
+                            for batch in batches:
+                                for mbit in mbits:
                                     summaries.append(config(rig, "real", arch, batch, 16,
                                                             mbit * 1e6 / 8, None, None, rows))
                     else:

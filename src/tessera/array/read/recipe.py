@@ -130,7 +130,8 @@ class Recipe:
             parts (as :func:`~tessera.query.plan_cache.rebuild` makes it).
         holders: per tile read, the requests its bytes come in: one that holds the whole
             tile (then checked against the tile's checksum), else every part.
-        cells: per tile read, its attribute's dtype, cell shape and the strides of a cell.
+        dtypes: per tile read, its attribute's dtype (its cells' shape and strides are in
+            ``places``).
         outputs: per attribute read, its name, dtype and cell shape.
         shape: the box's shape (the footprint fixes it).
         places: per tile read, where its cells go, fixed by the footprint: the shape of its
@@ -153,7 +154,7 @@ class Recipe:
     layout: tuple[tuple[int, int], ...]
     requests: tuple[tuple[int, tuple[tuple[int, int, int, tuple[int, ...]], ...]], ...]
     holders: tuple[tuple[bool, tuple[int, ...]], ...]
-    cells: tuple[tuple[np.dtype[Any], tuple[int, ...], tuple[int, ...]], ...]
+    dtypes: tuple[np.dtype[Any], ...]
     outputs: tuple[tuple[str, np.dtype[Any], tuple[int, ...]], ...]
     shape: tuple[int, ...]
     places: tuple[Place, ...]
@@ -223,8 +224,7 @@ def make_recipe(schema: ArraySchema, reads: list[TileRead], needs: list[TileNeed
         layout_of(reads),
         tuple(requests),
         tuple(holders),
-        tuple((schema.attr(r.attr).np_dtype, schema.attr(r.attr).cell_shape,
-               _cell_strides(schema.attr(r.attr))) for r in reads),
+        tuple(schema.attr(r.attr).np_dtype for r in reads),
         tuple((n, schema.attr(n).np_dtype, schema.attr(n).cell_shape)
               for n in dict.fromkeys(r.attr for r in reads)),
         shape,
@@ -400,7 +400,7 @@ def run(recipe: Recipe, store: AsyncStore, schema: ArraySchema, meta: FragmentMe
                 if checksum(raw, tables[t].checksum) != int(tables[t].crc32[pos[t]]):
                     return None
             # The cells straight from the fetched bytes: a strided view, no tile buffer.
-            cells = np.ndarray(part, recipe.cells[t][0], data, off - start + first_byte,
+            cells = np.ndarray(part, recipe.dtypes[t], data, off - start + first_byte,
                                strides)
         else:
             buf = np.empty(length, dtype=np.uint8)
@@ -408,7 +408,7 @@ def run(recipe: Recipe, store: AsyncStore, schema: ArraySchema, meta: FragmentMe
                 start, data = fetched[r]
                 a, b = max(start, off), min(start + len(data), off + length)
                 buf[a - off:b - off] = np.frombuffer(data, np.uint8, b - a, a - start)
-            cells = np.ndarray(part, recipe.cells[t][0], buf.data, first_byte, strides)
+            cells = np.ndarray(part, recipe.dtypes[t], buf.data, first_byte, strides)
         outputs[name][dst] = cells
     if not any(drop):
         return outputs

@@ -141,8 +141,6 @@ class SplitProfiler:
             layers = p.header.layers or []
             for k, t in enumerate(layers[:split], 1):
                 self.note(f"server{k}", float(t) / n)
-            for k, t in enumerate((p.header.layers_cpu or [])[:split], 1):
-                self.note(f"server_cpu{k}", float(t) / n)
             ph = p.header.phases
             self.note("server_sample", (float(ph.get("read", 0)) + float(ph.get("prep", 0))) / n)
             self.note("server_load", float(ph.get("load", 0)))
@@ -201,12 +199,6 @@ class SplitProfiler:
         base = here[1] - slope * sizes[0]
         return tuple(at_f * max(0.0, base + slope * n) / here[self.freeze] for n in sizes)
 
-    def _server_layers(self, mean: Callable[[str], float]) -> tuple[float, ...]:
-        """The server's seconds per sample of layers ``1..F`` (:func:`layer_shares` of the
-        wall and CPU times it reported at ``F``)."""
-        return layer_shares([mean(f"server{k}") for k in range(1, self.freeze + 1)],
-                            [mean(f"server_cpu{k}") for k in range(1, self.freeze + 1)])
-
     def _measured_profile(self) -> SplitProfile:
         m = self.measured
 
@@ -229,7 +221,7 @@ class SplitProfiler:
         limits = self.server_info.get("limits", {})
         return SplitProfile(
             names=names, out_bytes=out_bytes, input_bytes=stored_bytes, freeze=self.freeze,
-            server_fwd_s=self._server_layers(mean),
+            server_fwd_s=tuple(mean(f"server{k}") for k in range(1, self.freeze + 1)),
             client_fwd_s=client, train_s=mean("train"), bandwidth=bandwidth, rtt_s=rtt,
             server_sample_s=mean("server_sample"), server_byte_s=mean("server_byte"),
             client_byte_s=collate_cost(),
@@ -240,27 +232,6 @@ class SplitProfiler:
             server_peak_bytes=server_peak, client_peak_bytes=self.client_peak(),
             client_memory_bytes=self.client_memory_bytes, prefetch=self.prefetch,
             server_cores=int(infer.get("cores", 0)), server_load_s=self._load_profile())
-
-
-def layer_shares(wall: Sequence[float], cpu: Sequence[float]) -> tuple[float, ...]:
-    """Per-layer server seconds: the wall times' total shared out by each layer's own CPU
-    time (the wall times as they are where a CPU time is missing or all are zero).
-
-    On a CPU server the requests in flight share its cores, so a layer's wall time counts
-    whatever the other requests computed meanwhile: profiled at ``F``, a heavy last layer
-    lands in the wall times of every earlier layer of the requests beside it, and an early
-    split, whose requests never run it, comes out too slow. The total stays (the server's
-    pace at ``F``, which ``a_s`` calibrates); each layer gets the share its own work took.
-
-    >>> layer_shares([0.4, 0.4, 0.2], [0.05, 0.05, 0.9])
-    (0.05, 0.05, 0.9)
-    >>> layer_shares([0.4, 0.6], [float("nan"), 0.1])
-    (0.4, 0.6)
-    """
-    total = sum(cpu)
-    if any(math.isnan(v) for v in (*wall, *cpu)) or len(cpu) != len(wall) or total <= 0:
-        return tuple(wall)
-    return tuple(sum(wall) * c / total for c in cpu)
 
 
 def collate_cost() -> float:

@@ -23,10 +23,7 @@ generator seeded by ``(seed, sample index)``, so the client can reproduce them
 The response is the framing of :mod:`tessera.pushdown.framing` with one result holding the
 buffer ``features`` ``(n, ...)`` in the request's sample order; the header adds ``phases``
 (seconds per phase: ``queue``, ``read``, ``load``, ``prep``, ``forward``, ``copy``), ``layers``
-(seconds per layer, with ``timings: "layers"``; wall times, which on a CPU server count what
-concurrent requests did meanwhile), ``layers_cpu`` (optional, beside ``layers`` from a server
-whose forward pass runs on one thread: that thread's CPU seconds per layer, its own work
-only), ``cos_batch_used``, ``model_cache`` (``hit``
+(seconds per layer, with ``timings: "layers"``), ``cos_batch_used``, ``model_cache`` (``hit``
 or ``miss``) and ``weights_sha256``: :class:`InferHeader`, written and read by its
 ``to_json`` / ``from_extra``. With ``"stream": true`` the answer is the framing's streamed
 response instead: one record per sample (item ``i`` holds ``features`` of sample ``i``, shape
@@ -261,7 +258,6 @@ class InferHeader:
     model_cache: str
     weights_sha256: str
     layers: list[float] | None = None
-    layers_cpu: list[float] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The header's keys as the framing writes them."""
@@ -270,8 +266,6 @@ class InferHeader:
                                "weights_sha256": self.weights_sha256}
         if self.layers is not None:
             out["layers"] = list(self.layers)
-        if self.layers_cpu is not None:
-            out["layers_cpu"] = list(self.layers_cpu)
         return out
 
     @classmethod
@@ -287,14 +281,11 @@ class InferHeader:
         used = extra.get("cos_batch_used", 0)
         if isinstance(used, bool) or not isinstance(used, int):
             raise ProtocolError(f"{where}: cos_batch_used must be an integer, got {used!r}")
-        per_layer = []
-        for key in ("layers", "layers_cpu"):
-            got = extra.get(key)
-            if got is not None and (not isinstance(got, list) or not all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in got)):
-                raise ProtocolError(f"{where}: {key} must be a list of seconds, got "
-                                    f"{got!r:.80}")
-            per_layer.append(None if got is None else [float(v) for v in got])
+        layers = extra.get("layers")
+        if layers is not None and (not isinstance(layers, list) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in layers)):
+            raise ProtocolError(f"{where}: layers must be a list of seconds, got "
+                                f"{layers!r:.80}")
         return cls({k: float(v) for k, v in phases.items()}, used,
                    str(extra.get("model_cache", "")), str(extra.get("weights_sha256", "")),
-                   *per_layer)
+                   None if layers is None else [float(v) for v in layers])

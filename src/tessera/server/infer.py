@@ -190,7 +190,6 @@ class ForwardPass:
         self.phases, self.model, self.x, self.hit = phases, model, x, hit
         self.used = cos
         self.layers_s: list[float] | None = None
-        self.layers_cpu: list[float] | None = None
         phases.setdefault("forward", 0.0)
         phases.setdefault("copy", 0.0)
 
@@ -212,10 +211,7 @@ class ForwardPass:
             return
         per_layer = [0.0] * req.split if req.timings == "layers" else None
         self.layers_s = per_layer
-        if per_layer is not None and self.service.config.infer_threads == 1:
-            self.layers_cpu = [0.0] * req.split  # one thread: its CPU time is all the work
-        batches = self.service.forward_batches(self.model, self.x, req, self.cos, per_layer,
-                                               self.layers_cpu)
+        batches = self.service.forward_batches(self.model, self.x, req, self.cos, per_layer)
         while True:
             t = time.perf_counter()
             got = next(batches, None)
@@ -232,8 +228,7 @@ class ForwardPass:
         """The answer's header (complete after the last batch)."""
         return InferHeader(self.phases, self.used, "hit" if self.hit else "miss",
                            self.hosted.spec.sha256,
-                           None if self.layers_s is None else list(self.layers_s),
-                           None if self.layers_cpu is None else list(self.layers_cpu))
+                           None if self.layers_s is None else list(self.layers_s))
 
 
 class InferService:
@@ -337,14 +332,11 @@ class InferService:
         return ForwardPass(self, req, hosted, cos, phases, model, x, hit)
 
     def forward_batches(self, model: Any, x: Any, req: InferRequest, cos: int,
-                        per_layer: list[float] | None = None,
-                        per_layer_cpu: list[float] | None = None,
-                        ) -> Iterator[tuple[Any, int]]:
+                        per_layer: list[float] | None = None) -> Iterator[tuple[Any, int]]:
         """Layers ``1..split`` of ``x`` in server batches of ``cos`` samples, halved on an
         allocation failure (down to 1, then :class:`~tessera.errors.ServerBusyError`):
         yields each batch's output and the batch size it ran at. ``per_layer`` (one entry per
-        layer) gathers seconds per layer, ``per_layer_cpu`` (with it) this thread's CPU
-        seconds per layer."""
+        layer) gathers seconds per layer."""
         import torch
 
         start = 0
@@ -356,11 +348,9 @@ class InferService:
                         h = model.forward_to(h, req.split)
                     else:
                         for k, (_, fn) in enumerate(model.layers()[:req.split]):
-                            t, c = time.perf_counter(), time.thread_time()
+                            t = time.perf_counter()
                             h = fn(h)
                             per_layer[k] += time.perf_counter() - t
-                            if per_layer_cpu is not None:
-                                per_layer_cpu[k] += time.thread_time() - c
             except RuntimeError as err:
                 if "alloc" not in str(err).lower():
                     raise

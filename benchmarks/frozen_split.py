@@ -35,6 +35,8 @@ Writes ``frozen_split.csv``, ``frozen_goals.csv``, ``frozen_speedup.png`` (Fig. 
 ``frozen_results.md`` under ``--out``.
 
     python benchmarks/frozen_split.py [--quick | --full] [--out DIR]
+    python benchmarks/frozen_split.py --real ARCH... [--batches B...] [--mbits M...]
+        (a subset of the full grid's real configurations, no emulated grid)
 """
 
 from __future__ import annotations
@@ -482,7 +484,7 @@ def main() -> None:
     write_csv(args.out / "frozen_goals.csv", table)
     plots(args.out, summaries, rows, g8)
     lines = ["# Frozen-layer pushdown: measured results (`benchmarks/frozen_split.py"
-             f"{' --full' if full else ''}`)", "",
+             f"{' ' + ' '.join(sys.argv[1:]) if len(sys.argv) > 1 else ''}`)", "",
              "One run on this 2-core machine; see the script's docstring for the setup. "
              "Paper (HAPI, two T4 GPUs, ImageNet at 224 px): up to 2.5x vs NoSplit, "
              "59.2% optimal / 86.8% within 5% (NSG 44.1%).", "",

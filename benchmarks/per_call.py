@@ -84,32 +84,57 @@ def _check(read: Callable[[int, int], Any], data: np.ndarray, name: str) -> None
             raise SystemExit(f"{name} read the wrong data at ({r}, {c})")
 
 
+def build(name: str, data: np.ndarray, work: Path, s3: S3TestServer | None = None,
+          ) -> tuple[str, Any, Any]:
+    """One system of :data:`BUILT` holding ``data`` (files under ``work``; the S3 test server
+    ``s3`` for ``tessera s3 loopback``): its store kind, the object a crop is read from
+    (``obj[r:r + 20, c:c + 20]``) and the Tessera array whose plans are estimated (``None``
+    for the others and the h5 facade)."""
+    tile = (TILE, TILE)
+    if name.startswith("tessera ") and name != "tessera.h5 local":
+        kind = name.removeprefix("tessera ")
+        options: dict[str, Any] = {}
+        if kind == "memory":
+            url = "memory://per-call"
+        elif kind == "local":
+            url = (work / "tessera").as_uri()
+        elif s3 is None:
+            raise ValueError(f"{name} needs the S3 test server")
+        else:
+            url, options = s3.unique_url("per-call"), dict(s3.storage_options())
+        arr = tessera.from_numpy(url, data, tile=tile, storage_options=options)
+        return kind, arr, arr
+    if name == "tessera.h5 local":
+        f = tessera.h5.File((work / "facade").as_uri(), "w")
+        return "local", f.create_dataset("x", data=data, chunks=tile), None
+    if name == "h5py local":
+        import h5py
+
+        with h5py.File(work / "x.h5", "w") as h:
+            h.create_dataset("x", data=data, chunks=tile)
+        return "local", h5py.File(work / "x.h5", "r")["x"], None
+    import zarr
+
+    kind = name.removeprefix("zarr ")
+    store = zarr.storage.MemoryStore() if kind == "memory" else \
+        zarr.storage.LocalStore(str(work / "zarr"))
+    z = zarr.create_array(store, shape=data.shape, chunks=tile, dtype=data.dtype,
+                          compressors=None)
+    z[:] = data
+    return kind, z, None
+
+
+#: The systems :func:`build` makes (TensorStore's, where it installs: :func:`_tensorstore`).
+BUILT = ("tessera memory", "tessera local", "tessera s3 loopback", "tessera.h5 local",
+         "h5py local", "zarr memory", "zarr local")
+
+
 def systems(data: np.ndarray, work: Path, s3: S3TestServer) -> dict[str, tuple[str, Any, Any]]:
     """name -> (store kind, read(r, c), the Tessera array or None)."""
     out: dict[str, tuple[str, Any, Any]] = {}
-    tile = (TILE, TILE)
-    for kind, url, options in (
-            ("memory", "memory://per-call", {}),
-            ("local", (work / "tessera").as_uri(), {}),
-            ("s3 loopback", s3.unique_url("per-call"), dict(s3.storage_options()))):
-        arr = tessera.from_numpy(url, data, tile=tile, storage_options=options)
-        out[f"tessera {kind}"] = (kind, _slicer(arr), arr)
-    f = tessera.h5.File((work / "facade").as_uri(), "w")
-    out["tessera.h5 local"] = ("local", _slicer(f.create_dataset("x", data=data, chunks=tile)),
-                               None)
-    import h5py
-
-    with h5py.File(work / "x.h5", "w") as h:
-        h.create_dataset("x", data=data, chunks=tile)
-    out["h5py local"] = ("local", _slicer(h5py.File(work / "x.h5", "r")["x"]), None)
-    import zarr
-
-    for kind, store in (("memory", zarr.storage.MemoryStore()),
-                        ("local", zarr.storage.LocalStore(str(work / "zarr")))):
-        z = zarr.create_array(store, shape=data.shape, chunks=tile, dtype=data.dtype,
-                              compressors=None)
-        z[:] = data
-        out[f"zarr {kind}"] = (kind, _slicer(z), None)
+    for name in BUILT:
+        kind, obj, arr = build(name, data, work, s3)
+        out[name] = (kind, _slicer(obj), arr)
     out.update(_tensorstore(data, work))
     return out
 

@@ -48,32 +48,14 @@ src, system, tiles, calls = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.
 sys.path.insert(0, src)
 sys.path.insert(0, {bench!r})
 import numpy as np
-from per_call import CROP, SIDE, TILE, crops
-work = Path(tempfile.mkdtemp())
+from per_call import CROP, SIDE, build, crops
+import tessera
+assert tessera.__file__.startswith(src), tessera.__file__
 data = np.arange(SIDE * SIDE, dtype=np.int32).reshape(SIDE, SIDE)
-if system.startswith("tessera"):
-    import tessera, tessera.h5
-    assert tessera.__file__.startswith(src), tessera.__file__
-    still = tessera.ReadConfig(refresh_s=float("inf"))  # no listing again mid-count
-    if system == "tessera memory":
-        obj = arr = tessera.from_numpy("memory://count", data, tile=(TILE, TILE))
-    elif system == "tessera local":
-        obj = arr = tessera.from_numpy((work / "t").as_uri(), data, tile=(TILE, TILE))
-    else:
-        obj = tessera.h5.File((work / "f").as_uri(), "w").create_dataset(
-            "x", data=data, chunks=(TILE, TILE))
-        arr = obj._array
-    arr.reads = still
-elif system == "h5py local":
-    import h5py
-    with h5py.File(work / "x.h5", "w") as h:
-        h.create_dataset("x", data=data, chunks=(TILE, TILE))
-    obj = h5py.File(work / "x.h5", "r")["x"]
-else:
-    import zarr
-    obj = zarr.create_array(zarr.storage.MemoryStore(), shape=data.shape,
-                            chunks=(TILE, TILE), dtype=data.dtype, compressors=None)
-    obj[:] = data
+_, obj, arr = build(system, data, Path(tempfile.mkdtemp()))
+arr = arr if arr is not None else getattr(obj, "_array", None)  # the h5 facade's
+if arr is not None:  # no listing again mid-count
+    arr.reads = tessera.ReadConfig(refresh_s=float("inf"))
 corners = crops(tiles, 400, seed=tiles)
 for r, c in corners:
     assert np.array_equal(np.asarray(obj[r:r + CROP, c:c + CROP]),

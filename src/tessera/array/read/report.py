@@ -3,6 +3,7 @@ estimates, the measured I/O and any pushdown fallbacks), printable as estimated 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import warnings
@@ -119,16 +120,14 @@ def combined(parts: list[ReadReport]) -> ReadReport:
     for part in parts:
         if part.stats is not None:
             stats = part.stats if stats is None else stats + part.stats
-    reasons: dict[str, int] = {}
+    reasons: collections.Counter[str] = collections.Counter()
+    servers: collections.Counter[str] = collections.Counter()
     details: dict[str, str] = {}
-    servers: dict[str, int] = {}
     for part in parts:
-        for reason, tiles in part.pushdown_fallback_reasons.items():
-            reasons[reason] = reasons.get(reason, 0) + tiles
+        reasons.update(part.pushdown_fallback_reasons)
+        servers.update(part.pushdown_servers)
         for reason, text in part.pushdown_fallback_details.items():
             details.setdefault(reason, text)
-        for url, count in part.pushdown_servers.items():
-            servers[url] = servers.get(url, 0) + count
     errors = [p.pushdown_error for p in parts if p.pushdown_error is not None]
     return ReadReport(
         tile_reads=[t for p in parts for t in p.tile_reads],
@@ -136,8 +135,8 @@ def combined(parts: list[ReadReport]) -> ReadReport:
         fragments_skipped=max((p.fragments_skipped for p in parts), default=0),
         stats=stats, cell_reads=[c for p in parts for c in p.cell_reads],
         pushdown_fallbacks=sum(p.pushdown_fallbacks for p in parts),
-        pushdown_error=errors[-1] if errors else None, pushdown_fallback_reasons=reasons,
-        pushdown_fallback_details=details, pushdown_servers=servers,
+        pushdown_error=errors[-1] if errors else None, pushdown_fallback_reasons=dict(reasons),
+        pushdown_fallback_details=details, pushdown_servers=dict(servers),
         window_peak_bytes=max((p.window_peak_bytes for p in parts), default=0),
         parts=list(parts))
 

@@ -414,7 +414,8 @@ class ImageConfig:
 @dataclasses.dataclass(frozen=True)
 class CacheConfig:
     """Budgets of the process-wide caches of metadata (``TESSERA_*_CACHE_BYTES``, read when
-    each cache is first used). The caches of data have theirs beside their engines:
+    each cache is first used), and of the :mod:`tessera.h5` datasets' chunk caches. The other
+    caches of data have theirs beside their engines:
     ``TESSERA_IMAGES_CACHE_BYTES`` (:class:`ImageConfig`), ``TESSERA_SERVER_CACHE_BYTES``
     and ``TESSERA_SERVER_MODEL_CACHE_BYTES`` (:class:`ServerConfig`).
 
@@ -422,6 +423,9 @@ class CacheConfig:
         fragments_cache_bytes: committed fragments' bookkeeping (JSON bytes).
         footers_cache_bytes: tensor tables' Parquet footers (serialized bytes).
         headers_cache_bytes: tensor tables' header rows (about 512 bytes a row).
+        h5_chunk_cache_bytes: each :mod:`tessera.h5` dataset's chunk cache on memory and
+            local folder stores (decoded chunks, as HDF5's ``rdcc_nbytes``; its default in
+            HDF5 2.0); a file's ``rdcc_nbytes`` overrides it.
 
     >>> CacheConfig.from_env({"TESSERA_FOOTERS_CACHE_BYTES": "0"}).footers_cache_bytes
     0
@@ -430,6 +434,7 @@ class CacheConfig:
     fragments_cache_bytes: int = 64 << 20
     footers_cache_bytes: int = 16 << 20
     headers_cache_bytes: int = 64 << 20
+    h5_chunk_cache_bytes: int = 8 << 20
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -441,7 +446,8 @@ class CacheConfig:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> CacheConfig:
         """Defaults overridden by ``TESSERA_FRAGMENTS_CACHE_BYTES``,
-        ``TESSERA_FOOTERS_CACHE_BYTES`` and ``TESSERA_HEADERS_CACHE_BYTES``."""
+        ``TESSERA_FOOTERS_CACHE_BYTES``, ``TESSERA_HEADERS_CACHE_BYTES`` and
+        ``TESSERA_H5_CHUNK_CACHE_BYTES``."""
         return _from_env(cls, "TESSERA_", os.environ if environ is None else environ)
 
 

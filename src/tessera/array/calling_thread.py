@@ -93,6 +93,9 @@ class CallingThreadReads:
         def _cached_listing(self) -> list[FragmentMeta] | None:
             """The latest list of fragments, while it is current."""
 
+        def _refresh_extent(self, force: bool = False) -> None:
+            """Bring a growable array's shape up to date."""
+
         def _plan_needs(self, reads: list[TileRead], needs: list[TileNeed], method: str,
                         phi: float, pushdown_ok: bool = True) -> Plan | None:
             """One plan over tiles whose needs are known."""
@@ -117,6 +120,23 @@ class CallingThreadReads:
         the rest of its report (a read by recipe makes its tile list and plan only when
         ``last_read`` is asked for); ``None`` before the first read."""
         return self._last_stats
+
+    def current_fragments(self) -> list[FragmentMeta] | None:
+        """The fragments a read made now would use without listing them again (the
+        handle's list while ``reads.refresh_s`` covers it and no handle of this process
+        changed the array since; a handle opened at a timestamp keeps its own once made),
+        the shape brought up to date first; ``None`` when the next read lists them again.
+        The same list object while it holds: a cache of what reads answer (the
+        :mod:`tessera.h5` chunk cache) checks it per read by identity.
+
+        >>> import numpy as np, tessera
+        >>> arr = tessera.from_numpy("memory://doc-current", np.zeros(4, np.int32))
+        >>> _ = arr[:]
+        >>> [f.name for f in arr.current_fragments()] == [f.name for f in arr.fragments]
+        True
+        """
+        self._refresh_extent()
+        return self._cached_listing() if self.timestamp is None else self._snapshot
 
     def _now_metas(self, names: list[str]) -> list[FragmentMeta] | None:
         """The fragments a read on the calling thread uses, or ``None`` when the read goes

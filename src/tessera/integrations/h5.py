@@ -14,7 +14,9 @@ pickled. Dataset writes add fragments, so earlier versions stay readable with
 Differences from h5py: ``chunks`` is always the tile shape (Tessera always tiles);
 datasets are numeric (no strings, compound or object dtypes) with at least one dimension
 and no resizing; a group's attribute updates are read-modify-write of one object (last writer
-wins), a dataset's are per key (writers of different keys never lose each other's).
+wins), a dataset's are per key (writers of different keys never lose each other's). Each
+dataset keeps a chunk cache as HDF5's (``rdcc_nbytes``; :mod:`tessera.integrations.h5_chunks`):
+small reads in chunks read before copy from memory.
 
 >>> import numpy as np
 >>> import tessera.h5 as h5py
@@ -49,6 +51,7 @@ from tessera.format.codecs import codec_names, normalize_codec_spec
 from tessera.format.layout import default_tile
 from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.format.values import fit_values
+from tessera.integrations.h5_chunks import ChunkCache, chunk_budget
 from tessera.storage.blocking import Store, open_store
 from tessera.storage.keys import validate_key
 
@@ -414,6 +417,9 @@ class Group(_Node):
         store = self._file._store
         for info in store.list(path):
             store.delete(info.key)
+        for kept in [p for p in self._file._chunk_caches if p == path or
+                     p.startswith(path + "/")]:
+            self._file._chunk_caches.pop(kept).clear()
 
     def __repr__(self) -> str:
         return f'<tessera.h5 group "{self.name}" in {self._file.filename}>'
@@ -443,6 +449,7 @@ class Dataset(_Node):
         super().__init__(file, path)
         self._array = array or open_array(file._child(path), "w" if file._writable else "r",
                                           storage_options=file.storage_options)
+        self._chunks = file._chunk_cache(path)
 
     @property
     def attrs(self) -> AttributeManager:
@@ -555,7 +562,8 @@ class Dataset(_Node):
         return sel
 
     def __getitem__(self, sel: Any) -> Any:
-        return self._array.read(self._selection(sel))
+        got = self._chunks.read(self._array, sel)  # a box in chunks that fit the cache
+        return self._array.read(self._selection(sel)) if got is None else got
 
     def __setitem__(self, sel: Any, values: Any) -> None:
         self._file._check_writable()
@@ -603,10 +611,17 @@ class File(Group):
     (create, replacing a tessera.h5 file there; a location holding other objects is
     refused, nothing deleted), ``w-`` or ``x`` (create, fail if it exists), ``a``
     (read/write, create if missing).
+
+    ``rdcc_nbytes``: each dataset's chunk cache, in bytes (:mod:`~tessera.integrations.
+    h5_chunks`; 0: none); by default ``TESSERA_H5_CHUNK_CACHE_BYTES`` (8 MiB) on memory and
+    local folder stores, 0 on network stores. ``rdcc_nslots`` and ``rdcc_w0`` are taken as
+    h5py takes them and change nothing (the cache is least recently used out first).
     """
 
     def __init__(self, uri: str, mode: str = "r", *,
-                 storage_options: dict[str, Any] | None = None, **kwargs: Any) -> None:
+                 storage_options: dict[str, Any] | None = None, rdcc_nbytes: int | None = None,
+                 rdcc_nslots: int | None = None, rdcc_w0: float | None = None,
+                 **kwargs: Any) -> None:
         for key, value in kwargs.items():
             if value is not None:
                 raise _unsupported(f"File({key}=...)")
@@ -614,6 +629,8 @@ class File(Group):
             raise InvalidArgumentError(f"invalid mode {mode!r}; use one of {', '.join(MODES)}")
         self.storage_options = dict(storage_options or {})
         self._store = open_store(uri, **self.storage_options)
+        self._rdcc_nbytes = chunk_budget(self._store, rdcc_nbytes, rdcc_nslots, rdcc_w0)
+        self._chunk_caches: dict[str, ChunkCache] = {}
         self.filename = str(self._store.url)
         self.mode = "r" if mode == "r" else "r+"
         self._writable = mode != "r"
@@ -640,6 +657,14 @@ class File(Group):
 
     def _child(self, path: str) -> str:
         return self._store.url.child(path)
+
+    def _chunk_cache(self, path: str) -> ChunkCache:
+        """The chunk cache of the dataset at ``path`` (one per dataset and open file, as
+        HDF5 keeps one per open dataset)."""
+        got = self._chunk_caches.get(path)
+        if got is None:
+            got = self._chunk_caches[path] = ChunkCache(path, self._rdcc_nbytes)
+        return got
 
     def _check_open(self) -> None:
         if not self._open:

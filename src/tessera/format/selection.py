@@ -161,44 +161,49 @@ def box_of(sel: Any, schema: ArraySchema,
     """
     items = sel if type(sel) is tuple else (sel,)
     lows, sizes = schema.lower, schema.shape
-    if len(items) > len(lows):
-        return None
+    if len(items) != len(lows):
+        if len(items) > len(lows):
+            return None
+        items = items + (_ALL,) * (len(lows) - len(items))
     lo: list[int] = []
     hi: list[int] = []
     drop: list[bool] = []
-    for d, (low, size) in enumerate(zip(lows, sizes, strict=True)):
-        high = low + size - 1
-        item = items[d] if d < len(items) else slice(None)
+    for item, low, size in zip(items, lows, sizes, strict=True):
         if type(item) is slice:
-            a, b, step = item.start, item.stop, item.step
-            if step is not None and step != 1:
+            a, b = item.start, item.stop
+            if item.step is not None and item.step != 1:
                 return None
             # Python ints inline (the common case: this runs per bound of every small read)
             if a is None:
                 a = low
             elif type(a) is int:
-                a = a + size if a < 0 and low == 0 else a
+                if a < 0 and low == 0:
+                    a += size
             else:
                 a = _plain_int(a, low, size)
             if b is None:
-                b = high + 1
+                b = low + size
             elif type(b) is int:
-                b = b + size if b < 0 and low == 0 else b
+                if b < 0 and low == 0:
+                    b += size
             else:
                 b = _plain_int(b, low, size)
-            if a is None or b is None or not low <= a < b <= high + 1:
+            if a is None or b is None or not low <= a < b <= low + size:
                 return None
             lo.append(a)
             hi.append(b - 1)
             drop.append(False)
             continue
         v = _plain_int(item, low, size)
-        if v is None or not low <= v <= high:
+        if v is None or not low <= v < low + size:
             return None
         lo.append(v)
         hi.append(v)
         drop.append(True)
     return tuple(lo), tuple(hi), tuple(drop)
+
+
+_ALL = slice(None)
 
 
 def _plain_int(value: Any, low: int, size: int) -> int | None:

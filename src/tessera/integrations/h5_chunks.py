@@ -70,6 +70,7 @@ class ChunkCache:
         self._schema: ArraySchema | None = None
         self._belongs: tuple[tuple[str, ...], tuple[int, ...]] | None = None
         self._generation = 0
+        self._tile_bytes = 0  # of a whole chunk, under the schema seen last
 
     @property
     def hits(self) -> int:
@@ -106,28 +107,29 @@ class ChunkCache:
         if box is None:
             return None
         lo, hi, drop = box
-        tiles, lows = schema.tile_shape, schema.lower
-        first = [(a - low) // t for a, low, t in zip(lo, lows, tiles, strict=True)]
-        last = [(b - low) // t for b, low, t in zip(hi, lows, tiles, strict=True)]
-        count = math.prod(b - a + 1 for a, b in zip(first, last, strict=True))
-        attr = schema.attrs[0]
-        if count * math.prod(tiles) * attr.cell_nbytes > self.capacity_bytes:
-            return None  # HDF5 too reads chunks that do not fit around its cache
         if metas is not self._listing or schema is not self._schema:
             self._check_generation(metas, schema)
+        first, last, at = [], [], []  # per dimension: first and last chunk, place in it
+        count = 1
+        for a, b, low, t, d in zip(lo, hi, schema.lower, schema.tile_shape, drop,
+                                   strict=True):
+            f, g = (a - low) // t, (b - low) // t
+            first.append(f)
+            last.append(g)
+            count *= g - f + 1
+            # in one chunk, integers stay integers (numpy drops their dimension, as the
+            # array's read does) and slices become the chunk's
+            x = a - low - f * t
+            at.append(x if d else slice(x, x + b - a + 1))
+        if count * self._tile_bytes > self.capacity_bytes:
+            return None  # HDF5 too reads chunks that do not fit around its cache
         generation = self._generation
-        chunks = self._chunks
         if count == 1:
             index = tuple(first)
-            tile = chunks.get((generation, index))
+            tile = self._chunks.get((generation, index))
             if tile is None:
                 tile = self._fill(array, [index], generation)[index]
-            # The selection's place in its one chunk: integers stay integers (numpy drops
-            # their dimension, as the array's read does), slices become the chunk's.
-            at = tuple(a - low - f * t if d else slice(a - low - f * t, b - low - f * t + 1)
-                       for a, b, low, f, t, d in zip(lo, hi, lows, first, tiles, drop,
-                                                      strict=True))
-            got = tile[at]
+            got = tile[tuple(at)]
             return got.copy() if isinstance(got, np.ndarray) else got
         return self._gather(array, lo, hi, drop, first, last, generation)
 
@@ -135,6 +137,7 @@ class ChunkCache:
         """A new list of fragments or schema (made again as time passes): the chunks kept
         stay only if it holds the same fragments and the array kept its shape."""
         belongs = (tuple(m.name for m in metas), schema.shape)
+        self._tile_bytes = math.prod(schema.tile_shape) * schema.attrs[0].cell_nbytes
         if belongs != self._belongs:
             self._chunks.clear()
             self._generation += 1
@@ -146,12 +149,21 @@ class ChunkCache:
                 generation: int) -> Any:
         """A box over several chunks: each one's part copied into a new output."""
         schema = array.schema
-        tiles, lows = schema.tile_shape, schema.lower
-        indices = list(itertools.product(*(range(a, b + 1) for a, b in
-                                           zip(first, last, strict=True))))
+        # per dimension, each chunk the box meets: its index, the part's place in the
+        # output and in the chunk
+        along = []
+        for a, b, low, f, g, t in zip(lo, hi, schema.lower, first, last, schema.tile_shape,
+                                      strict=True):
+            row = []
+            for i in range(f, g + 1):
+                start = low + i * t  # the chunk's first cell
+                x, y = max(a, start), min(b, start + t - 1)
+                row.append((i, slice(x - a, y - a + 1), slice(x - start, y - start + 1)))
+            along.append(row)
+        parts = [tuple(zip(*combo, strict=True)) for combo in itertools.product(*along)]
         found: dict[tuple[int, ...], np.ndarray] = {}
         missing = []
-        for index in indices:
+        for index, _, _ in parts:
             tile = self._chunks.get((generation, index))
             if tile is None:
                 missing.append(index)
@@ -162,14 +174,8 @@ class ChunkCache:
         attr = schema.attrs[0]
         out = np.empty(tuple(b - a + 1 for a, b in zip(lo, hi, strict=True))
                        + attr.cell_shape, attr.np_dtype)
-        for index in indices:
-            dst, src = [], []
-            for a, b, low, i, t in zip(lo, hi, lows, index, tiles, strict=True):
-                start = low + i * t  # the chunk's first cell
-                x, y = max(a, start), min(b, start + t - 1)
-                dst.append(slice(x - a, y - a + 1))
-                src.append(slice(x - start, y - start + 1))
-            out[tuple(dst)] = found[index][tuple(src)]
+        for index, dst, src in parts:
+            out[dst] = found[index][src]
         if not any(drop):
             return out
         return out[tuple(0 if d else slice(None) for d in drop)]

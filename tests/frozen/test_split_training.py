@@ -20,8 +20,10 @@ from tessera.errors import (  # noqa: E402
     FeatureMismatchError,
     InvalidArgumentError,
 )
+from tessera.frozen.inputs import crop_boxes  # noqa: E402
 from tessera.frozen.materialize import materialize  # noqa: E402
 from tessera.frozen.remote import FrozenModel  # noqa: E402
+from tessera.pushdown.infer_items import Augment  # noqa: E402
 from tessera.torch import FrozenFeatureDataset, SplitTrainer  # noqa: E402
 
 
@@ -268,3 +270,24 @@ def test_profiling_a_split_refuses_what_it_cannot_profile(served: Any) -> None:
     local = FrozenModel.local(net.spec, served.models)
     with pytest.raises(InvalidArgumentError, match="needs its pushdown server"):
         profile_split(local, served.array, 8, samples=8)
+
+
+def test_seeded_augmentation_trains_as_it_would_here(served: Any) -> None:
+    """Each epoch's crops and flips, made by the server for split 4 (each request checked
+    against features computed here from the same crops) and by this process for NoSplit,
+    give the same trajectory; epochs see other crops; crops that do not fit are refused."""
+    aug = Augment(3, (24, 24))
+    here, here_losses = train(net_of(served), served, "nosplit", steps=8, batch=4,
+                              augment=aug, check="never")
+    there, losses = train(net_of(served), served, 4, steps=8, batch=4, augment=aug,
+                          check="always")
+    np.testing.assert_allclose(losses, here_losses, rtol=1e-5)
+    assert all(r.checked is not None for r in there.reports) and there.reports[0].fallbacks == 0
+    _, plain_losses = train(net_of(served), served, "nosplit", steps=8, batch=4)
+    assert not np.allclose(plain_losses, here_losses)  # the crops changed what was trained
+    size = served.stored.shape[-1]
+    first, second = (crop_boxes(range(8), (3, size, size), here.net.spec.input, None,
+                                aug.for_epoch(e)) for e in (0, 1))
+    assert first != second
+    with pytest.raises(InvalidArgumentError, match="larger than the stored samples"):
+        train(net_of(served), served, 4, steps=1, augment=Augment(3, (size + 1, 8)))

@@ -259,14 +259,15 @@ def fatal(err: PushdownError) -> TesseraError | None:
 async def features_parts(net: FrozenModel, array: str, indices: list[int], split: int, *,
                          request_size: int = 128, output_dtype: str = "<f4",
                          timings: str = "phases", retry: RetryPolicy | None = None,
-                         ) -> list[Features]:
+                         augment: Augment | None = None) -> list[Features]:
     """Layer-``split`` features of samples ``indices`` of the array at ``array`` (below the
     server's root) from ``net``'s server, in requests of ``request_size`` sent at once, in
     order: the one way the frozen engine asks (:func:`features_of`, ``SplitTrainer``).
     A request the server turns away as busy (503) is sent again after the seconds its
     ``Retry-After`` asked (else the ``retry`` policy's backoff: the storage layer's, by
     default its defaults), up to the policy's attempts; any other failure, and a busy server
-    past them, raises :class:`~tessera.errors.PushdownError`."""
+    past them, raises :class:`~tessera.errors.PushdownError`. ``augment``: of seeded random
+    crops of the samples (:meth:`FrozenModel.remote_features`)."""
     import asyncio
     import random
 
@@ -278,7 +279,7 @@ async def features_parts(net: FrozenModel, array: str, indices: list[int], split
         while True:
             try:
                 return await net.remote_features(array, chunk, split, timings=timings,
-                                                 output_dtype=output_dtype)
+                                                 output_dtype=output_dtype, augment=augment)
             except PushdownError as err:
                 if err.status != 503 or attempt >= policy.max_attempts:
                     raise

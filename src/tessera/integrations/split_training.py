@@ -42,6 +42,7 @@ from tessera.errors import (
     PushdownError,
 )
 from tessera.frozen.emulate import Emulation
+from tessera.frozen.inputs import cropped_inputs
 from tessera.frozen.planner import SplitPlan, SplitProfile, choose
 from tessera.frozen.profile import SplitProfiler, TrainedTail, run_pipelined
 from tessera.frozen.remote import (
@@ -54,6 +55,7 @@ from tessera.frozen.remote import (
     one_server,
 )
 from tessera.pushdown.client import PushdownClient
+from tessera.pushdown.infer_items import Augment
 from tessera.query.plan import default_pricing
 from tessera.storage.pricing import get_pricing
 from tessera.storage.url import parse_store_url
@@ -120,6 +122,17 @@ def _server_of(net: FrozenModel, pushdown: Any) -> PushdownClient | None:
     return one_server(pushdown, who="SplitTrainer takes")
 
 
+def _check_augment(augment: Augment, shape: tuple[int, ...], net: FrozenModel) -> None:
+    """Stored samples ``(N, C, H, W)`` with the model's channels and crops that fit them."""
+    spec = net.spec.input
+    if len(shape) != 4 or shape[1] != spec.channels:
+        raise InvalidArgumentError(f"augment crops stored samples of (channels={spec.channels}"
+                                   f", height, width); the data has shape {shape}")
+    if augment.crop[0] > shape[2] or augment.crop[1] > shape[3]:
+        raise InvalidArgumentError(f"augment crop {augment.crop} is larger than the stored "
+                                   f"samples ({shape[2]} x {shape[3]})")
+
+
 class SplitTrainer:
     """Train the layers after ``freeze`` of ``net`` on ``data`` (an array ``(N, C, H, W)`` of
     stored samples, or its URL) with ``labels``, the frozen layers split between the server and
@@ -147,6 +160,12 @@ class SplitTrainer:
         profile: a :class:`~tessera.frozen.planner.SplitProfile` from an earlier job: no
             profiling epoch.
         output_dtype: ``"<f4"`` (exact) or ``"<f2"`` (half the bytes, lossy).
+        augment: seeded random crops (and flips) of every sample, drawn again each epoch
+            (:meth:`~tessera.pushdown.infer_items.Augment.for_epoch`), resized to the model's
+            input: the server makes them for the features it computes, this process for
+            NoSplit and after a failed request, by the same recipe
+            (:mod:`tessera.frozen.inputs`); the stored samples ``(N, C, H, W)`` may then be
+            larger than the model's input.
         emulate: testing only (:mod:`tessera.frozen.emulate`): the client sleeps the
             emulated seconds of its layers and of training instead of computing (losses are
             0), to pair with a server started with the same emulation file.
@@ -159,7 +178,7 @@ class SplitTrainer:
                  shuffle: bool = True, seed: int = 0, client_memory_bytes: int = 16 << 30,
                  phi: float = 0.0, profile: SplitProfile | None = None,
                  output_dtype: str = "<f4", emulate: Emulation | None = None,
-                 pricing: str | None = None) -> None:
+                 pricing: str | None = None, augment: Augment | None = None) -> None:
         self.net = net
         self.freeze = net.index(freeze)
         if self.freeze >= len(net.layers):
@@ -171,7 +190,9 @@ class SplitTrainer:
         if self.labels.shape != (n,):
             raise InvalidArgumentError(f"labels must hold one class per sample ({n}), got "
                                        f"shape {tuple(self.labels.shape)}")
-        if tuple(self.data.shape[1:]) != net.spec.input.sample_shape:
+        if augment is not None:
+            _check_augment(augment, tuple(self.data.shape), net)
+        elif tuple(self.data.shape[1:]) != net.spec.input.sample_shape:
             raise InvalidArgumentError(f"data of shape {self.data.shape} does not hold samples "
                                        f"of {net.spec.input.sample_shape} for {net.spec.name}")
         for name, v in (("batch_size", batch_size), ("request_size", request_size)):
@@ -199,6 +220,8 @@ class SplitTrainer:
         self.prices = get_pricing(pricing or default_pricing(self.data.store.url))
         self.output_dtype = output_dtype
         self.emulate = emulate
+        self.augment = augment
+        self._augment_now: Augment | None = None  # this epoch's
         self.profile = profile
         self.plan: SplitPlan | None = None
         self.tail = TrainedTail(net, self.freeze, head)
@@ -234,6 +257,7 @@ class SplitTrainer:
                     ) -> EpochReport:
         """One epoch over the data; returns its :class:`EpochReport` (also in ``reports``)."""
         order = self.order(self.epoch)
+        self._augment_now = None if self.augment is None else self.augment.for_epoch(self.epoch)
         batches = [order[i:i + self.batch_size] for i in range(0, len(order),
                                                                self.batch_size)]
         profiling = self.plan is None and self.profile is None and \
@@ -301,8 +325,17 @@ class SplitTrainer:
             self._array_path = run_sync(self.server.array_path(parse_store_url(self.data.uri)))
         return self._array_path
 
-    def _stored(self, batch: list[int]) -> np.ndarray:
-        return np.asarray(self.data.oindex[batch])
+    def _stored(self, batch: list[int]) -> np.ndarray | torch.Tensor:
+        """The stored samples of ``batch``, or with ``augment`` this epoch's crops of them
+        made into the model's input (normalised, flipped, resized: as the server makes
+        them)."""
+        if self._augment_now is None:
+            return np.asarray(self.data.oindex[batch])
+        return cropped_inputs(self.data, batch, self.net.spec.input, None, self._augment_now)
+
+    def _inputs(self, stored: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """The model's input from what :meth:`_stored` gave."""
+        return stored if isinstance(stored, torch.Tensor) else self.net.normalise(stored)
 
     def _fetch(self, batch: list[int], split: int, profiling: bool) -> dict[str, Any]:
         """Runs in a prefetch thread: the features of layer ``split`` from the server, or the
@@ -325,7 +358,8 @@ class SplitTrainer:
         return run_sync(features_parts(self.net, self._path(), batch, split,
                                        request_size=self.request_size,
                                        output_dtype=self.output_dtype, timings=timings,
-                                       retry=self.data.store.aio.config.retry))
+                                       retry=self.data.store.aio.config.retry,
+                                       augment=self._augment_now))
 
     def _step(self, batch: list[int], split: int, fetched: dict[str, Any],
               optimizer: torch.optim.Optimizer,
@@ -343,8 +377,9 @@ class SplitTrainer:
                 self._profiler.note_server(parts, split)
             if self.check == "always" or (self.check == "first" and not self._checked):
                 first = parts[0]
-                local = self.net.local_features(self._stored(batch[:len(first.features)]),
-                                                split)
+                with torch.inference_mode():
+                    local = self.net.forward_range(
+                        self._inputs(self._stored(batch[:len(first.features)])), 1, split)
                 report.checked = self.net.compare(first.features, local, split,
                                                   self.output_dtype,
                                                   first.header.weights_sha256)
@@ -361,7 +396,7 @@ class SplitTrainer:
             stored = fetched["stored"]
             with torch.inference_mode():
                 td = time.perf_counter()
-                x = self.net.normalise(stored)
+                x = self._inputs(stored)
                 self._profiler.note("decode", (time.perf_counter() - td) / len(batch))
                 start = 1
                 if "error" in fetched:  # the server's layers, here
@@ -399,7 +434,7 @@ class SplitTrainer:
             else:
                 first = 1
             td = time.perf_counter()
-            self.net.normalise(fetched["stored"])
+            self._inputs(fetched["stored"])
             self._profiler.note("decode", (time.perf_counter() - td) / n)
         for k in range(first, self.freeze + 1) if profiling else ():
             t = time.perf_counter()

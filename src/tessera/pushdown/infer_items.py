@@ -89,6 +89,20 @@ class Augment:
         left = int(rng.integers(0, width - self.crop[1] + 1))
         return top, left, bool(self.flip and rng.random() < 0.5)
 
+    def for_epoch(self, epoch: int) -> Augment:
+        """The augmentation of training epoch ``epoch``: the same crop and flip with a seed
+        drawn from ``(seed, epoch)`` (``numpy.random.SeedSequence``), so every epoch sees
+        other crops and a job run again sees the same ones.
+
+        >>> a = Augment(7, (4, 4))
+        >>> a.for_epoch(1) == a.for_epoch(1), a.for_epoch(1) == a.for_epoch(2)
+        (True, False)
+        """
+        import numpy as np
+
+        state = np.random.SeedSequence((self.seed, epoch)).generate_state(1, np.uint64)[0]
+        return dataclasses.replace(self, seed=int(state) >> 1)  # < 2**63, as the wire takes
+
 
 #: A sample's crop: ``(top, left, height, width)``.
 Region = tuple[int, int, int, int]

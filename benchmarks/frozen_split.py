@@ -32,7 +32,10 @@ split's epoch takes minutes) and one NoSplit-f32 epoch; a rule's time is the swe
 the split it picks. Estimates are the planner's for the measured profile.
 Writes ``frozen_split.csv``, ``frozen_goals.csv``, ``frozen_speedup.png`` (Fig. 7),
 ``frozen_estimates.png`` (Fig. 11), ``frozen_bandwidth.png`` (Fig. 13) and
-``frozen_results.md`` under ``--out``.
+``frozen_results.md`` under ``--out``, and ``frozen_replay.json``: per configuration what
+the planner was calibrated on (the measured profile before calibration, the profiling
+epoch's iteration and compute times) beside the swept times, to replay a change to the
+calibration or the model without running the epochs again.
 
     python benchmarks/frozen_split.py [--quick | --full] [--out DIR]
     python benchmarks/frozen_split.py --real ARCH... [--batches B...] [--mbits M...]
@@ -45,6 +48,7 @@ import argparse
 import contextlib
 import dataclasses
 import itertools
+import json
 import math
 import os
 import statistics
@@ -208,6 +212,12 @@ def config(rig: Rig, mode: str, arch: str, batch: int, request: int, bandwidth: 
     rows.append({**base, "system": "swept optimum", "split": best,
                  "measured_s": round(swept[best], 4)})
     summary["profile"] = prof
+    assert trainer._profiler.calibrated_on is not None
+    measured, durations, busy = trainer._profiler.calibrated_on
+    summary["replay"] = {**base, "samples": plan.samples, "early":
+                         trainer._profiler.earliest_feasible(), "measured": measured.to_json(),
+                         "durations": durations, "busy": busy,
+                         "swept": {str(k): v for k, v in swept.items()}}
     print(plan.explain(f"{mode} {arch}  "), flush=True)
     print({k: v for k, v in dataclasses.asdict(prof).items()
            if k in ("bandwidth", "rtt_s", "server_sample_s", "server_byte_s", "client_byte_s",
@@ -480,6 +490,8 @@ def main() -> None:
     for s in summaries:
         s.pop("profile", None)
     write_csv(args.out / "frozen_split.csv", rows)
+    (args.out / "frozen_replay.json").write_text(json.dumps(
+        [s["replay"] for s in summaries], indent=1) + "\n")
     table = goals(summaries, rows, g8, g11)
     write_csv(args.out / "frozen_goals.csv", table)
     plots(args.out, summaries, rows, g8)

@@ -105,6 +105,9 @@ class SplitProfiler:
         self.output_dtype = output_dtype
         self.server_info = server_info
         self.measured: dict[str, list[float]] = {}
+        #: What :meth:`profile` calibrated on: the measured profile before calibration and
+        #: the epoch's ``(durations, busy)`` (to replay the calibration and the choice).
+        self.calibrated_on: tuple[SplitProfile, Timings, Timings] | None = None
         #: ``(bytes per second, round trip seconds)`` from :meth:`probe_link`.
         self.link: tuple[float, float] = (1e12, 0.0)
 
@@ -178,8 +181,10 @@ class SplitProfiler:
                 busy: Sequence[tuple[int, float]]) -> SplitProfile:
         """The measured profile, calibrated on the epoch's iterations (``durations`` once
         the pipeline is full, ``busy`` the client's compute; :func:`calibrate`)."""
-        return calibrate(self._measured_profile(), self.batch_size, self.request_size,
-                         self.data.shape[0], self.earliest_feasible(), durations, busy)
+        measured = self._measured_profile()
+        self.calibrated_on = (measured, list(durations), list(busy))
+        return calibrate(measured, self.batch_size, self.request_size, self.data.shape[0],
+                         self.earliest_feasible(), durations, busy)
 
     def _load_profile(self) -> tuple[float, ...]:
         """The server's load seconds per request for splits 1..F: measured at F, scaled to

@@ -612,9 +612,9 @@ class File(Group):
     refused, nothing deleted), ``w-`` or ``x`` (create, fail if it exists), ``a``
     (read/write, create if missing).
 
-    ``rdcc_nbytes``: each dataset's chunk cache, in bytes (:mod:`~tessera.integrations.
-    h5_chunks`; 0: none); by default ``TESSERA_H5_CHUNK_CACHE_BYTES`` (8 MiB) on memory and
-    local folder stores, 0 on network stores. ``rdcc_nslots`` and ``rdcc_w0`` are taken as
+    ``rdcc_nbytes``: each dataset's chunk cache, in bytes (0: none; see
+    :mod:`tessera.integrations.h5_chunks`); by default ``TESSERA_H5_CHUNK_CACHE_BYTES``
+    (8 MiB) on memory and local folder stores, 0 on network stores. ``rdcc_nslots`` and ``rdcc_w0`` are taken as
     h5py takes them and change nothing (the cache is least recently used out first).
     """
 

@@ -136,7 +136,8 @@ def test_budgets():
 
 def test_network_stores_keep_no_chunks_unless_asked(s3_server):
     url, options = s3_server.unique_url(), dict(s3_server.storage_options())
-    assert tessera.h5.File(url, "w", storage_options=options)._rdcc_nbytes == 0
+    plain = tessera.h5.File(url, "w", storage_options=options)
+    assert plain.create_dataset("y", data=REFERENCE[0])._chunks.capacity_bytes == 0
     f = tessera.h5.File(url, "a", storage_options=options, rdcc_nbytes=1 << 20)
     d = f.create_dataset("x", data=REFERENCE, chunks=CHUNKS)
     d[0, 0]
@@ -157,3 +158,26 @@ def test_a_cache_of_its_own():
     assert (cache.hits, cache.misses) == (4, 11)
     cache.clear()
     assert cache.nbytes == 0
+
+
+def test_a_file_keeps_its_open_datasets(tmp_path):
+    """``f[name]`` reuses the dataset's array handle while its schema holds (one read of
+    the schema per lookup, no opening, no listing), so ``f["x"][crop]`` in a loop reads
+    from the kept chunks; a dataset made again elsewhere is opened afresh."""
+    url = (tmp_path / "f").as_uri()
+    d = _file(url)
+    f = d.file
+    assert f["x"].array is f["x"].array is d.array
+    f["x"][0:3, 0:3]
+    f["x"][0:3, 0:3]
+    with tessera.collect_stats() as stats:
+        for r in range(4):
+            assert np.array_equal(f["x"][r:r + 3, 0:3], REFERENCE[r:r + 3, 0:3])
+    assert stats.requests == 4  # the schema, once per lookup
+    other = tessera.h5.File(url, "r+")
+    del other["x"]
+    other.create_dataset("x", data=np.arange(6, dtype=np.int16))
+    assert f["x"].shape == (6,) and twice(f["x"], slice(1, 3)).tolist() == [1, 2]
+    del other["x"]
+    other.create_group("x")
+    assert isinstance(f["x"], tessera.h5.Group)

@@ -51,7 +51,7 @@ from tessera.format.codecs import codec_names, normalize_codec_spec
 from tessera.format.layout import default_tile
 from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.format.values import fit_values
-from tessera.integrations.h5_chunks import ChunkCache, chunk_budget
+from tessera.integrations.h5_chunks import OpenDatasets, chunk_budget
 from tessera.storage.blocking import Store, open_store
 from tessera.storage.keys import validate_key
 
@@ -237,6 +237,9 @@ class Group(_Node):
     def __getitem__(self, name: str) -> Group | Dataset:
         self._file._check_open()
         path = self._resolve(name)
+        kept = self._file._datasets.kept(path)
+        if kept is not None:
+            return Dataset(self._file, path, kept)
         kind = self._kind(path)
         if kind == "group":
             return Group(self._file, path)
@@ -388,7 +391,7 @@ class Group(_Node):
                            storage_options=self._file.storage_options)
         if values is not None:
             arr.write(values.astype(dt.newbyteorder("<"), copy=False))
-        return Dataset(self._file, path, arr)
+        return Dataset(self._file, path, self._file._datasets.open(path, arr))
 
     def require_dataset(self, name: str, shape: Any, dtype: Any, exact: bool = False,
                         **kwargs: Any) -> Dataset:
@@ -417,9 +420,7 @@ class Group(_Node):
         store = self._file._store
         for info in store.list(path):
             store.delete(info.key)
-        for kept in [p for p in self._file._chunk_caches if p == path or
-                     p.startswith(path + "/")]:
-            self._file._chunk_caches.pop(kept).clear()
+        self._file._datasets.forget(path)
 
     def __repr__(self) -> str:
         return f'<tessera.h5 group "{self.name}" in {self._file.filename}>'
@@ -447,9 +448,8 @@ class Dataset(_Node):
 
     def __init__(self, file: File, path: str, array: Array | None = None) -> None:
         super().__init__(file, path)
-        self._array = array or open_array(file._child(path), "w" if file._writable else "r",
-                                          storage_options=file.storage_options)
-        self._chunks = file._chunk_cache(path)
+        self._array = array or file._datasets.open(path)
+        self._chunks = file._datasets.chunks(path)
 
     @property
     def attrs(self) -> AttributeManager:
@@ -614,8 +614,9 @@ class File(Group):
 
     ``rdcc_nbytes``: each dataset's chunk cache, in bytes (0: none; see
     :mod:`tessera.integrations.h5_chunks`); by default ``TESSERA_H5_CHUNK_CACHE_BYTES``
-    (8 MiB) on memory and local folder stores, 0 on network stores. ``rdcc_nslots`` and ``rdcc_w0`` are taken as
-    h5py takes them and change nothing (the cache is least recently used out first).
+    (8 MiB) on memory and local folder stores, 0 on network stores. ``rdcc_nslots`` and
+    ``rdcc_w0`` are taken as h5py takes them and change nothing (the cache is least
+    recently used out first).
     """
 
     def __init__(self, uri: str, mode: str = "r", *,
@@ -629,8 +630,10 @@ class File(Group):
             raise InvalidArgumentError(f"invalid mode {mode!r}; use one of {', '.join(MODES)}")
         self.storage_options = dict(storage_options or {})
         self._store = open_store(uri, **self.storage_options)
-        self._rdcc_nbytes = chunk_budget(self._store, rdcc_nbytes, rdcc_nslots, rdcc_w0)
-        self._chunk_caches: dict[str, ChunkCache] = {}
+        self._datasets = OpenDatasets(self._store, chunk_budget(
+            self._store, rdcc_nbytes, rdcc_nslots, rdcc_w0), lambda path: open_array(
+                self._child(path), "w" if self._writable else "r",
+                storage_options=self.storage_options))
         self.filename = str(self._store.url)
         self.mode = "r" if mode == "r" else "r+"
         self._writable = mode != "r"
@@ -657,14 +660,6 @@ class File(Group):
 
     def _child(self, path: str) -> str:
         return self._store.url.child(path)
-
-    def _chunk_cache(self, path: str) -> ChunkCache:
-        """The chunk cache of the dataset at ``path`` (one per dataset and open file, as
-        HDF5 keeps one per open dataset)."""
-        got = self._chunk_caches.get(path)
-        if got is None:
-            got = self._chunk_caches[path] = ChunkCache(path, self._rdcc_nbytes)
-        return got
 
     def _check_open(self) -> None:
         if not self._open:

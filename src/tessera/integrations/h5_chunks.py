@@ -37,14 +37,16 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from tessera.array.array import Array
+from tessera.array.fragment import SCHEMA_KEY
 from tessera.cache import LRUCache
 from tessera.config import CacheConfig
-from tessera.errors import InvalidArgumentError
+from tessera.errors import InvalidArgumentError, InvalidRangeError, ObjectNotFoundError
 from tessera.format.schema import ArraySchema
 from tessera.format.selection import box_of
 from tessera.storage.blocking import Store
@@ -204,6 +206,65 @@ class ChunkCache:
             self._chunks.put((generation, index), tile)
             out[index] = tile
         return out
+
+
+class OpenDatasets:
+    """What an open :class:`tessera.h5.File` keeps per dataset, as HDF5 keeps its open
+    datasets: the array handle (so ``f["x"][i]`` in a loop neither opens the array nor
+    lists its fragments on every call) and the chunk cache. A kept handle is used while
+    the dataset's schema object holds the bytes it had when the handle was opened (one read
+    per ``f[name]``); a dataset deleted or made again there is opened afresh."""
+
+    def __init__(self, store: Store, rdcc_nbytes: int,
+                 opener: Callable[[str], Array]) -> None:
+        self._store, self._rdcc_nbytes, self._opener = store, rdcc_nbytes, opener
+        self._arrays: dict[str, tuple[bytes, Array]] = {}
+        self._chunks: dict[str, ChunkCache] = {}
+
+    def kept(self, path: str) -> Array | None:
+        """The handle kept for the dataset at ``path`` when its schema is unchanged, else
+        ``None`` (then the caller looks at what ``path`` holds)."""
+        got = self._arrays.get(path)
+        if got is None:
+            return None
+        raw, key = got[0], f"{path}/{SCHEMA_KEY}"
+        try:
+            if self._store.aio.reads_now and raw.endswith(b"}"):
+                # on this thread, as many bytes as it had: a JSON object ends at its last
+                # "}", so a schema written since (never followed by whitespace) either
+                # differs within them or is shorter
+                now = bytes(self._store.aio.read_range_now(key, 0, len(raw)))
+            else:
+                now = bytes(self._store.get(key))
+        except (ObjectNotFoundError, InvalidRangeError):
+            now = b""
+        if now != raw:
+            self.forget(path)
+            return None
+        return got[1]
+
+    def open(self, path: str, array: Array | None = None) -> Array:
+        """The dataset at ``path`` opened (or ``array``, just created there), kept."""
+        raw = bytes(self._store.get(f"{path}/{SCHEMA_KEY}"))
+        array = array or self._opener(path)
+        self._arrays[path] = (raw, array)
+        return array
+
+    def chunks(self, path: str) -> ChunkCache:
+        """The chunk cache of the dataset at ``path``."""
+        got = self._chunks.get(path)
+        if got is None:
+            got = self._chunks[path] = ChunkCache(path, self._rdcc_nbytes)
+        return got
+
+    def forget(self, path: str) -> None:
+        """Drop what is kept for ``path`` and below it (deleted)."""
+        for kept in [p for p in {*self._arrays, *self._chunks}
+                     if p == path or p.startswith(path + "/")]:
+            self._arrays.pop(kept, None)
+            cache = self._chunks.pop(kept, None)
+            if cache is not None:
+                cache.clear()
 
 
 def chunk_budget(store: Store, nbytes: Any = None, nslots: Any = None, w0: Any = None) -> int:

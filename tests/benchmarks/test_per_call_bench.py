@@ -23,7 +23,8 @@ def test_per_call_benchmark_runs(tmp_path: Path) -> None:
     got = {(r["system"], r["tiles"]) for r in rows}
     for tiles in ("1", "2", "4"):
         for system in ("tessera memory", "tessera local", "tessera s3 loopback",
-                       "tessera.h5 local", "h5py local", "zarr memory", "zarr local"):
+                       "tessera.h5 local", "h5py local", "tessera.h5 local by name",
+                       "h5py local by name", "zarr memory", "zarr local"):
             assert (system, tiles) in got
     assert ("tessera memory", "1 (DataLoader)") in got
     tessera_rows = [r for r in rows if r["system"].startswith("tessera ")

@@ -212,10 +212,10 @@ def config(rig: Rig, mode: str, arch: str, batch: int, request: int, bandwidth: 
     rows.append({**base, "system": "swept optimum", "split": best,
                  "measured_s": round(swept[best], 4)})
     summary["profile"] = prof
-    assert trainer._profiler.calibrated_on is not None
-    measured, durations, busy = trainer._profiler.calibrated_on
+    assert trainer.profiler.calibrated_on is not None
+    measured, durations, busy = trainer.profiler.calibrated_on
     summary["replay"] = {**base, "samples": plan.samples, "early":
-                         trainer._profiler.earliest_feasible(), "measured": measured.to_json(),
+                         trainer.profiler.earliest_feasible(), "measured": measured.to_json(),
                          "durations": durations, "busy": busy,
                          "swept": {str(k): v for k, v in swept.items()}}
     print(plan.explain(f"{mode} {arch}  "), flush=True)

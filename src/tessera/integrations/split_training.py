@@ -240,6 +240,13 @@ class SplitTrainer:
             self.split = self._static_split()
 
     # -- public -----------------------------------------------------------------------------
+    @property
+    def profiler(self) -> SplitProfiler:
+        """What the profiling epoch measured (``calibrated_on``: the profile before
+        calibration and the epoch's times, once profiled; the client's earliest feasible
+        split)."""
+        return self._profiler
+
     def trainable_parameters(self) -> list[nn.Parameter]:
         """The parameters an optimizer should train."""
         return self.tail.trainable()

@@ -40,6 +40,8 @@ calibration or the model without running the epochs again.
     python benchmarks/frozen_split.py [--quick | --full] [--out DIR]
     python benchmarks/frozen_split.py --real ARCH... [--batches B...] [--mbits M...]
         (a subset of the full grid's real configurations, no emulated grid)
+    python benchmarks/frozen_split.py --emulated ARCH... [--batches B...]
+        (a subset of the emulated grid, no real configurations)
 """
 
 from __future__ import annotations
@@ -395,10 +397,17 @@ def main() -> None:
     ap.add_argument("--real", nargs="+", metavar="ARCH",
                     help="only these models in real mode, no emulated grid (a subset of the "
                          "full grid's real configurations, e.g. to check an estimate)")
-    ap.add_argument("--batches", nargs="+", type=int, help="with --real: these batches")
+    ap.add_argument("--emulated", nargs="+", metavar="ARCH",
+                    help="only these models in emulated mode, no real configurations (a "
+                         "subset of the full grid's emulated ones)")
+    ap.add_argument("--batches", nargs="+", type=int,
+                    help="with --real or --emulated: these batches")
     ap.add_argument("--mbits", nargs="+", type=float, help="with --real: these Mbit/s")
     args = ap.parse_args()
-    full = args.full or bool(args.real)
+    if args.real and args.emulated:
+        ap.error("--real and --emulated each run a subset of one mode: give one of them")
+    subset = bool(args.real or args.emulated)
+    full = args.full or subset
     args.out.mkdir(parents=True, exist_ok=True)
 
     import torch
@@ -412,9 +421,10 @@ def main() -> None:
     two_cores = len(os.sched_getaffinity(0)) >= 2
     if two_cores:
         pin(os.getpid(), {0})
-    real_archs = args.real or (["resnet18", "alexnet"] if full else ["resnet18"])
-    emu_archs = [] if args.real else \
-        ["alexnet", "resnet18", "resnet50", "densenet121", "vgg11"] if full else ["resnet18"]
+    real_archs = [] if args.emulated else args.real or (
+        ["resnet18", "alexnet"] if full else ["resnet18"])
+    emu_archs = [] if args.real else args.emulated or (
+        ["alexnet", "resnet18", "resnet50", "densenet121", "vgg11"] if full else ["resnet18"])
     batches = args.batches or ((32, 64) if full else (32,))
     mbits = args.mbits or ((20, 100, 400) if full else (100,))
     if full:
@@ -426,7 +436,7 @@ def main() -> None:
         folder = Path(tmp) / "models"
         archs = sorted(set(real_archs) | set(emu_archs))
         make_models(folder, archs)
-        g11 = {} if args.real else prefix_loading(
+        g11 = {} if subset else prefix_loading(
             folder, "vgg11" if "vgg11" in archs else "resnet18", 21 if "vgg11" in archs else 9)
         emulation, _ = emulation_for(emu_archs)
         emu_file = Path(tmp) / "emulation.json"
@@ -468,7 +478,8 @@ def main() -> None:
                     else:
                         for arch in emu_archs:
                             in_bytes = 3 * SIZE * SIZE * 4
-                            for batch in ((128, 512) if full else (128,)):
+                            for batch in (args.batches if args.emulated and args.batches
+                                          else (128, 512) if full else (128,)):
                                 for rho in ((0.3, 1.0, 3.0) if full else (1.0,)):
                                     bw = in_bytes / (rho * EMU_FORWARD_S)
                                     s = config(rig, "emulated", arch, batch, 128, bw, rho,

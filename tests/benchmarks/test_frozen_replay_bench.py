@@ -33,3 +33,4 @@ def test_replay_scores_the_choice_and_the_estimates(tmp_path: Path) -> None:
     assert "auto   1 optimum   1 1.000x" in lines[0] and "within 15%: 3/3" in lines[0]
     assert "optimum   0 2.000x" in lines[1] and "within 15%: 2/3" in lines[1]
     assert lines[-1].startswith("auto within 5% of the swept optimum: 1/2")
+    assert "the chosen split's estimate within 15%: 2/2; every swept split's: 5/6" in lines[-1]

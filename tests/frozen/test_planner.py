@@ -130,6 +130,25 @@ def test_calibration_reads_each_side_where_it_sets_the_pace() -> None:
         pytest.approx(2 * at_f.iteration_s, rel=0.05)
 
 
+def test_the_clients_cost_of_answers_is_calibrated_at_f() -> None:
+    """r_c: the client's compute at F beyond the model's, per answer, counts at every split
+    that receives answers and not at NoSplit; none when the model explains F."""
+    from tessera.frozen.planner import calibrate
+
+    at_f = estimate(BASE, 3, 32, 8, 3200)  # 4 answers an iteration
+    busy = [(0, estimate(BASE, 0, 32, 8, 3200).client_s)] * 3 + [(3, 9.0)] + \
+        [(3, at_f.client_s + 0.04)] * 3
+    p = calibrate(BASE, 32, 8, 3200, 0, [], busy)
+    assert p.client_scale == pytest.approx(1.0)
+    assert p.client_answer_s == pytest.approx(0.01)  # the first (warm-up) one dropped
+    for split, extra in ((0, 0.0), (1, 0.04), (3, 0.04)):
+        assert estimate(p, split, 32, 8, 3200).client_s == pytest.approx(
+            estimate(BASE, split, 32, 8, 3200).client_s + extra)
+    same = calibrate(BASE, 32, 8, 3200, 0, [], busy[:3] + [(3, at_f.client_s)] * 2)
+    assert same.client_answer_s == 0.0
+    assert SplitProfile.from_json(json.loads(json.dumps(p.to_json()))) == p
+
+
 def test_list_prices_move_the_choice_to_the_split_that_moves_fewer_bytes() -> None:
     from tessera.storage.pricing import get_pricing
 

@@ -12,7 +12,7 @@ requests are already there)::
              (a CPU server, whose reported per-layer times are wall times of c requests
              sharing its cores: T_fwd = a_s * q * (Phi + P) / c, T_par = 0)
     network  T_n   = B * o_s / bandwidth + ceil(q / c) * rtt
-    client   T_c   = a_c * B * (o_s * receive + sum_{s<k<=F} t_cli[k] + train)
+    client   T_c   = a_c * B * (o_s * receive + sum_{s<k<=F} t_cli[k] + train) + q * r_c
     NoSplit  T_s = 0, T_n = a_r * (B * input bytes / bandwidth + rtt), T_c adds the
              client's own decoding of stored samples
     auto     max(T_c, T_s + T_n)                 the paper's overlap rule (Alg. 1 line 18),
@@ -34,7 +34,13 @@ model's (it absorbs the fetch threads competing with the compute), ``a_s`` the i
 time measured at ``s = F`` where the server sets the pace over the model's (cores shared by
 concurrent requests), and ``a_r`` the iteration time measured at split 0, when neither the
 client nor the link explains it, over the link's model (the read path's own costs: one
-request per tile, the store's latency, decoding beside the link).
+request per tile, the store's latency, decoding beside the link). ``r_c`` is the client's
+busy seconds per iteration at ``F`` (where it only trains on what it received) beyond the
+model's, per answer: receiving answers (their framing and parse, the fetch thread's share of
+the core) costs the client's compute more than collating their bytes. With the client
+profiled at NoSplit, where no answer arrives, the model put every split's client 10-60%
+short (real ResNet18 and AlexNet, 12 configurations: 121 of 168 swept epochs estimated
+within 15%; 144 with ``r_c``, replayed on the same measurements).
 
 A split is infeasible when the client's memory estimate for it exceeds its budget, when one
 sample's features exceed the server's output limit, or when the server's memory per sample
@@ -105,6 +111,9 @@ class SplitProfile:
         server_scale, client_scale, read_scale: the calibrations ``a_s``, ``a_c``, ``a_r``.
         server_load_s: per split 1..F, the server's seconds per request to load the
             weights of layers 1..s (zeros when it keeps models loaded; empty: not known).
+        client_answer_s: the client's seconds per answer it receives beyond its modelled
+            work (the answer's framing and parse, the fetch thread's share of the core):
+            ``r_c``, calibrated at ``F`` (module docstring).
         server_cores: 0 for a server whose forward passes take turns on a device while
             the rest of its work runs beside them (the paper's GPU; emulated compute); else
             the CPU cores all of a CPU server's work shares (its timings are then wall times
@@ -138,6 +147,7 @@ class SplitProfile:
     read_scale: float = 1.0
     server_cores: int = 0
     server_load_s: tuple[float, ...] = ()
+    client_answer_s: float = 0.0
 
     def __post_init__(self) -> None:
         n = len(self.names)
@@ -373,7 +383,8 @@ def estimate(p: SplitProfile, split: int, batch: int, request: int, samples: int
         server = t_fwd + t_par
         net = batch * o / p.bandwidth + math.ceil(q / flying) * p.rtt_s
         client = p.client_scale * (batch * (o * p.client_byte_s
-                                            + sum(p.client_fwd_s[split:f])) + train)
+                                            + sum(p.client_fwd_s[split:f])) + train) \
+            + q * p.client_answer_s
         requests = q
         fill = p.server_scale * forward + parallel + size * o / p.bandwidth + p.rtt_s
         pipelined = flying >= 2
@@ -429,6 +440,17 @@ def calibrate(p: SplitProfile, batch: int, request: int, samples: int, early: in
         if c.client_s > 0:
             scales["client_scale"] = clamp(median(seen) * p.client_scale / c.client_s)
             p = dataclasses.replace(p, client_scale=scales["client_scale"])
+        # r_c: what receiving answers costs the client beyond that model, from its compute
+        # at F (where it only trains on what it received), per answer
+        at_f = [d for s, d in busy if s == p.freeze][1:] or [d for s, d in busy
+                                                              if s == p.freeze]
+        if at_f:
+            c = estimate(p, p.freeze, batch, request, samples)
+            extra = median(at_f) - (c.client_s - p.client_answer_s * math.ceil(
+                batch / c.request_size))
+            if extra > 0:
+                scales["client_answer_s"] = extra / math.ceil(batch / c.request_size)
+                p = dataclasses.replace(p, client_answer_s=scales["client_answer_s"])
     # a_s: the iteration at F, where the server sets the pace, over the model's
     seen = [d for s, d in durations if s == p.freeze]
     if seen:

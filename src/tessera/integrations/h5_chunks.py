@@ -1,4 +1,5 @@
-"""The chunk cache of :mod:`tessera.h5` datasets, as HDF5's (h5py's ``rdcc_nbytes``): whole
+"""What an open :mod:`tessera.h5` file keeps per dataset (:class:`OpenDatasets`: its array
+handle and its chunk cache). The chunk cache, as HDF5's (h5py's ``rdcc_nbytes``): whole
 chunks (the array's tiles, decoded) kept per dataset, least recently used out first, so a
 loop of small reads in the same chunks (a PyTorch ``Dataset.__getitem__`` over a dataset)
 copies from memory instead of asking the store on every call.
@@ -197,11 +198,10 @@ class ChunkCache:
             for o, low, j, t, high in zip(origin, lows, thi, tiles, highs, strict=True))))
         out = {}
         for index in missing:
-            part = block[tuple(slice(low + i * t - o, low + (i + 1) * t - o)
-                               for low, i, t, o in zip(lows, index, tiles, origin,
-                                                       strict=True))]
             # a chunk of its own (not a view keeping the whole block alive), never written
-            tile = block if len(missing) == 1 else part.copy()
+            tile = block if len(missing) == 1 else block[tuple(
+                slice(low + i * t - o, low + (i + 1) * t - o)
+                for low, i, t, o in zip(lows, index, tiles, origin, strict=True))].copy()
             tile.flags.writeable = False
             self._chunks.put((generation, index), tile)
             out[index] = tile
@@ -273,9 +273,10 @@ def chunk_budget(store: Store, nbytes: Any = None, nslots: Any = None, w0: Any =
     ``TESSERA_H5_CHUNK_CACHE_BYTES`` on a store whose reads never wait on a network, else 0.
 
     >>> from tessera.storage.blocking import open_store
-    >>> chunk_budget(open_store("memory://doc-budget")), chunk_budget(None, 0)
+    >>> store = open_store("memory://doc-budget")
+    >>> chunk_budget(store), chunk_budget(store, 0)
     (8388608, 0)
-    >>> chunk_budget(None, -1)
+    >>> chunk_budget(store, -1)
     Traceback (most recent call last):
     tessera.errors.InvalidArgumentError: File(rdcc_nbytes=...) must be a whole number >= 0, got -1
     """

@@ -38,9 +38,10 @@ request per tile, the store's latency, decoding beside the link). ``r_c`` is the
 busy seconds per iteration at ``F`` (where it only trains on what it received) beyond the
 model's, per answer: receiving answers (their framing and parse, the fetch thread's share of
 the core) costs the client's compute more than collating their bytes. With the client
-profiled at NoSplit, where no answer arrives, the model put every split's client 10-60%
-short (real ResNet18 and AlexNet, 12 configurations: 121 of 168 swept epochs estimated
-within 15%; 144 with ``r_c``, replayed on the same measurements).
+profiled at NoSplit, where no answer arrives, the model put the client's compute at F
+10-60% short and at the other splits that receive answers up to 35% (real ResNet18 and
+AlexNet, 12 configurations: 121 of 168 swept epochs estimated within 15%; 144 with
+``r_c``, replayed on the same measurements).
 
 A split is infeasible when the client's memory estimate for it exceeds its budget, when one
 sample's features exceed the server's output limit, or when the server's memory per sample

@@ -432,10 +432,15 @@ def calibrate(p: SplitProfile, batch: int, request: int, samples: int, early: in
     def clamp(v: float) -> float:
         return min(10.0, max(0.1, v))
 
+    def warm(split: int) -> list[float]:
+        """The client's compute at ``split``, less the first iteration there (it warms
+        up) when there are others."""
+        got = [d for s, d in busy if s == split]
+        return got[1:] or got
+
     scales: dict[str, float] = {}
-    # a_c: the client's compute at its profiled split over the model's (the first
-    # iteration there warms up when there are others)
-    seen = [d for s, d in busy if s == early][1:] or [d for s, d in busy if s == early]
+    # a_c: the client's compute at its profiled split over the model's
+    seen = warm(early)
     if seen and early < p.freeze:
         c = estimate(p, early, batch, request, samples)
         if c.client_s > 0:
@@ -443,12 +448,11 @@ def calibrate(p: SplitProfile, batch: int, request: int, samples: int, early: in
             p = dataclasses.replace(p, client_scale=scales["client_scale"])
         # r_c: what receiving answers costs the client beyond that model, from its compute
         # at F (where it only trains on what it received), per answer
-        at_f = [d for s, d in busy if s == p.freeze][1:] or [d for s, d in busy
-                                                              if s == p.freeze]
+        at_f = warm(p.freeze)
         if at_f:
-            c = estimate(p, p.freeze, batch, request, samples)
-            extra = median(at_f) - (c.client_s - p.client_answer_s * math.ceil(
-                batch / c.request_size))
+            c = estimate(dataclasses.replace(p, client_answer_s=0.0), p.freeze, batch,
+                         request, samples)
+            extra = median(at_f) - c.client_s
             if extra > 0:
                 scales["client_answer_s"] = extra / math.ceil(batch / c.request_size)
                 p = dataclasses.replace(p, client_answer_s=scales["client_answer_s"])

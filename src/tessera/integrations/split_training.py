@@ -384,9 +384,11 @@ class SplitTrainer:
                 self._profiler.note_server(parts, split)
             if self.check == "always" or (self.check == "first" and not self._checked):
                 first = parts[0]
-                with torch.inference_mode():
-                    local = self.net.forward_range(
-                        self._inputs(self._stored(batch[:len(first.features)])), 1, split)
+                checked = batch[:len(first.features)]
+                local = self.net.local_features(np.asarray(self.data.oindex[checked]),
+                                                split) \
+                    if self._augment_now is None else self.net.local_crop_features(
+                        self.data, checked, split, augment=self._augment_now)
                 report.checked = self.net.compare(first.features, local, split,
                                                   self.output_dtype,
                                                   first.header.weights_sha256)

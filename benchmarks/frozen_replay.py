@@ -48,7 +48,14 @@ def main() -> None:
     ap.add_argument("replay", type=Path, nargs="?",
                     default=Path(__file__).parent / "results" / "frozen_replay.json")
     args = ap.parse_args()
-    docs = json.loads(args.replay.read_text())
+    try:
+        docs = json.loads(args.replay.read_text())
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"{args.replay}: not a replay file of frozen_split.py ({err})") from None
+    if not isinstance(docs, list) or not all(isinstance(d, dict) and "measured" in d
+                                             and "swept" in d for d in docs):
+        raise SystemExit(f"{args.replay}: not a replay file of frozen_split.py (a list of "
+                         "configurations with 'measured' and 'swept')")
     within5 = scored = close = estimates = g7 = 0
     for doc in docs:
         r = replay(doc)

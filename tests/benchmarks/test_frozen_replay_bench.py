@@ -34,3 +34,11 @@ def test_replay_scores_the_choice_and_the_estimates(tmp_path: Path) -> None:
     assert "optimum   0 2.000x" in lines[1] and "within 15%: 2/3" in lines[1]
     assert lines[-1].startswith("auto within 5% of the swept optimum: 1/2")
     assert "the chosen split's estimate within 15%: 2/2; every swept split's: 5/6" in lines[-1]
+
+
+def test_a_file_that_is_not_a_replay_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "other.json"
+    path.write_text('{"profile": 1}')
+    done = subprocess.run([sys.executable, str(SCRIPT), str(path)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode != 0 and "not a replay file of frozen_split.py" in done.stderr

@@ -68,3 +68,38 @@ def test_a_calling_thread_read_is_estimated_one_request_after_another() -> None:
     assert not DEFAULT_PROFILES["cloud"].has_pushdown
     assert DEFAULT_PROFILES["cloud"].pushdown_s(1e6) == math.inf
     assert DEFAULT_PROFILES["cloud"].min_range_bytes == int(25e6 * 0.03)
+
+
+def test_calling_thread_requests_have_their_own_figures() -> None:
+    prof = StoreProfile("x", ((1, 1e9), (2, 2e9)), 5e-6, concurrency=2, now_request_s=1e-5,
+                        now_bytes_per_s=1e10)
+    mix = RequestMix(range_requests=2, range_bytes=20_000)
+    assert CostModel(prof, "local").now_seconds(mix) == pytest.approx(2e-5 + 2e-6)
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ConfigError, match="now_bytes_per_s must be > 0"):
+            StoreProfile("x", ((1, 1e6),), 0.01, now_bytes_per_s=bad)
+
+
+def test_a_read_made_on_the_calling_thread_is_planned_for_it() -> None:
+    """Requests made one after another gain nothing from a range halved for concurrency:
+    a plan small enough for the calling thread is made with one request in flight.
+    (Under a measured folder profile, 20 x 20 crops were read as two halves of one range,
+    ~1.4x the time of one.)"""
+    import numpy as np
+
+    from tessera.query.need import TileNeed
+    from tessera.query.plan import plan_needs
+    from tessera.storage.url import parse_store_url
+
+    # A 19.5 KiB range of a 256 KiB tile, on a link where two requests move twice the bytes.
+    prof = StoreProfile("fast", ((1, 1e9), (2, 2e9)), 5e-6, concurrency=2,
+                        now_request_s=8e-6, now_bytes_per_s=1e10)
+    need = TileNeed("t", "k", 0, 1 << 18, True, np.array([[0, 19_536]]), 1600)
+    url = parse_store_url("memory://plan-now")
+    loop = plan_needs([need], url=url, profile=prof)
+    assert len(loop.requests) == 2  # the loop's model halves it
+    now = plan_needs([need], url=url, profile=prof, now_bytes=1 << 20)
+    assert len(now.requests) == 1 and now.totals.nbytes == 19_536
+    assert now.estimate.seconds == pytest.approx(8e-6 + 19_536 / 1e10)
+    # Too large for the calling thread: the loop's plan stands.
+    assert len(plan_needs([need], url=url, profile=prof, now_bytes=1000).requests) == 2

@@ -24,6 +24,8 @@ def test_quick_profile_is_measured_saved_and_reused(store_url, tmp_path) -> None
     # on the machine's moment: on a loaded one the peak can fall at 16 or 32 requests)
     assert prof.concurrency == min(prof.n_max, store.config.max_concurrency)
     assert load_profile(store) == prof
+    # Of a memory or folder store, the calling thread's requests are timed apart.
+    assert (prof.now_request_s is not None) == store.aio.reads_now
     assert not [o for o in store.list() if "__tessera_profile" in o.key]  # scratch gone
     arr = tessera.from_numpy(f"{url.rstrip('/')}/p", np.zeros((8, 8)), storage_options=options)
     assert arr.profile == prof

@@ -5,10 +5,10 @@ waits for) hold (``StoreProfile.call_s`` and ``tile_s``, docs/performance.md).
 A scratch array of raw tiles is written below the store, read through the ordinary read
 path in 20 x 20 crops that touch 1, 2 and 4 tiles (each list read once untimed, as a
 training loop's first epoch: the fragments' bookkeeping read, plans and recipes made, then
-timed five times, the fastest kept), and removed. The time the planner expects for the
-requests of each crop (its estimate without the client's work) is taken from each measured
-time; a straight line through what is left, against the tiles touched, gives the work per
-call (its intercept) and per tile (its slope).
+the three lists timed in turn seven times, each one's median kept), and removed. The time
+the planner expects for the requests of each crop (its estimate without the client's
+work) is taken from each measured time; a straight line through what is left, against the
+tiles touched, gives the work per call (its intercept) and per tile (its slope).
 """
 
 from __future__ import annotations
@@ -25,10 +25,12 @@ from tessera.query.cost import StoreProfile
 from tessera.storage.blocking import Store
 
 TILE, CROP, SIDE = 256, 20, 1024
-#: Reads timed per shape (after the same reads untimed); each shape is timed ``RUNS`` times
-#: and the fastest run kept (the others were disturbed by something else on the machine).
+#: Reads timed per shape (after the same reads untimed); the shapes are timed in turn
+#: ``RUNS`` times and each shape's median run kept (what a loop meets on a shared machine,
+#: as ``benchmarks/per_call.py`` reports it; the fastest run let a quiet spell set the
+#: profile).
 READS = 100
-RUNS = 5
+RUNS = 7
 
 
 def crop_corners(tiles: int, n: int, seed: int = 0, *, tile: int = TILE,
@@ -72,22 +74,24 @@ def measure_calls(store: Store, profile: StoreProfile, reads: int = READS,
     arr = from_numpy(url, data, tile=(TILE, TILE), storage_options=store.aio.storage_options)
     try:
         arr.profile = io_only
-        xs, ys = [], []
+        shapes = {}
         for tiles in (1, 2, 4):
             corners = crop_corners(tiles, reads, seed=tiles)
-            sels = [(slice(r, r + CROP), slice(c, c + CROP)) for r, c in corners]
-            for sel in sels:  # warm, as a loop's second epoch is: bookkeeping read, plans made
+            shapes[tiles] = [(slice(r, r + CROP), slice(c, c + CROP)) for r, c in corners]
+            for sel in shapes[tiles]:  # warm, as a loop's second epoch: plans and recipes made
                 arr.read(sel)
-            runs = []
-            for _ in range(RUNS):
+        runs: dict[int, list[float]] = {tiles: [] for tiles in shapes}
+        for _ in range(RUNS):  # the shapes in turn: a busy spell slows each alike
+            for tiles, sels in shapes.items():
                 start = time.perf_counter()
                 for sel in sels:
                     arr.read(sel)
-                runs.append((time.perf_counter() - start) / reads)
-            measured = min(runs)
+                runs[tiles].append((time.perf_counter() - start) / reads)
+        xs, ys = [], []
+        for tiles, sels in shapes.items():
             expected = statistics.fmean(arr.explain(s).estimate.seconds for s in sels)
             xs.append(tiles)
-            ys.append(measured - expected)
+            ys.append(statistics.median(runs[tiles]) - expected)
         slope, intercept = np.polyfit(xs, ys, 1)
         return max(0.0, float(intercept)), max(0.0, float(slope))
     finally:

@@ -51,8 +51,11 @@ class StoreProfile:
         now_request_s: the time of one request of a read made on the calling thread (a
             small read of a memory or folder store, one request after another without the
             event loop: :func:`~tessera.query.plan.plan_needs` ``now_bytes``); ``None``:
-            ``request_latency_s`` (what ``tessera profile`` measures for such stores is
-            that time already).
+            ``request_latency_s``.
+        now_bytes_per_s: the bytes per second of such a request (a copy out of memory or
+            the page cache, far above what one request through the event loop moves);
+            ``None``: ``BW(1)``. ``tessera profile`` times calling-thread ranges of two
+            sizes on memory and folder stores and sets both.
     """
 
     name: str
@@ -65,6 +68,7 @@ class StoreProfile:
     call_s: float = 0.0
     tile_s: float = 0.0
     now_request_s: float | None = None
+    now_bytes_per_s: float | None = None
 
     def __post_init__(self) -> None:
         if not self.bandwidth:
@@ -82,6 +86,8 @@ class StoreProfile:
             raise ConfigError(f"profile {self.name!r}: call_s and tile_s must be >= 0")
         if self.now_request_s is not None and not self.now_request_s >= 0:
             raise ConfigError(f"profile {self.name!r}: now_request_s must be >= 0")
+        if self.now_bytes_per_s is not None and not self.now_bytes_per_s > 0:
+            raise ConfigError(f"profile {self.name!r}: now_bytes_per_s must be > 0")
 
     def client_s(self, tiles: int) -> float:
         """The client's own seconds for a read call touching ``tiles`` tiles."""
@@ -274,10 +280,12 @@ class CostModel:
 
     def now_seconds(self, mix: RequestMix) -> float:
         """``T`` of a read made on the calling thread: its requests one after another, each
-        ``now_request_s`` (default ``T_R``) plus its bytes at one request's bandwidth."""
+        ``now_request_s`` (default ``T_R``) plus its bytes at ``now_bytes_per_s`` (default
+        one request's bandwidth, ``BW(1)``)."""
         prof = self.profile
         per = prof.request_latency_s if prof.now_request_s is None else prof.now_request_s
-        return mix.requests * per + mix.nbytes / prof.bw(1)
+        rate = prof.bw(1) if prof.now_bytes_per_s is None else prof.now_bytes_per_s
+        return mix.requests * per + mix.nbytes / rate
 
     def smooth_cost(self, mix: RequestMix) -> float:
         """The cost with request handling charged per request (``T_R * requests / t``)

@@ -206,12 +206,34 @@ def plan_needs(needs: list[TileNeed], *, url: StoreURL, method: str = "auto", ph
     ``allow_pushdown``: whether pushdown may compete (default: the profile has figures);
     ``max_request_bytes``: the largest request neighbour merging may build; ``now_bytes``:
     a plan moving at most this many bytes, with no pushdown, is made on the calling
-    thread (a small read of a memory or folder store), its requests estimated one after
-    another (:meth:`~tessera.query.cost.CostModel.now_seconds`; the choices stay the
-    planner's). The estimate adds the client's own work per call and per tile
-    (:meth:`StoreProfile.client_s`) to the requests'."""
+    thread (a small read of a memory or folder store), one request after another: it is
+    planned again with one request in flight (no range halved for concurrency that thread
+    does not have; the profile's other figures as they are, so that the choices between
+    whole tiles and ranges stay those of the loop) and estimated so
+    (:meth:`~tessera.query.cost.CostModel.now_seconds`). The estimate adds the client's
+    own work per call and per tile (:meth:`StoreProfile.client_s`) to the requests'."""
     prof = profile or default_profile(url)
     model = CostModel(prof, pricing or default_pricing(url), phi)
+    choices, requests, totals = _choose(needs, model, method, cell_nbytes, allow_pushdown,
+                                        max_request_bytes)
+    io = model.estimate(totals)
+    if now_bytes is not None and totals.nbytes <= now_bytes and not totals.pushdowns:
+        one = dataclasses.replace(prof, concurrency=1)
+        now = _choose(needs, CostModel(one, model.prices.name, phi), method, cell_nbytes,
+                      False, max_request_bytes)
+        if now[2].nbytes <= now_bytes:
+            choices, requests, totals = now
+        seconds, dollars = model.now_seconds(totals), model.dollars(totals)
+        io = Estimate(seconds, dollars, seconds + phi * dollars if phi else seconds)
+    client = prof.client_s(len(choices)) if choices else 0.0
+    return Plan(method, phi, prof.name, model.prices.name, choices, requests, totals,
+                Estimate(io.seconds + client, io.dollars, io.cost + client))
+
+
+def _choose(needs: list[TileNeed], model: CostModel, method: str, cell_nbytes: int,
+            allow_pushdown: bool | None, max_request_bytes: int,
+            ) -> tuple[list[TileChoice], list[PlannedRequest], RequestMix]:
+    """The planner's choices for ``needs`` under ``model``, their requests and totals."""
     choices = plan_tiles(needs, model, method, cell_nbytes=cell_nbytes,
                          allow_pushdown=allow_pushdown)
     requests = plan_requests(choices, model, merge_neighbours=method == "auto",
@@ -219,10 +241,4 @@ def plan_needs(needs: list[TileNeed], *, url: StoreURL, method: str = "auto", ph
     totals = sum((read_method(r.method).mix([(r.start, r.stop)], choices[r.tiles[0]].need)
                   for r in requests if read_method(r.method).store_bytes), RequestMix())
     totals = sum((c.mix for c in choices if not read_method(c.method).store_bytes), totals)
-    io = model.estimate(totals)
-    if now_bytes is not None and totals.nbytes <= now_bytes and not totals.pushdowns:
-        seconds = model.now_seconds(totals)
-        io = Estimate(seconds, io.dollars, seconds + phi * io.dollars if phi else seconds)
-    client = prof.client_s(len(choices)) if choices else 0.0
-    return Plan(method, phi, prof.name, model.prices.name, choices, requests, totals,
-                Estimate(io.seconds + client, io.dollars, io.cost + client))
+    return choices, requests, totals

@@ -61,23 +61,26 @@ def crops(tiles: int, n: int, seed: int) -> list[tuple[int, int]]:
     return crop_corners(tiles, n, seed, tile=TILE, grid=-(-SIDE // TILE))
 
 
-def per_call(read: Callable[[int, int], Any], corners: list[tuple[int, int]],
-             reps: int) -> tuple[float, float, float]:
-    """Mean seconds per call over ``corners``: the first time each is read (a training
-    loop's first epoch: plans made, Tessera's recipes kept for footprints not read before,
-    files cached), then the median and the fastest of ``reps`` runs (the machine is shared:
-    the fastest run is the one least disturbed)."""
-    start = time.perf_counter()
-    for r, c in corners:
-        read(r, c)
-    first = (time.perf_counter() - start) / len(corners)
-    runs = []
-    for _ in range(reps):
+def per_call(reads: dict[str, Callable[[int, int], Any]], corners: list[tuple[int, int]],
+             reps: int) -> dict[str, tuple[float, float, float]]:
+    """Per system, the mean seconds per call over ``corners``: the first time each is read
+    (a training loop's first epoch: plans made, Tessera's recipes kept for footprints not
+    read before, files cached), then the median and the fastest of ``reps`` runs. The
+    systems take turns within each run, so that a busy spell of the shared machine slows
+    each alike rather than the one measured then."""
+    def epoch(read: Callable[[int, int], Any]) -> float:
         start = time.perf_counter()
         for r, c in corners:
             read(r, c)
-        runs.append((time.perf_counter() - start) / len(corners))
-    return first, statistics.median(runs), min(runs)
+        return (time.perf_counter() - start) / len(corners)
+
+    first = {name: epoch(read) for name, read in reads.items()}
+    runs: dict[str, list[float]] = {name: [] for name in reads}
+    for _ in range(reps):
+        for name, read in reads.items():
+            runs[name].append(epoch(read))
+    return {name: (first[name], statistics.median(runs[name]), min(runs[name]))
+            for name in reads}
 
 
 def _check(read: Callable[[int, int], Any], data: np.ndarray, name: str) -> None:
@@ -335,8 +338,10 @@ def main() -> None:
             _check(read, data, name)
         for tiles in (1, 2, 4):
             corners = crops(tiles, n, seed=tiles)
-            for name, (kind, read, arr) in named.items():
-                first, steady, best = per_call(read, corners, reps)
+            timed = per_call({name: read for name, (_, read, _) in named.items()}, corners,
+                             reps)
+            for name, (kind, _, arr) in named.items():
+                first, steady, best = timed[name]
                 row: dict[str, Any] = {"system": name, "store": kind, "tiles": str(tiles),
                                        "per_call_ms": steady * 1e3, "best_ms": best * 1e3,
                                        "first_read_ms": first * 1e3}

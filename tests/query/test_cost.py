@@ -73,8 +73,14 @@ def test_a_calling_thread_read_is_estimated_one_request_after_another() -> None:
 def test_calling_thread_requests_have_their_own_figures() -> None:
     prof = StoreProfile("x", ((1, 1e9), (2, 2e9)), 5e-6, concurrency=2, now_request_s=1e-5,
                         now_bytes_per_s=1e10)
+    now = prof.calling_thread()
+    assert (now.concurrency, now.bandwidth, now.request_latency_s) == (1, ((1, 1e10),), 1e-5)
+    assert not now.has_pushdown and now.name == prof.name
     mix = RequestMix(range_requests=2, range_bytes=20_000)
     assert CostModel(prof, "local").now_seconds(mix) == pytest.approx(2e-5 + 2e-6)
+    # Without calling-thread figures: T_R per request, bytes at BW(1).
+    plain = StoreProfile("y", ((1, 1e9), (2, 2e9)), 5e-6).calling_thread()
+    assert (plain.request_latency_s, plain.bandwidth) == (5e-6, ((1, 1e9),))
     for bad in (0.0, -1.0, float("nan")):
         with pytest.raises(ConfigError, match="now_bytes_per_s must be > 0"):
             StoreProfile("x", ((1, 1e6),), 0.01, now_bytes_per_s=bad)
@@ -82,7 +88,7 @@ def test_calling_thread_requests_have_their_own_figures() -> None:
 
 def test_a_read_made_on_the_calling_thread_is_planned_for_it() -> None:
     """Requests made one after another gain nothing from a range halved for concurrency:
-    a plan small enough for the calling thread is made with one request in flight.
+    a plan small enough for the calling thread is made under the profile it sees there.
     (Under a measured folder profile, 20 x 20 crops were read as two halves of one range,
     ~1.4x the time of one.)"""
     import numpy as np
@@ -103,3 +109,18 @@ def test_a_read_made_on_the_calling_thread_is_planned_for_it() -> None:
     assert now.estimate.seconds == pytest.approx(8e-6 + 19_536 / 1e10)
     # Too large for the calling thread: the loop's plan stands.
     assert len(plan_needs([need], url=url, profile=prof, now_bytes=1000).requests) == 2
+
+
+def test_a_small_read_of_two_tiles_makes_two_requests() -> None:
+    """At the calling thread's cost per request (10 us by default), two tiles' ranges stay
+    apart: at the loop's 150 us, with one request in flight, they were merged across the
+    120 KiB between them."""
+    import numpy as np
+
+    import tessera
+
+    arr = tessera.from_numpy("memory://plan-two-tiles", np.zeros((1000, 1000), np.int32),
+                             tile=(256, 256))
+    plan = arr.explain((slice(10, 30), slice(250, 270)))
+    assert len(plan.requests) == 2 and plan.totals.nbytes < 40_000
+    assert plan.estimate.seconds < 1e-4

@@ -207,9 +207,8 @@ def plan_needs(needs: list[TileNeed], *, url: StoreURL, method: str = "auto", ph
     ``max_request_bytes``: the largest request neighbour merging may build; ``now_bytes``:
     a plan moving at most this many bytes, with no pushdown, is made on the calling
     thread (a small read of a memory or folder store), one request after another: it is
-    planned again with one request in flight (no range halved for concurrency that thread
-    does not have; the profile's other figures as they are, so that the choices between
-    whole tiles and ranges stay those of the loop) and estimated so
+    planned again under the profile as that thread sees it
+    (:meth:`~tessera.query.cost.StoreProfile.calling_thread`) and estimated so
     (:meth:`~tessera.query.cost.CostModel.now_seconds`). The estimate adds the client's
     own work per call and per tile (:meth:`StoreProfile.client_s`) to the requests'."""
     prof = profile or default_profile(url)
@@ -218,9 +217,8 @@ def plan_needs(needs: list[TileNeed], *, url: StoreURL, method: str = "auto", ph
                                         max_request_bytes)
     io = model.estimate(totals)
     if now_bytes is not None and totals.nbytes <= now_bytes and not totals.pushdowns:
-        one = dataclasses.replace(prof, concurrency=1)
-        now = _choose(needs, CostModel(one, model.prices.name, phi), method, cell_nbytes,
-                      False, max_request_bytes)
+        now = _choose(needs, CostModel(prof.calling_thread(), model.prices.name, phi),
+                      method, cell_nbytes, False, max_request_bytes)
         if now[2].nbytes <= now_bytes:
             choices, requests, totals = now
         seconds, dollars = model.now_seconds(totals), model.dollars(totals)

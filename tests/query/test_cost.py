@@ -115,12 +115,14 @@ def test_a_small_read_of_two_tiles_makes_two_requests() -> None:
     """At the calling thread's cost per request (10 us by default), two tiles' ranges stay
     apart: at the loop's 150 us, with one request in flight, they were merged across the
     120 KiB between them."""
+    import uuid
+
     import numpy as np
 
     import tessera
 
-    arr = tessera.from_numpy("memory://plan-two-tiles", np.zeros((1000, 1000), np.int32),
-                             tile=(256, 256))
+    arr = tessera.from_numpy(f"memory://plan-two-tiles/{uuid.uuid4().hex}",
+                             np.zeros((1000, 1000), np.int32), tile=(256, 256))
     plan = arr.explain((slice(10, 30), slice(250, 270)))
     assert len(plan.requests) == 2 and plan.totals.nbytes < 40_000
     assert plan.estimate.seconds < 1e-4

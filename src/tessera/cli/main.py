@@ -229,9 +229,9 @@ def profile(
     out.print(f"client work per read call {prof.call_s * 1e3:.3f} ms, per tile "
               f"{prof.tile_s * 1e3:.3f} ms")
     if prof.now_request_s is not None:
-        rate = prof.now_bytes_per_s or prof.bw(1)
-        out.print(f"small reads on the calling thread: {prof.now_request_s * 1e3:.3f} ms "
-                  f"per request, {rate / 1e9:,.1f} GB/s")
+        now = prof.calling_thread()
+        out.print(f"small reads on the calling thread: {now.request_latency_s * 1e3:.3f} ms "
+                  f"per request, {now.bw(1) / 1e9:,.1f} GB/s")
     if prof.has_pushdown:
         assert prof.pushdown_alpha_s_per_byte is not None and prof.pushdown_beta_s is not None
         out.print(f"pushdown T_lambda = {prof.pushdown_alpha_s_per_byte * 1e9:.3f} ns/byte x "

@@ -299,9 +299,9 @@ class CostModel:
     def now_seconds(self, mix: RequestMix) -> float:
         """``T`` of a read made on the calling thread: its requests one after another, each
         ``now_request_s`` (default ``T_R``) plus its bytes at ``now_bytes_per_s`` (default
-        one request's bandwidth, ``BW(1)``)."""
-        now = self.profile.calling_thread()
-        return mix.requests * now.request_latency_s + mix.nbytes / now.bw(1)
+        one request's bandwidth, ``BW(1)``): :meth:`seconds` under
+        :meth:`StoreProfile.calling_thread` (a mix without pushdowns)."""
+        return CostModel(self.profile.calling_thread(), self.prices).seconds(mix)
 
     def smooth_cost(self, mix: RequestMix) -> float:
         """The cost with request handling charged per request (``T_R * requests / t``)

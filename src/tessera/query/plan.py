@@ -208,21 +208,20 @@ def plan_needs(needs: list[TileNeed], *, url: StoreURL, method: str = "auto", ph
     a plan moving at most this many bytes, with no pushdown, is made on the calling
     thread (a small read of a memory or folder store), one request after another: it is
     planned again under the profile as that thread sees it
-    (:meth:`~tessera.query.cost.StoreProfile.calling_thread`) and estimated so
-    (:meth:`~tessera.query.cost.CostModel.now_seconds`). The estimate adds the client's
-    own work per call and per tile (:meth:`StoreProfile.client_s`) to the requests'."""
+    (:meth:`~tessera.query.cost.StoreProfile.calling_thread`) and estimated under it.
+    The estimate adds the client's own work per call and per tile
+    (:meth:`StoreProfile.client_s`) to the requests'."""
     prof = profile or default_profile(url)
     model = CostModel(prof, pricing or default_pricing(url), phi)
     choices, requests, totals = _choose(needs, model, method, cell_nbytes, allow_pushdown,
                                         max_request_bytes)
     io = model.estimate(totals)
     if now_bytes is not None and totals.nbytes <= now_bytes and not totals.pushdowns:
-        now = _choose(needs, CostModel(prof.calling_thread(), model.prices.name, phi),
-                      method, cell_nbytes, False, max_request_bytes)
+        thread = CostModel(prof.calling_thread(), model.prices, phi)
+        now = _choose(needs, thread, method, cell_nbytes, False, max_request_bytes)
         if now[2].nbytes <= now_bytes:
             choices, requests, totals = now
-        seconds, dollars = model.now_seconds(totals), model.dollars(totals)
-        io = Estimate(seconds, dollars, seconds + phi * dollars if phi else seconds)
+        io = thread.estimate(totals)
     client = prof.client_s(len(choices)) if choices else 0.0
     return Plan(method, phi, prof.name, model.prices.name, choices, requests, totals,
                 Estimate(io.seconds + client, io.dollars, io.cost + client))

@@ -32,7 +32,8 @@ def replay(doc: dict[str, Any]) -> dict[str, Any]:
     batch, request, samples = doc["batch"], doc["request"], doc["samples"]
     measured = SplitProfile.from_json(doc["measured"])
     prof = calibrate(measured, batch, request, samples, doc["early"],
-                     [tuple(d) for d in doc["durations"]], [tuple(b) for b in doc["busy"]])
+                     [tuple(d) for d in doc["durations"]], [tuple(b) for b in doc["busy"]],
+                     [tuple(f) for f in doc.get("fetches", [])])
     plan = choose(prof, batch, request, "auto", samples=samples)
     swept = {int(k): v for k, v in doc["swept"].items()}
     best = min(swept.values())

@@ -215,10 +215,11 @@ def config(rig: Rig, mode: str, arch: str, batch: int, request: int, bandwidth: 
                  "measured_s": round(swept[best], 4)})
     summary["profile"] = prof
     assert trainer.profiler.calibrated_on is not None
-    measured, durations, busy = trainer.profiler.calibrated_on
+    measured, times = trainer.profiler.calibrated_on
     summary["replay"] = {**base, "samples": plan.samples, "early":
                          trainer.profiler.earliest_feasible(), "measured": measured.to_json(),
-                         "durations": durations, "busy": busy,
+                         "durations": times.durations, "busy": times.busy,
+                         "fetches": times.fetches,
                          "swept": {str(k): v for k, v in swept.items()}}
     print(plan.explain(f"{mode} {arch}  "), flush=True)
     print({k: v for k, v in dataclasses.asdict(prof).items()

@@ -130,6 +130,39 @@ def test_calibration_reads_each_side_where_it_sets_the_pace() -> None:
         pytest.approx(2 * at_f.iteration_s, rel=0.05)
 
 
+def test_fetches_calibrate_what_short_epochs_and_hidden_reads_do_not_show() -> None:
+    """a_r from NoSplit's fetches when its reads hide behind the client; a_s from the first
+    batch's latency at F when no iteration at F ran with the pipeline full."""
+    from tessera.frozen.planner import calibrate
+
+    link = 32 * BASE.input_bytes / BASE.bandwidth + BASE.rtt_s
+    raw = estimate(BASE, 0, 32, 8, 3200)
+    assert raw.iteration_s == raw.client_s  # client-bound: the iterations hide the reads
+    p = calibrate(BASE, 32, 8, 3200, 0, [(0, raw.client_s)] * 2, [],
+                  [(0, 3 * link), (0, 2 * link), (0, 9 * link)])
+    assert p.read_scale == pytest.approx(3.0)  # the median
+    assert estimate(p, 0, 32, 8, 3200).network_s == pytest.approx(3 * link)
+    # not from fetches at a split other than NoSplit's, nor when the client was profiled
+    # at another split
+    assert calibrate(BASE, 32, 8, 3200, 0, [], [], [(2, 3 * link)]).read_scale == 1.0
+    assert calibrate(BASE, 32, 8, 3200, 1, [], [], [(0, 3 * link)]).read_scale == 1.0
+
+    def first(q: SplitProfile, samples: int = 64) -> float:
+        c = estimate(q, 3, 32, 8, samples)
+        return c.epoch_s - (samples // 32 - 1) * c.iteration_s - c.client_s
+
+    # two iterations (64 samples in batches of 32): none at F with the pipeline full
+    slow = calibrate(BASE, 32, 8, 64, 0, [], [], [(3, 2 * first(BASE)), (0, link)])
+    assert slow.server_scale > 1 and first(slow) == pytest.approx(2 * first(BASE), rel=1e-3)
+    # a first batch faster than the model allows without the server: not the server's pace
+    assert calibrate(BASE, 32, 8, 64, 0, [], [], [(3, 1e-6)]).server_scale == 1.0
+    # a steady iteration at F sets a_s; the first batch's latency is then not used
+    at_f = estimate(BASE, 3, 32, 8, 3200)
+    steady = calibrate(BASE, 32, 8, 3200, 0, [(3, at_f.iteration_s)], [],
+                       [(3, 100 * first(BASE))])
+    assert steady.server_scale == pytest.approx(1.0, rel=0.05)
+
+
 def test_the_clients_cost_of_answers_is_calibrated_at_f() -> None:
     """r_c: the client's compute at F beyond the model's, per answer, counts at every split
     that receives answers and not at NoSplit; none when the model explains F."""

@@ -150,10 +150,38 @@ def test_auto_profiles_epoch_zero_then_plans(served: Any) -> None:
     assert len(tr.plan.candidates) == 12 and 0 <= tr.split <= 11
     assert all(t >= 0 for t in tr.profile.server_fwd_s)
     assert "<- chosen" in tr.plan.explain() and "NSG (sum rule) would pick" in tr.plan.explain()
+    assert tr.profiler.calibrated_on is not None
+    _, times = tr.profiler.calibrated_on  # what the calibration saw, in iteration order
+    n = tr.data.shape[0]
+    schedule = tr.profiler.schedule(-(-n // 8))
+    assert [s for s, _ in times.busy] == schedule
+    assert [s for s, _ in times.fetches] == schedule[:n // 8]  # full batches only
+    assert all(t > 0 for _, t in times.fetches)
     torch.manual_seed(0)
     opt = torch.optim.SGD(tr.trainable_parameters(), lr=0.01)
     report = tr.train_epoch(opt, torch.nn.functional.cross_entropy)
     assert report.estimate_s is not None and report.split == tr.split
+
+
+def test_pipelined_epochs_time_each_fetch_and_the_full_pipeline() -> None:
+    from tessera.frozen.profile import run_pipelined
+
+    batches = [[0, 1], [2, 3], [4, 5], [6, 7], [8]]
+    schedule = [3, 3, 3, 0, 0]
+    seen: list[tuple[int, int]] = []
+
+    def fetch(batch: list[int], split: int) -> list[int]:
+        return [x * 10 for x in batch]
+
+    def compute(i: int, fetched: list[int]) -> None:
+        seen.append((i, fetched[0]))
+
+    times = run_pipelined(batches, schedule, 1, fetch, compute)
+    assert seen == [(0, 0), (1, 20), (2, 40), (3, 60), (4, 80)]  # in order, each fetched
+    assert [s for s, _ in times.busy] == schedule
+    assert [s for s, _ in times.fetches] == [3, 3, 3, 0]  # the short last batch left out
+    assert [s for s, _ in times.durations] == [3]  # two before at the same split: only i=2
+    assert times.wait >= 0 and all(t >= 0 for _, t in times.fetches)
 
 
 def test_bad_arguments(served: Any) -> None:

@@ -32,14 +32,15 @@ requests are already there)::
 ``a_c`` is the client's measured busy seconds per iteration at its profiled split over the
 model's (it absorbs the fetch threads competing with the compute), ``a_s`` the iteration
 time measured at ``s = F`` where the server sets the pace over the model's (cores shared by
-concurrent requests), and ``a_r`` the iteration time measured at split 0, when neither the
-client nor the link explains it, over the link's model (the read path's own costs: one
-request per tile, the store's latency, decoding beside the link). ``r_c`` is the client's
-busy seconds per iteration at ``F`` (where it only trains on what it received) beyond the
-model's, per answer: receiving answers (their framing and parse, the fetch thread's share of
-the core) costs the client's compute more than collating their bytes. With the client
-profiled at NoSplit, where no answer arrives, the model put the client's compute at F
-10-60% short and at the other splits that receive answers up to 35% (real ResNet18 and
+concurrent requests; with no steady iteration at ``F``, the first batch's latency there), and
+``a_r`` NoSplit's fetches of stored samples over the link's model of them, raised to the
+iteration time measured at split 0 when neither the client nor the link explains it (the
+read path's own costs: one request per tile, the store's latency, decoding beside the link).
+``r_c`` is the client's busy seconds per iteration at ``F`` (where it only trains on what it
+received) beyond the model's, per answer: receiving answers (their framing and parse, the
+fetch thread's share of the core) costs the client's compute more than collating their bytes.
+With the client profiled at NoSplit, where no answer arrives, the model put the client's
+compute at F 10-60% short and at the other splits that receive answers up to 35% (real ResNet18 and
 AlexNet, 12 configurations: 121 of 168 swept epochs estimated within 15%; 144 with
 ``r_c``, replayed on the same measurements).
 
@@ -407,11 +408,19 @@ def estimate(p: SplitProfile, split: int, batch: int, request: int, samples: int
 
 def calibrate(p: SplitProfile, batch: int, request: int, samples: int, early: int,
               durations: Sequence[tuple[int, float]], busy: Sequence[tuple[int, float]],
-              ) -> SplitProfile:
+              fetches: Sequence[tuple[int, float]] = ()) -> SplitProfile:
     """``p`` with the calibrations ``a_c``, ``a_s`` and ``a_r`` (see the module's docstring)
     from the profiling epoch's iterations as ``(split, seconds)``: ``durations`` once the
-    pipeline is full, ``busy`` the client's compute seconds; ``early`` is the split the
-    client was profiled at. Each calibration is kept within 0.1..10.
+    pipeline is full, ``busy`` the client's compute seconds, ``fetches`` each full batch's
+    fetch in iteration order; ``early`` is the split the client was profiled at. Each
+    calibration is kept within 0.1..10.
+
+    ``a_r`` is first the median fetch of stored samples at NoSplit over the link's model of
+    it (the read path measured where it is hidden behind the client's compute, which the
+    iterations cannot show), then raised if NoSplit's iterations took longer still. With
+    no steady iteration at ``F`` (an epoch of two or three iterations: a batch of 512 in
+    1,024 samples), ``a_s`` makes the first batch's latency at ``F`` (the first iteration
+    passes every stage in turn: ``T_head`` and one request's latency) the first fetch's.
 
     >>> p = SplitProfile(names=("a", "b", "c"), out_bytes=(400, 100, 40), input_bytes=300,
     ...                  freeze=2, server_fwd_s=(0.01, 0.01), client_fwd_s=(0.01, 0.01, 0),
@@ -458,6 +467,10 @@ def calibrate(p: SplitProfile, batch: int, request: int, samples: int, early: in
                 p = dataclasses.replace(p, client_answer_s=scales["client_answer_s"])
     # a_s: the iteration at F, where the server sets the pace, over the model's
     seen = [d for s, d in durations if s == p.freeze]
+    if not seen and fetches and fetches[0][0] == p.freeze:
+        first = _first_batch_scale(p, batch, request, samples, fetches[0][1])
+        if first is not None:
+            scales["server_scale"] = first
     if seen:
         measured = median(seen)
         c = estimate(p, p.freeze, batch, request, samples)
@@ -470,7 +483,13 @@ def calibrate(p: SplitProfile, batch: int, request: int, samples: int, early: in
             other = (c.server_s - forward + c.network_s) if sequential else 0.0
             if forward > 0 and measured > other:
                 scales["server_scale"] = clamp((measured - other) / forward)
-    # a_r: NoSplit's iteration beyond what its client and link explain is the read path's
+    # a_r: NoSplit's fetches over the link's model of them, then its iteration beyond what
+    # its client and link explain is the read path's too
+    reads = [d for s, d in fetches if s == 0 == early]
+    if reads:
+        scales["read_scale"] = clamp(median(reads) / (batch * p.input_bytes / p.bandwidth
+                                                      + p.rtt_s))
+        p = dataclasses.replace(p, read_scale=scales["read_scale"])
     seen = [d for s, d in durations if s == 0 == early]
     if seen:
         measured = median(seen)
@@ -478,6 +497,30 @@ def calibrate(p: SplitProfile, batch: int, request: int, samples: int, early: in
         if c.network_s > 0 and measured > c.iteration_s:
             scales["read_scale"] = clamp(measured * p.read_scale / c.network_s)
     return dataclasses.replace(p, **scales)  # type: ignore[arg-type]
+
+
+def _first_batch_scale(p: SplitProfile, batch: int, request: int, samples: int,
+                       measured: float) -> float | None:
+    """The ``a_s`` (0.1..10) whose first batch at ``F`` arrives after ``measured`` seconds
+    in the model (``T_head`` and one request's latency); ``None`` when the model's latency
+    without the server's forward passes (``a_s = 0.1``) is already longer: the error is
+    not the server's pace."""
+    iterations = math.ceil(samples / batch)
+
+    def first(scale: float) -> float:
+        c = estimate(dataclasses.replace(p, server_scale=scale), p.freeze, batch, request,
+                     samples)
+        return c.epoch_s - (iterations - 1) * c.iteration_s - c.client_s
+
+    lo, hi = 0.1, 10.0
+    if first(lo) >= measured:
+        return None
+    if first(hi) <= measured:
+        return hi
+    for _ in range(40):  # first() does not fall as a_s grows
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if first(mid) < measured else (lo, mid)
+    return hi
 
 
 def _pick(cands: tuple[Candidate, ...], rule: str, p: SplitProfile, phi: float = 0.0) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -106,8 +107,8 @@ class SplitProfiler:
         self.server_info = server_info
         self.measured: dict[str, list[float]] = {}
         #: What :meth:`profile` calibrated on: the measured profile before calibration and
-        #: the epoch's ``(durations, busy)`` (to replay the calibration and the choice).
-        self.calibrated_on: tuple[SplitProfile, Timings, Timings] | None = None
+        #: the epoch's times (to replay the calibration and the choice).
+        self.calibrated_on: tuple[SplitProfile, EpochTimes] | None = None
         #: ``(bytes per second, round trip seconds)`` from :meth:`probe_link`.
         self.link: tuple[float, float] = (1e12, 0.0)
 
@@ -177,14 +178,13 @@ class SplitProfiler:
                          and extra > 0 else small, 0.0))
 
     # -- the profile ----------------------------------------------------------------------
-    def profile(self, durations: Sequence[tuple[int, float]],
-                busy: Sequence[tuple[int, float]]) -> SplitProfile:
-        """The measured profile, calibrated on the epoch's iterations (``durations`` once
-        the pipeline is full, ``busy`` the client's compute; :func:`calibrate`)."""
+    def profile(self, times: EpochTimes) -> SplitProfile:
+        """The measured profile, calibrated on the epoch's times (:func:`calibrate`)."""
         measured = self._measured_profile()
-        self.calibrated_on = (measured, list(durations), list(busy))
+        self.calibrated_on = (measured, times)
         return calibrate(measured, self.batch_size, self.request_size, self.data.shape[0],
-                         self.earliest_feasible(), durations, busy)
+                         self.earliest_feasible(), times.durations, times.busy,
+                         times.fetches)
 
     def _load_profile(self) -> tuple[float, ...]:
         """The server's load seconds per request for splits 1..F: measured at F, scaled to
@@ -250,38 +250,61 @@ def collate_cost() -> float:
     return (time.perf_counter() - t) / (4 << 23)
 
 
+@dataclasses.dataclass
+class EpochTimes:
+    """What :func:`run_pipelined` timed.
+
+    Attributes:
+        durations: each iteration's ``(split, seconds)`` once the pipeline is full (the
+            iteration two before ran at the same split).
+        busy: the client's compute ``(split, seconds)`` of each iteration.
+        fetches: ``(split, seconds)`` of each full batch's fetch (the stored samples, or
+            its features from the server), in iteration order; the first iteration's is
+            the first batch's latency from a cold start.
+        wait: the seconds the compute waited for fetches.
+    """
+
+    durations: Timings
+    busy: Timings
+    fetches: Timings
+    wait: float
+
+
 def run_pipelined(batches: Sequence[list[int]], schedule: Sequence[int], prefetch: int,
                   fetch: Callable[[list[int], int], Any],
-                  compute: Callable[[int, Any], None],
-                  ) -> tuple[Timings, Timings, float]:
+                  compute: Callable[[int, Any], None]) -> EpochTimes:
     """Run an epoch's iterations: ``fetch(batch, split)`` on a prefetch thread, the next
-    ``prefetch`` iterations' in flight while ``compute(i, fetched)`` runs here. Returns each
-    iteration's ``(split, seconds)`` once the pipeline is full (the iteration two before ran
-    at the same split), the client's compute ``(split, seconds)`` and the seconds spent
-    waiting for fetches."""
-    durations: Timings = []
-    busy: Timings = []
-    wait = 0.0
+    ``prefetch`` iterations' in flight while ``compute(i, fetched)`` runs here, each timed
+    as the calibration needs (:class:`EpochTimes`)."""
+    out = EpochTimes([], [], [], 0.0)
+    full = len(batches[0]) if batches else 0
+
+    def timed(i: int) -> tuple[Any, float]:
+        t = time.perf_counter()
+        got = fetch(batches[i], schedule[i])
+        return got, time.perf_counter() - t
+
     with concurrent.futures.ThreadPoolExecutor(
             prefetch + 1, thread_name_prefix="tessera-split") as pool:
-        pending = [pool.submit(fetch, batches[i], schedule[i])
-                   for i in range(min(prefetch + 1, len(batches)))]
+        pending = [pool.submit(timed, i) for i in range(min(prefetch + 1, len(batches)))]
         last = time.perf_counter()
         for i in range(len(batches)):
             tw = time.perf_counter()
-            fetched = pending.pop(0).result()
-            wait += time.perf_counter() - tw
+            fetched, took = pending.pop(0).result()
+            out.wait += time.perf_counter() - tw
+            if len(batches[i]) == full:
+                out.fetches.append((schedule[i], took))
             nxt = i + prefetch + 1
             if nxt < len(batches):  # the next requests fly while this batch computes
-                pending.append(pool.submit(fetch, batches[nxt], schedule[nxt]))
+                pending.append(pool.submit(timed, nxt))
             tc = time.perf_counter()
             compute(i, fetched)
             now = time.perf_counter()
-            busy.append((schedule[i], now - tc))
+            out.busy.append((schedule[i], now - tc))
             if i >= 2 and schedule[i] == schedule[i - 2]:  # the pipeline is full
-                durations.append((schedule[i], now - last))
+                out.durations.append((schedule[i], now - last))
             last = now
-    return durations, busy, wait
+    return out
 
 
 def profile_split(net: FrozenModel, data: Any, freeze: int, *, samples: int,
@@ -347,5 +370,5 @@ def profile_split(net: FrozenModel, data: Any, freeze: int, *, samples: int,
     t0 = time.perf_counter()
     profiler.probe_link(remote)
     schedule = profiler.schedule(len(batches))
-    durations, busy, _ = run_pipelined(batches, schedule, prefetch, fetch, compute)
-    return profiler.profile(durations, busy), n, time.perf_counter() - t0
+    times = run_pipelined(batches, schedule, prefetch, fetch, compute)
+    return profiler.profile(times), n, time.perf_counter() - t0

@@ -290,14 +290,14 @@ class SplitTrainer:
             report.iterations += 1
             report.samples += len(batches[i])
 
-        durations, busy, report.wait_s = run_pipelined(batches, schedule, self.prefetch,
-                                                       fetch, compute)
-        report.compute_s = sum(s for _, s in busy)
+        times = run_pipelined(batches, schedule, self.prefetch, fetch, compute)
+        report.wait_s = times.wait
+        report.compute_s = sum(s for _, s in times.busy)
         report.seconds = time.perf_counter() - t0
         if profiling:
             assert self.server is not None
             self._profiler.server_info = run_sync(self.server.info())
-            self.profile = self._profiler.profile(durations, busy)
+            self.profile = self._profiler.profile(times)
             self._replan()
             report.split = self.split
         elif self.plan is not None:

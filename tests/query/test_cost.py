@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -109,6 +110,38 @@ def test_a_read_made_on_the_calling_thread_is_planned_for_it() -> None:
     assert now.estimate.seconds == pytest.approx(8e-6 + 19_536 / 1e10)
     # Too large for the calling thread: the loop's plan stands.
     assert len(plan_needs([need], url=url, profile=prof, now_bytes=1000).requests) == 2
+
+
+def test_a_small_read_is_planned_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read small enough for the calling thread is planned only for it (planning was
+    the most of a first read of a 4-tile crop: 2.5 ms for two plans, ~1 ms for one); a
+    read too large for it is planned for the thread, then for the loop."""
+    import numpy as np
+
+    import tessera.query.plan as plan_mod
+    from tessera.query.need import TileNeed
+    from tessera.storage.url import parse_store_url
+
+    models: list[float] = []
+    real = plan_mod._choose
+
+    def counted(needs: Any, model: CostModel, *a: Any) -> Any:
+        models.append(model.profile.request_latency_s)
+        return real(needs, model, *a)
+
+    monkeypatch.setattr(plan_mod, "_choose", counted)
+    prof = StoreProfile("fast", ((1, 1e9), (2, 2e9)), 5e-6, concurrency=2,
+                        now_request_s=8e-6, now_bytes_per_s=1e10)
+    need = TileNeed("t", "k", 0, 1 << 18, True, np.array([[0, 19_536]]), 1600)
+    url = parse_store_url("memory://plan-once")
+    plan_mod.plan_needs([need], url=url, profile=prof, now_bytes=1 << 20)
+    assert models == [8e-6]  # the calling thread's model only
+    models.clear()
+    plan_mod.plan_needs([need], url=url, profile=prof, now_bytes=1000)
+    assert models == [8e-6, 5e-6]  # the thread's plan moves too much: the loop's too
+    models.clear()
+    plan_mod.plan_needs([need], url=url, profile=prof)
+    assert models == [5e-6]
 
 
 def test_a_small_read_of_two_tiles_makes_two_requests() -> None:

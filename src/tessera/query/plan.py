@@ -206,25 +206,37 @@ def plan_needs(needs: list[TileNeed], *, url: StoreURL, method: str = "auto", ph
     ``allow_pushdown``: whether pushdown may compete (default: the profile has figures);
     ``max_request_bytes``: the largest request neighbour merging may build; ``now_bytes``:
     a plan moving at most this many bytes, with no pushdown, is made on the calling
-    thread (a small read of a memory or folder store), one request after another: it is
-    planned again under the profile as that thread sees it
-    (:meth:`~tessera.query.cost.StoreProfile.calling_thread`) and estimated under it.
-    The estimate adds the client's own work per call and per tile
+    thread (a small read of a memory or folder store), one request after another. Such a
+    read is planned first under the profile as that thread sees it
+    (:meth:`~tessera.query.cost.StoreProfile.calling_thread`, no pushdown) and estimated
+    under it; only when that plan moves more than ``now_bytes`` is it planned for the
+    event loop (and estimated for the calling thread still if that plan is small). The
+    estimate adds the client's own work per call and per tile
     (:meth:`StoreProfile.client_s`) to the requests'."""
     prof = profile or default_profile(url)
-    model = CostModel(prof, pricing or default_pricing(url), phi)
+    prices = pricing or default_pricing(url)
+    if now_bytes is not None:
+        thread = CostModel(prof.calling_thread(), prices, phi)
+        choices, requests, totals = _choose(needs, thread, method, cell_nbytes, False,
+                                            max_request_bytes)
+        if totals.nbytes <= now_bytes:
+            return _plan(method, phi, prof, thread, choices, requests, totals)
+    model = CostModel(prof, prices, phi)
     choices, requests, totals = _choose(needs, model, method, cell_nbytes, allow_pushdown,
                                         max_request_bytes)
-    io = model.estimate(totals)
     if now_bytes is not None and totals.nbytes <= now_bytes and not totals.pushdowns:
-        thread = CostModel(prof.calling_thread(), model.prices, phi)
-        now = _choose(needs, thread, method, cell_nbytes, False, max_request_bytes)
-        if now[2].nbytes <= now_bytes:
-            choices, requests, totals = now
-        io = thread.estimate(totals)
+        model = thread  # made on the calling thread all the same
+    return _plan(method, phi, prof, model, choices, requests, totals)
+
+
+def _plan(method: str, phi: float, prof: StoreProfile, model: CostModel,
+          choices: list[TileChoice], requests: list[PlannedRequest],
+          totals: RequestMix) -> Plan:
+    """The plan of ``choices``, estimated by ``model`` plus the client's own work."""
+    est = model.estimate(totals)
     client = prof.client_s(len(choices)) if choices else 0.0
     return Plan(method, phi, prof.name, model.prices.name, choices, requests, totals,
-                Estimate(io.seconds + client, io.dollars, io.cost + client))
+                Estimate(est.seconds + client, est.dollars, est.cost + client))
 
 
 def _choose(needs: list[TileNeed], model: CostModel, method: str, cell_nbytes: int,

@@ -259,8 +259,11 @@ class EpochTimes:
             iteration two before ran at the same split).
         busy: the client's compute ``(split, seconds)`` of each iteration.
         fetches: ``(split, seconds)`` of each full batch's fetch (the stored samples, or
-            its features from the server), in iteration order; the first iteration's is
-            the first batch's latency from a cold start.
+            its features from the server), in iteration order, from when it started or
+            the previous fetch at its split ended, whichever came later, to its end: a
+            batch's time on the link and server where fetches overlap (two in flight on a
+            link-bound pipeline each take about twice the link's time per batch). The first
+            iteration's is the first batch's latency from a cold start.
         wait: the seconds the compute waited for fetches.
     """
 
@@ -268,6 +271,16 @@ class EpochTimes:
     busy: Timings
     fetches: Timings
     wait: float
+
+
+def own_time(start: float, end: float, before: float) -> float:
+    """A fetch's own seconds: from its ``start``, or the end of the fetch before it on the
+    same link (``before``) if later, to its ``end``; all of it when it ended first.
+
+    >>> own_time(0.0, 1.0, -math.inf), own_time(0.5, 1.5, 1.0), own_time(0.5, 0.8, 1.0)
+    (1.0, 0.5, 0.30000000000000004)
+    """
+    return end - max(start, before) if end > before else end - start
 
 
 def run_pipelined(batches: Sequence[list[int]], schedule: Sequence[int], prefetch: int,
@@ -279,10 +292,12 @@ def run_pipelined(batches: Sequence[list[int]], schedule: Sequence[int], prefetc
     out = EpochTimes([], [], [], 0.0)
     full = len(batches[0]) if batches else 0
 
-    def timed(i: int) -> tuple[Any, float]:
+    ended: dict[int, float] = {}  # split -> when its latest fetch ended
+
+    def timed(i: int) -> tuple[Any, float, float]:
         t = time.perf_counter()
         got = fetch(batches[i], schedule[i])
-        return got, time.perf_counter() - t
+        return got, t, time.perf_counter()
 
     with concurrent.futures.ThreadPoolExecutor(
             prefetch + 1, thread_name_prefix="tessera-split") as pool:
@@ -290,10 +305,12 @@ def run_pipelined(batches: Sequence[list[int]], schedule: Sequence[int], prefetc
         last = time.perf_counter()
         for i in range(len(batches)):
             tw = time.perf_counter()
-            fetched, took = pending.pop(0).result()
+            fetched, start, end = pending.pop(0).result()
             out.wait += time.perf_counter() - tw
+            before = ended.get(schedule[i], -math.inf)
             if len(batches[i]) == full:
-                out.fetches.append((schedule[i], took))
+                out.fetches.append((schedule[i], own_time(start, end, before)))
+            ended[schedule[i]] = max(end, before)
             nxt = i + prefetch + 1
             if nxt < len(batches):  # the next requests fly while this batch computes
                 pending.append(pool.submit(timed, nxt))

@@ -412,8 +412,9 @@ def calibrate(p: SplitProfile, batch: int, request: int, samples: int, early: in
     """``p`` with the calibrations ``a_c``, ``a_s`` and ``a_r`` (see the module's docstring)
     from the profiling epoch's iterations as ``(split, seconds)``: ``durations`` once the
     pipeline is full, ``busy`` the client's compute seconds, ``fetches`` each full batch's
-    fetch in iteration order; ``early`` is the split the client was profiled at. Each
-    calibration is kept within 0.1..10.
+    fetch in iteration order (its own time beside the fetch before it at its split:
+    :class:`~tessera.frozen.profile.EpochTimes`); ``early`` is the split the client was
+    profiled at. Each calibration is kept within 0.1..10.
 
     ``a_r`` is first the median fetch of stored samples at NoSplit over the link's model of
     it (the read path measured where it is hidden behind the client's compute, which the

@@ -63,9 +63,11 @@ def test_a_calling_thread_read_is_estimated_one_request_after_another() -> None:
     model = CostModel(prof, "local")
     mix = RequestMix(range_requests=4, range_bytes=4000)
     assert model.seconds(mix) == pytest.approx(4000 / 4e6 + 0.01)  # one wave of four
-    assert model.now_seconds(mix) == pytest.approx(4000 / 1e6 + 4 * 1e-4)
+    now = CostModel(prof.calling_thread(), "local")  # one request after another
+    assert now.seconds(mix) == pytest.approx(4000 / 1e6 + 4 * 1e-4)
     plain = StoreProfile("y", ((1, 1e6),), 0.01)  # no now_request_s: T_R
-    assert CostModel(plain, "local").now_seconds(mix) == pytest.approx(4000 / 1e6 + 0.04)
+    assert CostModel(plain.calling_thread(), "local").seconds(mix) == pytest.approx(
+        4000 / 1e6 + 0.04)
     assert not DEFAULT_PROFILES["cloud"].has_pushdown
     assert DEFAULT_PROFILES["cloud"].pushdown_s(1e6) == math.inf
     assert DEFAULT_PROFILES["cloud"].min_range_bytes == int(25e6 * 0.03)
@@ -78,7 +80,7 @@ def test_calling_thread_requests_have_their_own_figures() -> None:
     assert (now.concurrency, now.bandwidth, now.request_latency_s) == (1, ((1, 1e10),), 1e-5)
     assert not now.has_pushdown and now.name == prof.name
     mix = RequestMix(range_requests=2, range_bytes=20_000)
-    assert CostModel(prof, "local").now_seconds(mix) == pytest.approx(2e-5 + 2e-6)
+    assert CostModel(now, "local").seconds(mix) == pytest.approx(2e-5 + 2e-6)
     # Without calling-thread figures: T_R per request, bytes at BW(1).
     plain = StoreProfile("y", ((1, 1e9), (2, 2e9)), 5e-6).calling_thread()
     assert (plain.request_latency_s, plain.bandwidth) == (5e-6, ((1, 1e9),))

@@ -296,13 +296,6 @@ class CostModel:
                    * math.ceil(mix.pushdowns / t))
         return transfer + handling + lam
 
-    def now_seconds(self, mix: RequestMix) -> float:
-        """``T`` of a read made on the calling thread: its requests one after another, each
-        ``now_request_s`` (default ``T_R``) plus its bytes at ``now_bytes_per_s`` (default
-        one request's bandwidth, ``BW(1)``): :meth:`seconds` under
-        :meth:`StoreProfile.calling_thread` (a mix without pushdowns)."""
-        return CostModel(self.profile.calling_thread(), self.prices).seconds(mix)
-
     def smooth_cost(self, mix: RequestMix) -> float:
         """The cost with request handling charged per request (``T_R * requests / t``)
         rather than in whole waves: what one request more or less is worth on average.

@@ -98,12 +98,12 @@ class StoreProfile:
         one in flight, each ``now_request_s`` (default ``T_R``) plus its bytes at
         ``now_bytes_per_s`` (default ``BW(1)``). A plan made with it halves no range for
         concurrency it will not have, and merges or splits ranges at what a request costs
-        there (10 us on a folder, where the loop's ``T_R`` of 150 us had two tiles' ranges
+        there (5-10 us on a folder, where the loop's ``T_R`` of 150 us had two tiles' ranges
         merged across 120 KiB of bytes between them).
 
         >>> p = DEFAULT_PROFILES["local"].calling_thread()
         >>> p.concurrency, p.request_latency_s, p.bandwidth
-        (1, 1e-05, ((1, 2000000000.0),))
+        (1, 5e-06, ((1, 20000000000.0),))
         """
         per = self.request_latency_s if self.now_request_s is None else self.now_request_s
         rate = self.bw(1) if self.now_bytes_per_s is None else self.now_bytes_per_s
@@ -169,20 +169,20 @@ class StoreProfile:
 
 DEFAULT_PROFILES: Mapping[str, StoreProfile] = MappingProxyType({
     # A local folder or memory store: fast, ~0.15 ms per request through the async bridge
-    # (measured on the development machine), ~10 us per request of a small read made on
-    # the calling thread (now_request_s: tessera profile's T_R of such stores gave 8-20
-    # us), little gain from concurrency on few cores. The client's own work per read call
-    # and per tile (call_s, tile_s): fitted by tessera.array.calibrate.measure_calls on
-    # memory and folder stores of the development machine (20 x 20 crops of raw 256 x 256
-    # tiles, 1-4 tiles, read by recipe; six runs: 0-100 us per call, 0-44 us per tile;
-    # about 30 and 15 us typical; 0.1 and 0.12 ms before reads by recipe). tile_s 3 us
-    # since a recipe keeps where each tile's cells go: benchmarks/per_call.py then measured
-    # 0.056-0.061 / 0.074-0.079 / 0.100-0.118 ms for 1 / 2 / 4 tiles on memory and a
-    # folder, about 17 us per further tile with its request and bytes (the estimate with
-    # 15 us was 1.06x-1.48x of them).
+    # (measured on the first development machine), little gain from concurrency on few
+    # cores. A small read made on the calling thread: ~5 us per request and ~20 GB/s
+    # (now_request_s, now_bytes_per_s: tessera profile --quick on the current development
+    # machine gave 2-3 us and 20-30 GB/s on memory, 5-6 us and 18-60 GB/s on a folder),
+    # and the client's own work per read call and per tile (call_s, tile_s: fitted by
+    # tessera.array.calibrate.measure_calls on memory and folder stores there, 5-7 us per
+    # call and 4-6 us per tile in five of six profiles). benchmarks/per_call.py measured
+    # 0.015-0.018 / 0.024-0.030 / 0.043-0.054 ms for 1 / 2 / 4 tiles on memory and a folder
+    # there. The machine of the earlier sessions was about 3x slower (0.05-0.08 ms for one
+    # tile; these were 10 us, BW(1), 30 us and 3 us then): tessera profile measures a
+    # machine's own (docs/performance.md, "Per-call cost").
     "local": StoreProfile("default:local", ((1, 2.0e9), (2, 3.0e9)),
-                          request_latency_s=150e-6, concurrency=2, call_s=30e-6,
-                          tile_s=3e-6, now_request_s=10e-6),
+                          request_latency_s=150e-6, concurrency=2, call_s=6e-6,
+                          tile_s=5e-6, now_request_s=5e-6, now_bytes_per_s=20e9),
     # A cloud object store seen from outside its region (the paper's Figure 4 shape: S3
     # needs several requests in flight to fill the link; ~30 ms to first byte).
     "cloud": StoreProfile("default:cloud", ((1, 25e6), (8, 90e6), (32, 100e6), (256, 80e6)),

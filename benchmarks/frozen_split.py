@@ -26,7 +26,8 @@ random from a seed (``tessera models init``); sizes and times do not depend on v
   its inputs must be 224 x 224, whose bytes do not fit this machine's link proxy in time.
 
 Each configuration: one profiling epoch (``split="auto"``: Algorithm 1 reconstructed), then
-one measured epoch per split 0..F (the sweep; splits the planner estimates at more than 3x
+one measured epoch per split 0..F (the sweep; ``--repeats N``: N epochs per split, the
+splits in turn, each split's median its time; splits the planner estimates at more than 3x
 the best are skipped: the estimates are within tens of percent, and at 20 Mbit/s an early
 split's epoch takes minutes) and one NoSplit-f32 epoch; a rule's time is the swept time of
 the split it picks. Estimates are the planner's for the measured profile.
@@ -38,7 +39,7 @@ epoch's iteration and compute times) beside the swept times, to replay a change 
 calibration or the model without running the epochs again.
 
     python benchmarks/frozen_split.py [--quick | --full] [--out DIR]
-    python benchmarks/frozen_split.py --real ARCH... [--batches B...] [--mbits M...]
+    python benchmarks/frozen_split.py --real ARCH... [--batches B...] [--mbits M...] [--repeats N]
         (a subset of the full grid's real configurations, no emulated grid)
     python benchmarks/frozen_split.py --emulated ARCH... [--batches B...]
         (a subset of the emulated grid, no real configurations)
@@ -157,8 +158,9 @@ def run_epoch(rig: Rig, name: str, data: str, split: Any, batch: int, request: i
 
 def config(rig: Rig, mode: str, arch: str, batch: int, request: int, bandwidth: float,
            rho: float | None, emulate: Any, rows: list[dict[str, Any]],
-           sweep_step: int = 1) -> dict[str, Any]:
-    """Profile, sweep every split, NoSplit-f32; append rows; return the summary."""
+           sweep_step: int = 1, repeats: int = 1) -> dict[str, Any]:
+    """Profile, sweep every split (``repeats`` times, in turn: each split's median kept),
+    NoSplit-f32; append rows; return the summary."""
     from tessera.frozen.planner import choose
 
     rig.bandwidth(bandwidth)
@@ -181,13 +183,19 @@ def config(rig: Rig, mode: str, arch: str, batch: int, request: int, bandwidth: 
                                                         choose(prof, batch, request, "sum",
                                                                samples=plan.samples).split,
                                                         choose(prof, batch, request, "min").split})
-    swept: dict[int, float] = {}
+    runs: dict[int, list[float]] = {s: [] for s in splits}
+    last: dict[int, Any] = {}
+    for _ in range(repeats):  # the splits in turn: a busy spell slows each alike
+        for s in splits:
+            _, last[s] = run_epoch(rig, arch, "u8", s, batch, request, prof, emulate)
+            runs[s].append(last[s].seconds)
+    swept = {s: statistics.median(runs[s]) for s in splits}
     for s in splits:
-        _, rep = run_epoch(rig, arch, "u8", s, batch, request, prof, emulate)
-        swept[s] = rep.seconds
+        rep = last[s]
         c = plan.candidate(s)
         rows.append({**base, "system": "sweep", "split": s, "layer": c.name or "(NoSplit)",
-                     "out_kib": round(c.out_bytes / 1024, 1), "measured_s": round(rep.seconds, 4),
+                     "out_kib": round(c.out_bytes / 1024, 1), "measured_s": round(swept[s], 4),
+                     "measured_runs": " ".join(f"{t:.4f}" for t in runs[s]),
                      "estimate_s": round(c.epoch_s, 4),
                      "nsg_estimate_s": round(plan.samples / batch * c.sum_s, 4),
                      "est_server_s_it": round(c.server_s, 4),
@@ -220,7 +228,8 @@ def config(rig: Rig, mode: str, arch: str, batch: int, request: int, bandwidth: 
                          trainer.profiler.earliest_feasible(), "measured": measured.to_json(),
                          "durations": times.durations, "busy": times.busy,
                          "fetches": times.fetches,
-                         "swept": {str(k): v for k, v in swept.items()}}
+                         "swept": {str(k): v for k, v in swept.items()},
+                         "swept_runs": {str(k): v for k, v in runs.items()}}
     print(plan.explain(f"{mode} {arch}  "), flush=True)
     print({k: v for k, v in dataclasses.asdict(prof).items()
            if k in ("bandwidth", "rtt_s", "server_sample_s", "server_byte_s", "client_byte_s",
@@ -404,7 +413,12 @@ def main() -> None:
     ap.add_argument("--batches", nargs="+", type=int,
                     help="with --real or --emulated: these batches")
     ap.add_argument("--mbits", nargs="+", type=float, help="with --real: these Mbit/s")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="epochs per swept split, the splits in turn; each split's median "
+                         "is its time (default 1)")
     args = ap.parse_args()
+    if args.repeats < 1:
+        ap.error(f"--repeats must be at least 1, got {args.repeats}")
     if args.real and args.emulated:
         ap.error("--real and --emulated each run a subset of one mode: give one of them")
     subset = bool(args.real or args.emulated)
@@ -475,7 +489,8 @@ def main() -> None:
                             for batch in batches:
                                 for mbit in mbits:
                                     summaries.append(config(rig, "real", arch, batch, 16,
-                                                            mbit * 1e6 / 8, None, None, rows))
+                                                            mbit * 1e6 / 8, None, None, rows,
+                                                            repeats=args.repeats))
                     else:
                         for arch in emu_archs:
                             in_bytes = 3 * SIZE * SIZE * 4
@@ -485,7 +500,8 @@ def main() -> None:
                                     bw = in_bytes / (rho * EMU_FORWARD_S)
                                     s = config(rig, "emulated", arch, batch, 128, bw, rho,
                                                emulation, rows,
-                                               sweep_step=1 if arch != "vgg11" else 2)
+                                               sweep_step=1 if arch != "vgg11" else 2,
+                                               repeats=args.repeats)
                                     summaries.append(s)
                                     if arch == "densenet121" and batch == 128 and rho == 1.0:
                                         prof = s["profile"]

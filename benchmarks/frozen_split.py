@@ -191,7 +191,7 @@ def config(rig: Rig, mode: str, arch: str, batch: int, request: int, bandwidth: 
             runs[s].append(last[s].seconds)
     swept = {s: statistics.median(runs[s]) for s in splits}
     for s in splits:
-        rep = last[s]
+        rep = last[s]  # its wait, compute, server phases and bytes: the last of its epochs
         c = plan.candidate(s)
         rows.append({**base, "system": "sweep", "split": s, "layer": c.name or "(NoSplit)",
                      "out_kib": round(c.out_bytes / 1024, 1), "measured_s": round(swept[s], 4),

@@ -142,6 +142,9 @@ def check_document(doc: Any, where: str) -> None:
         if not isinstance(doc.get("replaces", []), list) or \
                 not all(isinstance(r, str) for r in doc.get("replaces", [])):
             raise ValueError("replaces must be a list of fragment names")
+        if "covers" in doc and (not isinstance(doc["covers"], list) or
+                                not all(isinstance(r, str) for r in doc["covers"])):
+            raise ValueError("covers must be a list of fragment names")
         if "coords" in doc:
             _fields(doc, _SPARSE, "the document")
             _tiles(doc["coords"], "coords")

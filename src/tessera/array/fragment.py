@@ -62,11 +62,13 @@ from tessera.format.layout import (
 from tessera.format.schema import ArraySchema, Attr
 from tessera.storage.store import AsyncStore, PutResult
 
-FRAGMENT_VERSION = 5  # 2: small sparse fragments may keep their tiles inline;
+FRAGMENT_VERSION = 6  # 2: small sparse fragments may keep their tiles inline;
 #                      3: compressed dense tiles are blocked (tessera.format.blocks);
 #                      4: CRC-32C checksums, named per attribute (tessera.format.checksum);
 #                      5: a dense tile its codec does not shrink is stored raw
 #                         (AttrTiles.stored_raw)
+#                      6: consolidated fragments name the fragments they outrank
+#                         (FragmentMeta.covers; tessera.array.maintenance)
 #: Sparse fragments whose encoded tiles (all attributes and coordinates) fit in this many
 #: bytes, and whose cells take at most INLINE_RAW_BYTES decoded, keep their tiles inside
 #: their bookkeeping object, which readers load once per handle: a small update then costs
@@ -211,6 +213,13 @@ class FragmentMeta:
     bounds: np.ndarray | None = None  # (tiles, 2, ndim): first and last cell in global order
     tile_cells: np.ndarray | None = None  # (tiles,)
     replaces: tuple[str, ...] = ()  # consolidated fragments: the names they replace
+    #: Consolidated fragments (format 6): the visible fragments the consolidation saw
+    #: ranked below the newest fragment it merged, which it outranks without replacing
+    #: them. Every other fragment ranks above it, whatever its timestamp: a commit the
+    #: consolidation did not see is never hidden by it (tessera.array.maintenance).
+    #: ``None``: not consolidated, or consolidated before format 6 (it outranks every
+    #: older fragment, by name).
+    covers: tuple[str, ...] | None = None
     #: Decoded inline tiles, filled by readers of this handle (the fragment never changes).
     decoded: dict[Any, Any] = dataclasses.field(default_factory=dict, compare=False,
                                                 repr=False)
@@ -238,6 +247,8 @@ class FragmentMeta:
             "attrs": {n: _tiles_doc(a) for n, a in self.attrs.items()},
             "replaces": list(self.replaces),
         }
+        if self.covers is not None:
+            doc["covers"] = list(self.covers)
         if self.coords is not None:
             assert self.mbrs is not None and self.bounds is not None
             assert self.tile_cells is not None
@@ -270,7 +281,8 @@ class FragmentMeta:
                        mbrs=np.asarray(doc["mbrs"]) if sparse else None,
                        bounds=np.asarray(doc["bounds"]) if sparse else None,
                        tile_cells=np.asarray(doc["tile_cells"], np.int64) if sparse else None,
-                       replaces=tuple(doc.get("replaces", ())))
+                       replaces=tuple(doc.get("replaces", ())),
+                       covers=tuple(doc["covers"]) if "covers" in doc else None)
         except (ValueError, KeyError, TypeError, IndexError, binascii.Error) as err:
             raise CorruptDataError(f"{where}: unreadable fragment bookkeeping: {err}") from None
 
@@ -371,6 +383,7 @@ def pack_tiles(key: str, codec_spec: str | None, chunks: list[Any],
 async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
                                values: dict[str, np.ndarray], origin: tuple[int, ...], *,
                                kind: str = "dense", replaces: tuple[str, ...] = (),
+                               covers: tuple[str, ...] | None = None,
                                timestamp: int | None = None,
                                block_bytes: int = BLOCK_BYTES) -> FragmentMeta:
     """Write one dense fragment holding ``values`` (one array per attribute, same shape) at
@@ -406,7 +419,7 @@ async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
     await asyncio.gather(*puts)  # streamed checksums are all filled in once these return
     meta = FragmentMeta("", 0, kind, box, tlo, thi, attrs, int(np.prod(shape)),
                         replaces=replaces)
-    return await commit_fragment(store, fid, meta, timestamp)
+    return await commit_fragment(store, fid, meta, timestamp, covers=covers)
 
 
 def interleave_tiles(key: str, encoded: list[tuple[str, AttrTiles, Any]],
@@ -640,12 +653,14 @@ def _overlap(box: Box, tb: Box) -> tuple[tuple[slice, ...], tuple[slice, ...], b
 
 
 async def commit_fragment(store: AsyncStore, fid: str, meta: FragmentMeta,
-                          timestamp: int | None = None) -> FragmentMeta:
+                          timestamp: int | None = None, *,
+                          covers: tuple[str, ...] | None = None) -> FragmentMeta:
     """Stamp ``meta`` with the commit time (or ``timestamp``: consolidation places its
-    fragment at the newest merged one's time), store it, then write the commit marker."""
+    fragment at the newest merged one's time) and, for a consolidation, the fragments it
+    outranks (``covers``), store it, then write the commit marker."""
     timestamp = new_timestamp() if timestamp is None else timestamp
     name = fragment_name(timestamp, fid)
-    meta = dataclasses.replace(meta, name=name, timestamp=timestamp)
+    meta = dataclasses.replace(meta, name=name, timestamp=timestamp, covers=covers)
     await store.put(f"{FRAGMENTS}/{fid}/__meta.json", meta.to_json())
     marker = json.dumps({"name": name, "timestamp": timestamp}).encode()
     await store.put(f"{COMMITS}/{name}", marker, mode="create")

@@ -1,12 +1,21 @@
 """Consolidation and vacuum (the TileDB paper, section 4.3), and the visibility rule they need.
 
-Consolidating a set S of fragments writes one fragment C that holds what a reader at
-``t_max`` (the newest timestamp in S) sees inside the bounding box of S. C is named at
-``t_max`` and lists S as replaced. Readers apply one rule: a visible fragment that replaces
-others hides them. C's commit marker is written create-only, last, so a reader sees either S
-(before) or C (after), never both and never neither. Fragments newer than ``t_max`` keep
-outranking C; fragments older than ``t_max`` that are not in S are outranked by C only inside
-its box, where C already holds their effect.
+Consolidating a set S of fragments writes one fragment C that holds what a reader sees,
+inside the bounding box of S, of the fragments ranked up to the highest member of S. C lists
+S as replaced and, as ``covers``, the other visible fragments ranked below that member: the
+ones whose effect it holds. C is named at ``t_max``, the newest timestamp among what it
+read. Readers apply two rules (:func:`apply_replacements`):
+
+* a visible fragment that replaces others hides them. C's commit marker is written
+  create-only, last, so a reader sees either S (before) or C (after), never both and never
+  neither;
+* C outranks exactly what it replaced and covers; every other fragment ranks above it,
+  whatever its timestamp. A writer's timestamp is taken before its commit PUTs, so a slow
+  commit can become visible after a consolidation that did not see it, with an older
+  timestamp than C's: it still ranks above C, so a write that returned is never hidden by a
+  consolidation (the order of ranks is the order in which commits became visible to the
+  consolidations that ran). Between plain writes, which share no such knowledge, the
+  timestamp decides, as in TileDB.
 
 Vacuum removes replaced fragments. It first records ``__vacuumed/<C's name>`` with the time
 span of what it removes, so that a reader travelling back into that span gets a clear error
@@ -34,9 +43,60 @@ from tessera.storage.store import AsyncStore
 
 
 def apply_replacements(metas: list[FragmentMeta]) -> list[FragmentMeta]:
-    """The fragments a reader uses: those not replaced by a visible consolidated fragment."""
+    """The fragments a reader uses, lowest rank first: those not replaced by a visible
+    consolidated fragment, in the order :func:`rank_order` gives (``metas``: committed
+    fragments, oldest name first)."""
     replaced = {r for m in metas for r in m.replaces}
-    return [m for m in metas if m.name not in replaced]
+    return rank_order([m for m in metas if m.name not in replaced])
+
+
+def rank_order(visible: list[FragmentMeta]) -> list[FragmentMeta]:
+    """Visible fragments (oldest name first) in the order reads rank them, lowest first.
+
+    Consolidated fragments are the fixed points: each one outranks the fragments it covers
+    and ranks below every other one. They are ordered among themselves by how many of the
+    others each covers (a later consolidation saw the earlier ones), then by name; every
+    other fragment sits just below the lowest consolidated fragment that covers it (above
+    all of them if none does), by name within that place. A consolidated fragment written
+    before fragment format 6 covers every fragment named before it, so an array without
+    format-6 consolidations keeps the order of names.
+
+    >>> from tessera.array.fragment import FragmentMeta
+    >>> import numpy as np
+    >>> def frag(name, kind="dense", covers=None):
+    ...     return FragmentMeta(name, int(name[1:]), kind, ((0,), (0,)), np.zeros(1),
+    ...                         np.zeros(1), {}, 1, covers=covers)
+    >>> late, d = frag("f05"), frag("f08")      # late: a slow commit the consolidation missed
+    >>> c = frag("f10", "consolidated", covers=("f08",))
+    >>> [m.name for m in rank_order([late, d, c])]
+    ['f08', 'f10', 'f05']
+    """
+    separators = [m for m in visible if m.kind == "consolidated"]
+    if not separators:
+        return visible
+    position = {m.name: i for i, m in enumerate(visible)}
+
+    def covered(c: FragmentMeta) -> set[str]:
+        if c.covers is not None:
+            return set(c.covers)
+        return {m.name for m in visible[:position[c.name]]}  # before format 6: by name
+
+    covers = {c.name: covered(c) for c in separators}
+    names = {c.name for c in separators}
+    separators.sort(key=lambda c: (len(covers[c.name] & names), c.name))
+    places: list[list[FragmentMeta]] = [[] for _ in range(len(separators) + 1)]
+    for m in visible:
+        if m.kind == "consolidated":
+            continue
+        place = next((i for i, c in enumerate(separators) if m.name in covers[c.name]),
+                     len(separators))
+        places[place].append(m)
+    ordered: list[FragmentMeta] = []
+    for group, c in zip(places, separators, strict=False):
+        ordered.extend(group)
+        ordered.append(c)
+    ordered.extend(places[-1])
+    return ordered
 
 
 async def check_history(store: AsyncStore, timestamp: int, array_url: str) -> None:

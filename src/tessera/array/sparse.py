@@ -96,6 +96,7 @@ def sorted_unique_cells(schema: ArraySchema, coords: np.ndarray,
 async def write_sparse_fragment(store: AsyncStore, schema: ArraySchema, coords: np.ndarray,
                                 values: dict[str, np.ndarray], *, kind: str = "sparse",
                                 replaces: tuple[str, ...] = (),
+                                covers: tuple[str, ...] | None = None,
                                 timestamp: int | None = None) -> FragmentMeta:
     """Write cells (already checked) as one sparse fragment, or tombstones when ``kind`` is
     ``delete`` (no values), and commit it."""
@@ -134,6 +135,6 @@ async def write_sparse_fragment(store: AsyncStore, schema: ArraySchema, coords: 
         "", 0, kind, sub, np.zeros(schema.ndim, np.int64), np.zeros(schema.ndim, np.int64),
         attrs, n, coords=coord_tiles, mbrs=mbrs, bounds=first_last,
         tile_cells=np.array([b - a for a, b in bounds_idx], dtype=np.int64), replaces=replaces)
-    return await commit_fragment(store, fid, meta, timestamp)
+    return await commit_fragment(store, fid, meta, timestamp, covers=covers)
 
 

@@ -56,6 +56,7 @@ class ArrayWrites:
     _last_visible: list[FragmentMeta] | None
     _listed: tuple[float, int, list[FragmentMeta]] | None
     _created: ArraySchema
+    _snapshot: list[FragmentMeta] | None
 
     if TYPE_CHECKING:
         @property
@@ -345,35 +346,43 @@ class ArrayWrites:
             return None  # nothing to do, as TileDB: no fragment is written
         if len(chosen) == 1 and chosen[0].is_dense:
             return chosen[0].info  # already one dense fragment: nothing to merge
-        t_max = max(m.timestamp for m in chosen)
+        # What the new fragment holds: what a reader sees, inside the merged box, of the
+        # fragments ranked up to the highest one merged. It outranks exactly those (the
+        # others it saw there as ``covers``); any fragment it did not see ranks above it.
+        merged = {m.name for m in chosen}
+        top = max(i for i, m in enumerate(metas) if m.name in merged)
+        below = metas[:top + 1]
+        covers = tuple(m.name for m in below if m.name not in merged)
+        t_max = max(m.timestamp for m in below)
+        snapshot = self._at(t_max)
+        snapshot._metas = self._metas
+        snapshot._snapshot = below
         if self.schema.sparse:
-            return self._consolidate_sparse(chosen, t_max)
+            return self._consolidate_sparse(chosen, snapshot, covers, t_max)
         lo = tuple(min(int(np.floor(m.subarray[0][d])) for m in chosen) for d in range(self.ndim))
         hi = tuple(max(int(np.ceil(m.subarray[1][d])) for m in chosen) for d in range(self.ndim))
         lo = tuple(max(a, int(d.domain[0])) for a, d in zip(lo, self.schema.dims, strict=True))
         hi = tuple(min(b, int(d.domain[1])) for b, d in zip(hi, self.schema.dims, strict=True))
-        snapshot = self._at(t_max)
-        snapshot._metas = self._metas
         box = tuple(slice(a, b + 1) for a, b in zip(lo, hi, strict=True))
         names = [a.name for a in self.schema.attrs]
         values = snapshot.read(box, attrs=names)
         meta = run_sync(write_dense_fragment(
             self._store.aio, self.schema, values, lo, kind="consolidated",
-            replaces=tuple(m.name for m in chosen), timestamp=t_max,
+            replaces=tuple(m.name for m in chosen), covers=covers, timestamp=t_max,
             block_bytes=self.writes.block_bytes))
         self._committed(meta)
         return meta.info
 
-    def _consolidate_sparse(self, chosen: list[FragmentMeta], t_max: int) -> FragmentInfo:
-        """Sparse consolidation: the live cells at ``t_max`` inside the merged fragments' box,
-        plus tombstones where an older fragment outside the merge still holds a deleted cell
-        (with no such fragment, deletions are purged)."""
+    def _consolidate_sparse(self, chosen: list[FragmentMeta], snapshot: ArrayWrites,
+                            covers: tuple[str, ...], t_max: int) -> FragmentInfo:
+        """Sparse consolidation: the live cells ``snapshot`` (the fragments ranked up to the
+        highest merged one) sees inside the merged fragments' box, plus tombstones where an
+        older fragment outside the merge still holds a deleted cell (with no such fragment,
+        deletions are purged)."""
         nd = self.ndim
         lo = tuple(min(m.subarray[0][d] for m in chosen) for d in range(nd))
         hi = tuple(max(m.subarray[1][d] for m in chosen) for d in range(nd))
         box = SparseSelection(lo, hi, (False,) * nd, (None,) * nd)
-        snapshot = self._at(t_max)
-        snapshot._metas = self._metas
         metas = run_sync(snapshot._visible_metas())
         names = [a.name for a in self.schema.attrs]
         result, dead = run_sync(read_sparse(self._store.aio, self.schema, box,
@@ -395,7 +404,7 @@ class ArrayWrites:
                                                      np.ones(len(dead), np.uint8)])
         meta = run_sync(write_sparse_fragment(
             self._store.aio, self.schema, coords, values, kind="consolidated",
-            replaces=tuple(m.name for m in chosen), timestamp=t_max))
+            replaces=tuple(m.name for m in chosen), covers=covers, timestamp=t_max))
         self._committed(meta)
         return meta.info
 

@@ -226,7 +226,7 @@ def bench_fragments(root: Path, n: int, box: int, counts: list[int], cells: int,
     t0 = time.perf_counter()
     arr.consolidate()
     t_cons = time.perf_counter() - t0
-    arr.vacuum(orphan_grace_s=0)
+    arr.vacuum(orphan_grace_s=0, force=True)
     t, ref, ratio = read_boxes()
     rows.append({"case": f"after consolidation ({t_cons:.1f} s to consolidate)",
                  "tessera_s": t, "reference_s": ref, "ratio": ratio})

@@ -152,7 +152,7 @@ def _check(url: str, options: dict, history, methods: tuple[str, ...] = ("auto",
             arr.consolidate(subset if rng.random() < 0.5 else None)
             continue  # the model does not change
         elif kind == "vacuum":
-            arr.vacuum(orphan_grace_s=0)
+            arr.vacuum(orphan_grace_s=0, force=True)
             continue
         else:
             info = arr.delete_cells(spec)

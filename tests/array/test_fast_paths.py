@@ -148,7 +148,7 @@ def test_reads_see_fragments_committed_by_others_since_the_last_read(store_url) 
     writer.write_cells((np.array([2]), np.array([3])), np.array([9], np.int32))
     assert reader[2, 3] == 9 and writer[2, 3] == 9
     writer.consolidate()
-    writer.vacuum(orphan_grace_s=0)
+    writer.vacuum(orphan_grace_s=0, force=True)
     assert reader[2, 3] == 9  # the old fragments are gone: read again with the new list
     np.testing.assert_array_equal(reader[:, :], writer[:, :])
 

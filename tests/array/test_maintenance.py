@@ -41,7 +41,7 @@ def test_consolidate_all_then_vacuum(store_url) -> None:
     # still says why its fragments are gone
     before = tessera.open_array(arr.uri, timestamp=old[1], storage_options=options)
     np.testing.assert_array_equal(before[:, :], states[1])
-    removed = arr.vacuum(orphan_grace_s=0)
+    removed = arr.vacuum(orphan_grace_s=0, force=True)
     with pytest.raises(tessera.HistoryVacuumedError, match="consolidated and vacuumed"):
         before[:, :]
     # four commit markers and bookkeeping objects, the two dense writes' data objects (the
@@ -53,7 +53,7 @@ def test_consolidate_all_then_vacuum(store_url) -> None:
         tessera.open_array(arr.uri, timestamp=old[1], storage_options=options)[:, :]
     at_c = tessera.open_array(arr.uri, timestamp=info.timestamp, storage_options=options)
     np.testing.assert_array_equal(at_c[:, :], states[-1])
-    assert arr.vacuum(orphan_grace_s=0) == 0  # nothing left to do
+    assert arr.vacuum(orphan_grace_s=0, force=True) == 0  # nothing left to do
 
 
 def test_consolidate_a_subset_keeps_newer_fragments_on_top(store_url) -> None:
@@ -88,7 +88,7 @@ def test_reader_with_a_stale_list_rereads_after_vacuum(store_url) -> None:
     stale = reader._visible_metas
     listed = run_sync(stale())  # what the reader saw before
     arr.consolidate()
-    arr.vacuum(orphan_grace_s=0)
+    arr.vacuum(orphan_grace_s=0, force=True)
     calls = {"n": 0}
 
     async def first_stale_then_fresh(cached_ok: bool = True):
@@ -108,7 +108,7 @@ def test_a_reader_reusing_its_list_rereads_after_vacuum(store_url) -> None:
     reader = tessera.open_array(arr.uri, storage_options=options, refresh_s=float("inf"))
     np.testing.assert_array_equal(reader[:, :], states[-1])
     arr.consolidate()
-    arr.vacuum(orphan_grace_s=0)
+    arr.vacuum(orphan_grace_s=0, force=True)
     np.testing.assert_array_equal(reader[:, :], states[-1])
     assert [f.kind for f in reader.fragments] == ["consolidated"]
 
@@ -118,7 +118,7 @@ def test_orphans_of_dead_writers_are_removed_after_the_grace_period(store_url) -
     arr.store.put("__fragments/deadbeef00000000/v.data", b"half a write")
     arr.store.put("__fragments/deadbeef00000000/__meta.json", b"{}")
     assert arr.vacuum() == 0  # too young: might be a writer still at work
-    assert arr.vacuum(orphan_grace_s=0) == 2
+    assert arr.vacuum(orphan_grace_s=0, force=True) == 2
     assert not arr.store.list("__fragments/deadbeef00000000")
     assert len(arr.fragments) == 4
 
@@ -143,7 +143,7 @@ def test_vacuum_after_nested_consolidations_removes_everything_hidden(store_url)
     arr.consolidate(names[2:])  # sparse + delete -> C1
     arr.consolidate()  # dense, dense, C1 -> C2
     assert [f.kind for f in arr.fragments] == ["consolidated"]
-    arr.vacuum(orphan_grace_s=0)
+    arr.vacuum(orphan_grace_s=0, force=True)
     assert [f.kind for f in arr.fragments] == ["consolidated"]
     assert len(arr.store.list("__commits")) == 1
     np.testing.assert_array_equal(arr[:, :], states[-1])

@@ -113,7 +113,7 @@ def test_writes_of_any_handle_of_this_process_are_seen_at_once(store_url, sparse
     assert _lists(reader) == 0
     writer.consolidate()
     assert [f.kind for f in reader.fragments] == ["consolidated"]
-    writer.vacuum(orphan_grace_s=0)
+    writer.vacuum(orphan_grace_s=0, force=True)
     assert _values(reader)[3] == 5
     assert _lists(reader) == 1
 

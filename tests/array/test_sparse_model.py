@@ -96,7 +96,7 @@ def _check(url: str, options: dict, history) -> None:
                 arr.consolidate([n for n in names if rng.random() < 0.6] or names)
             continue
         else:
-            arr.vacuum(orphan_grace_s=0)
+            arr.vacuum(orphan_grace_s=0, force=True)
             continue
         snapshots.append((info.timestamp, dict(model)))
     for sel in boxes:

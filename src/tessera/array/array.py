@@ -591,9 +591,10 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
         loaded = await asyncio.gather(*(load_meta(self._store.aio, n, self.uri)
                                         for n in missing))
         for meta in loaded:
-            check_against_schema(meta, self._created, self.uri)
-            self._metas[meta.name] = meta
-        return [self._metas[n] for n in names]
+            if meta is not None:
+                check_against_schema(meta, self._created, self.uri)
+                self._metas[meta.name] = meta
+        return [self._metas[n] for n in names if n in self._metas]
 
     async def _visible_metas(self, cached_ok: bool = True) -> list[FragmentMeta]:
         """The fragments reads use, oldest first: replaced fragments hidden.

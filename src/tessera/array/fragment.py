@@ -10,12 +10,23 @@ Layout below the array's root (all keys relative to it)::
                                           (small sparse fragments: their tiles inline;
                                           compressed dense tiles: per-block sizes/CRCs)
     __commits/f<timestamp>-<id>           the commit marker, written last, create-only
+    __doomed/<id>                         written by vacuum before it removes the objects
+                                          of a writer it takes for dead (create-only)
 
 A fragment exists for readers only once its commit marker does, so a writer killed at any
 point leaves nothing visible; orphaned objects without a marker are never read (vacuum
 removes them). ``<id>`` is random, so writers in different processes never collide and need
 no lock. The timestamp (ns since the epoch, 20 digits) is taken when the writer commits,
-after its data is stored: fragment names sort in commit order.
+after its data is stored; a commit whose requests are slow can still become visible after
+a later one, which is why consolidations say what they outrank (``FragmentMeta.covers``,
+:mod:`tessera.array.maintenance`).
+
+Vacuum and a commit in flight meet with two writes and two reads, so at least one sees the
+other: vacuum writes ``__doomed/<id>`` and then lists the commit markers (an id it finds
+committed is spared), a writer writes its marker and then looks for ``__doomed/<id>`` (if
+it is there, the writer takes its marker back and raises
+:class:`~tessera.errors.CommitConflictError`). Readers treat a marker whose id is doomed and
+whose bookkeeping is gone as never committed.
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ import base64
 import binascii
 import collections
 import concurrent.futures
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -40,7 +52,12 @@ import numpy as np
 from tessera.array.bookkeeping import check_document
 from tessera.cache import LRUCache, ProcessCache
 from tessera.config import CacheConfig
-from tessera.errors import CorruptDataError, ObjectNotFoundError
+from tessera.errors import (
+    CommitConflictError,
+    CorruptDataError,
+    ObjectNotFoundError,
+    StorageError,
+)
 from tessera.format.blocks import (
     BLOCK_BYTES,
     TileBlocks,
@@ -82,6 +99,7 @@ TILE_MAJOR_KEY = "__tiles.data"
 COMMITS = "__commits"
 FRAGMENTS = "__fragments"
 VACUUMED = "__vacuumed"
+DOOMED = "__doomed"
 
 _clock_lock = threading.Lock()
 _last_ns = 0
@@ -664,6 +682,13 @@ async def commit_fragment(store: AsyncStore, fid: str, meta: FragmentMeta,
     await store.put(f"{FRAGMENTS}/{fid}/__meta.json", meta.to_json())
     marker = json.dumps({"name": name, "timestamp": timestamp}).encode()
     await store.put(f"{COMMITS}/{name}", marker, mode="create")
+    if await store.exists(f"{DOOMED}/{fid}"):  # a vacuum took this writer for dead
+        with contextlib.suppress(StorageError):  # left behind, readers skip it all the same
+            await store.delete(f"{COMMITS}/{name}")
+        raise CommitConflictError(
+                f"{store.url}: this write took longer than a concurrent vacuum's orphan "
+                f"grace period, and the vacuum removed its objects (fragment {fid}); nothing "
+                "was committed: write again, and give vacuum a longer orphan_grace_s")
     return meta
 
 
@@ -693,8 +718,10 @@ META_CACHE: ProcessCache[tuple[str, str], FragmentMeta] = ProcessCache(lambda: L
     "fragment bookkeeping", CacheConfig.from_env().fragments_cache_bytes))
 
 
-async def load_meta(store: AsyncStore, name: str, array_url: str) -> FragmentMeta:
-    """Read one committed fragment's bookkeeping (once per process: :data:`META_CACHE`)."""
+async def load_meta(store: AsyncStore, name: str, array_url: str) -> FragmentMeta | None:
+    """Read one committed fragment's bookkeeping (once per process: :data:`META_CACHE`).
+    ``None`` for a marker a vacuum made void (its writer was taken for dead and takes the
+    marker back: see the module's notes)."""
     cached = META_CACHE().get((array_url, name))
     if cached is not None:
         return cached
@@ -702,6 +729,8 @@ async def load_meta(store: AsyncStore, name: str, array_url: str) -> FragmentMet
     try:
         data = await store.get(key)
     except ObjectNotFoundError:
+        if await store.exists(f"{DOOMED}/{name_id(name)}"):
+            return None
         raise CorruptDataError(f"array {array_url}, fragment {name}: committed but its "
                                f"bookkeeping object {key} is missing") from None
     meta = FragmentMeta.from_json(bytes(data), f"array {array_url}, fragment {name}")

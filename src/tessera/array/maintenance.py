@@ -27,18 +27,21 @@ touched).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
 
 from tessera.array.fragment import (
     COMMITS,
+    DOOMED,
     FRAGMENTS,
     VACUUMED,
     FragmentMeta,
+    list_committed,
     name_id,
     name_timestamp,
 )
-from tessera.errors import HistoryVacuumedError
+from tessera.errors import HistoryVacuumedError, ObjectExistsError
 from tessera.storage.store import AsyncStore
 
 
@@ -144,12 +147,25 @@ async def vacuum(store: AsyncStore, metas: list[FragmentMeta], orphan_grace_s: f
         if (now - info.last_modified).total_seconds() < orphan_grace_s:
             fresh.add(fid)
         orphans.setdefault(fid, []).append(info.key)
-    for fid, keys in orphans.items():
-        if fid in fresh:
+    stale = {fid: keys for fid, keys in orphans.items() if fid not in fresh}
+    if not stale:
+        return removed
+    # A writer still committing may be among them: mark each doomed first, then look at the
+    # commit markers again; the writer does the same the other way round (commit_fragment).
+    await asyncio.gather(*(_doom(store, fid) for fid in stale))
+    committed_now = {name_id(n) for n in await list_committed(store)}
+    for fid, keys in stale.items():
+        if fid in committed_now:  # it committed meanwhile: spare it
+            await store.delete(f"{DOOMED}/{fid}")
             continue
         await asyncio.gather(*(store.delete(k) for k in keys))
         removed += len(keys)
     return removed
+
+
+async def _doom(store: AsyncStore, fid: str) -> None:
+    with contextlib.suppress(ObjectExistsError):
+        await store.put(f"{DOOMED}/{fid}", b"{}", mode="create")
 
 
 def _replaced_closure(c: FragmentMeta, committed: dict[str, FragmentMeta]) -> list[FragmentMeta]:

@@ -408,20 +408,44 @@ class ArrayWrites:
         self._committed(meta)
         return meta.info
 
-    def vacuum(self, *, orphan_grace_s: float = 3600.0) -> int:
+    def vacuum(self, *, orphan_grace_s: float = 3600.0, force: bool = False) -> int:
         """Remove fragments that a consolidation replaced, and objects of writers that died
         before committing (once older than ``orphan_grace_s``). Returns objects removed:
         0, quietly, when there is nothing to remove (no fragments, or nothing replaced).
+
+        A grace shorter than the longest a commit may take (:meth:`min_orphan_grace_s`: the
+        last requests of a commit under the store's timeout and retries) is refused unless
+        ``force=True``. Even then a commit in flight is never broken: a writer whose objects
+        a vacuum removed finds out before its write returns, takes its commit back and
+        raises :class:`~tessera.errors.CommitConflictError`.
 
         Time travel into the span a vacuum removed raises
         :class:`~tessera.array.maintenance.HistoryVacuumedError` from then on.
         """
         self._check_writable()
+        if not isinstance(orphan_grace_s, (int, float)) or isinstance(orphan_grace_s, bool) \
+                or not orphan_grace_s >= 0:
+            raise InvalidArgumentError(f"orphan_grace_s must be a number of seconds >= 0, got "
+                                       f"{orphan_grace_s!r}")
+        least = self.min_orphan_grace_s()
+        if orphan_grace_s < least and not force:
+            raise InvalidArgumentError(
+                f"vacuum(orphan_grace_s={orphan_grace_s}) is shorter than a commit to "
+                f"{self.uri} may take ({least:g} s under the store's request timeout and "
+                "retries): a slow writer would lose its write (it raises CommitConflictError "
+                "instead of committing). Pass force=True if no writer is at work")
         metas = run_sync(self._committed_metas())
         removed = run_sync(vacuum(self._store.aio, metas, orphan_grace_s))
         removed += self.metadata.vacuum()
         self._changed()
         return removed
+
+    def min_orphan_grace_s(self) -> float:
+        """The shortest ``orphan_grace_s`` :meth:`vacuum` takes without ``force``: how long
+        the last requests of a commit (bookkeeping, marker, check) may take at worst under
+        the store's ``request_timeout_s`` and retries."""
+        cfg = self._store.aio.config
+        return 3 * cfg.request_timeout_s * cfg.retry.max_attempts
 
     def _committed(self, meta: FragmentMeta) -> None:
         """Note a fragment this handle committed (see :meth:`_changed`)."""

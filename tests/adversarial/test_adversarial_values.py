@@ -73,8 +73,12 @@ def test_floats_are_refused_into_integers_and_overflowing_floats_into_float32() 
     f32 = _dense("f4")
     with pytest.raises(InvalidTypeError, match=r"do not fit float32: 1e\+300"):
         f32[0, 0] = 1e300
-    f32[0, 0:3] = np.array([np.nan, np.inf, 1e-50])  # NaN and inf stay; tiny values round
-    assert np.isnan(f32[0, 0]) and np.isinf(f32[0, 1]) and f32[0, 2] == 0
+    f32[0, 0:3] = np.array([np.nan, np.inf, 1e-30])  # NaN and inf stay; small values round
+    assert np.isnan(f32[0, 0]) and np.isinf(f32[0, 1]) and f32[0, 2] == np.float32(1e-30)
+    with pytest.raises(InvalidTypeError, match="do not survive float32: 1e-50"):
+        f32[0, 2] = 1e-50                           # a non-zero value would become 0
+    f32.write(np.array([[1e-50]]), origin=(0, 2), cast="value")  # HDF5's rounding: asked for
+    assert f32[0, 2] == 0
 
 
 def _paths(arr: tessera.Array) -> dict[str, Callable[[np.ndarray], Any]]:

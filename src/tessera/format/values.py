@@ -10,10 +10,16 @@ shared, so it refuses instead, under one of three rules (:data:`CAST_RULES`):
   ``same_kind`` rule (bools and integers to integers, any of those to floats; never floats to
   integers), with signed and unsigned integers interchangeable, and every value must be
   representable: integers inside the attribute's range, finite floats inside its finite range.
-  One min/max pass over the batch decides; no per-cell loop.
-- ``"value"``: any numeric kind, as long as every value fits; floats stored into an integer
-  attribute are truncated toward zero, as HDF5 does (the :mod:`tessera.h5` facade's rule, so
-  code written for h5py keeps working), and NaN or infinity there is refused.
+  Into a float attribute, values are rounded to the nearest float it holds (``0.1`` into
+  ``float32``), except where rounding would change what a value *is*: an integer (or an
+  integer-valued float) that the float type cannot hold exactly (``2**24 + 1`` into
+  ``float32``, ``2**53 + 1`` into ``float64``) and a non-zero value that would become zero
+  (``1e-300`` into ``float32``) are refused. Min/max passes over the batch decide (and,
+  into a narrower float, one conversion and comparison); no per-cell loop.
+- ``"value"``: any numeric kind, as long as every value fits the attribute's range; floats
+  stored into an integer attribute are truncated toward zero and values into a float
+  attribute rounded to the nearest, as HDF5 does (the :mod:`tessera.h5` facade's rule, so
+  code written for h5py keeps working), and NaN or infinity into an integer is refused.
 - ``"unsafe"``: numpy's ``astype``, wrap-around and all, for users who want exactly that.
 
 Non-numeric values (strings, objects) are refused under every rule.
@@ -29,6 +35,12 @@ tessera.errors.InvalidTypeError: values for attribute 'v' do not fit int32: 1099
 [7]
 >>> fit_values(np.array([2.9, -2.9]), np.dtype("i2"), "v", cast="value").tolist()
 [2, -2]
+>>> fit_values(np.array([2**24 + 1]), np.dtype("f4"), "v")
+Traceback (most recent call last):
+...
+tessera.errors.InvalidTypeError: values for attribute 'v' do not survive float32: 16777217 ...
+>>> fit_values(np.array([2**24 + 1]), np.dtype("f4"), "v", cast="value").tolist()
+[16777216.0]
 """
 
 from __future__ import annotations
@@ -75,13 +87,58 @@ def fit_values(values: Any, target: np.dtype[Any], name: str, *,
     if dst == "b" and src != "b":
         raise InvalidTypeError(f"values for {what} {name!r} have dtype {arr.dtype}; a "
                                "bool attribute takes bools")
-    if np.can_cast(arr.dtype, target, casting="safe") or not arr.size:
+    if not arr.size or (np.can_cast(arr.dtype, target, casting="safe")
+                        and not (cast == "checked" and _rounds(arr.dtype, target))):
         return arr.astype(target, copy=False)
     if src == "c" and dst != "c":
         raise InvalidTypeError(f"values for {what} {name!r} are complex; {target} holds "
                                "no imaginary part")
     _check_range(arr, target, f"{what} {name!r}", cast)
-    return arr.astype(target)
+    out = arr.astype(target)
+    if cast == "checked" and dst == "f" and src in "iuf":
+        _check_exact(arr, out, f"{what} {name!r}")
+    return out
+
+
+def _rounds(src: np.dtype[Any], target: np.dtype[Any]) -> bool:
+    """True if numpy calls the cast safe although some integers round on the way
+    (``int64`` into ``float64``: 53 bits of mantissa)."""
+    return src.kind in "iu" and target.kind == "f" and \
+        src.itemsize * 8 - (src.kind == "i") > np.finfo(target).nmant + 1
+
+
+def _check_exact(arr: np.ndarray, out: np.ndarray, name: str) -> None:
+    """Under ``checked``, refuse a conversion into a float type that changes what a value
+    is: an integer (or integer-valued float) that comes out different, or a non-zero float
+    that comes out zero. Rounding a fraction to the nearest float is accepted."""
+    target = out.dtype
+    if arr.dtype.kind in "iu":
+        exact = 2 ** (np.finfo(target).nmant + 1)  # every integer up to this is a float
+        if int(arr.min()) >= -exact and int(arr.max()) <= exact:
+            return
+        big = (arr < -exact) | (arr > exact)
+        changed = np.zeros(arr.shape, dtype=bool)
+        changed[big] = ~_same_integers(arr[big], out[big])
+        if changed.any():
+            _refuse(arr, changed, target, name, "", "checked", survive=True)
+        return
+    # a float into a narrower float (a wider one holds every value exactly)
+    # (an integer-valued float counts as an integer where its own type holds integers
+    # exactly: past 2**53 a float64 is a magnitude, and 1e20 rounds like any other)
+    back = out.astype(arr.dtype)
+    whole = (arr == np.trunc(arr)) & (np.abs(arr) <= 2.0 ** (np.finfo(arr.dtype).nmant + 1))
+    changed = np.isfinite(arr) & (back != arr) & (whole | (out == 0))
+    if changed.any():
+        _refuse(arr, changed, target, name, "", "checked", survive=True)
+
+
+def _same_integers(ints: np.ndarray, floats: np.ndarray) -> np.ndarray:
+    """Per value, ``True`` where the float equals the integer exactly (compared as
+    integers: a float at or past the integer type's end never does)."""
+    info = np.iinfo(ints.dtype)
+    inside = (floats >= float(info.min)) & (floats < float(info.max) + 1.0)
+    as_int = np.where(inside, floats, 0).astype(ints.dtype)
+    return inside & (as_int == ints)
 
 
 def _check_range(arr: np.ndarray, target: np.dtype[Any], name: str, cast: str) -> None:
@@ -98,6 +155,12 @@ def _check_range(arr: np.ndarray, target: np.dtype[Any], name: str, cast: str) -
                 finite = np.isfinite(part)
                 if not finite.all():
                     _refuse(arr, ~finite, target, name, f"[{lo}, {hi}]", cast)
+                # compared as floats against exact bounds: -2**63 and 2**63 are floats,
+                # 2**63 - 1 is not (it rounds up, and 2.0**63 would pass as in range)
+                bad = (part < float(lo)) | (part >= float(hi) + 1.0)
+                if bad.any():
+                    _refuse(arr, bad, target, name, f"[{lo}, {hi}]", cast)
+                continue
         else:
             fmax = float(np.finfo(target).max)
             lo, hi = -fmax, fmax  # type: ignore[assignment]
@@ -118,10 +181,15 @@ def _check_range(arr: np.ndarray, target: np.dtype[Any], name: str, cast: str) -
 
 
 def _refuse(arr: np.ndarray, bad: np.ndarray, target: np.dtype[Any], name: str,
-            span: str, cast: str) -> None:
+            span: str, cast: str, *, survive: bool = False) -> None:
     first = int(np.flatnonzero(bad.ravel())[0])
     where = tuple(int(i) for i in np.unravel_index(first, arr.shape)) if arr.ndim else ()
     value = arr.ravel()[first].item()
+    if survive:
+        raise InvalidTypeError(
+            f"values for {name} do not survive {target}: {value!r} (at index {where}) would "
+            f"become {arr.ravel()[first:first + 1].astype(target)[0].item()!r}; convert them "
+            "first, or write with cast='value' to round to the nearest")
     hint = ("convert them first, or write with cast='unsafe' for numpy's unchecked conversion"
             if cast == "checked" else "convert them first")
     raise InvalidTypeError(

@@ -138,7 +138,8 @@ def _same_integers(ints: np.ndarray, floats: np.ndarray) -> np.ndarray:
     info = np.iinfo(ints.dtype)
     inside = (floats >= float(info.min)) & (floats < float(info.max) + 1.0)
     as_int = np.where(inside, floats, 0).astype(ints.dtype)
-    return inside & (as_int == ints)
+    same: np.ndarray = inside & (as_int == ints)
+    return same
 
 
 def _check_range(arr: np.ndarray, target: np.dtype[Any], name: str, cast: str) -> None:

@@ -9,8 +9,10 @@ ranks in turn, each rank's list is padded with its own first samples (or cut, wi
 ``drop_last``) to the same length on every rank (with fewer groups than ranks, a rank
 without a group repeats the first rank's samples), and samples are drawn at random from a
 window of ``buffer_groups`` of the rank's groups at a time. :meth:`state_dict` /
-:meth:`load_state_dict` carry the epoch and the samples already consumed, so a restarted
-job resumes mid-epoch with the remaining samples only.
+:meth:`load_state_dict` carry the epoch and the samples already consumed, with the setup that
+defines the epoch's order (seed, world size, shuffle, drop_last, buffer_groups and a
+fingerprint of the dataset's groups), so a restarted job resumes mid-epoch with exactly the
+remaining samples, and a changed setup is refused instead of repeating or skipping samples.
 
 >>> s = DistributedGroupSampler([0, 0, 1, 1, 2, 2, 3, 3], num_replicas=2, rank=0, seed=1)
 >>> t = DistributedGroupSampler([0, 0, 1, 1, 2, 2, 3, 3], num_replicas=2, rank=1, seed=1)
@@ -21,13 +23,15 @@ job resumes mid-epoch with the remaining samples only.
 
 from __future__ import annotations
 
+import hashlib
+import warnings
 from collections.abc import Hashable, Iterator, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 from torch.utils.data import Sampler
 
-from tessera.errors import InvalidArgumentError
+from tessera.errors import InvalidArgumentError, TesseraWarning
 
 
 class Grouped(Protocol):
@@ -83,6 +87,9 @@ class DistributedGroupSampler(Sampler[int]):
         cuts = np.flatnonzero(np.diff(codes[order])) + 1
         self._groups: list[np.ndarray] = np.split(order, cuts) if len(order) else []
         self._size = len(codes)
+        #: which positions share a group (the keys' first-seen numbering), as a hash
+        self._fingerprint = hashlib.blake2b(codes.astype("<i8").tobytes(),
+                                            digest_size=16).hexdigest()
 
     @classmethod
     def for_dataset(cls, dataset: Grouped, **kwargs: Any) -> DistributedGroupSampler:
@@ -97,9 +104,10 @@ class DistributedGroupSampler(Sampler[int]):
         if int(epoch) != self.epoch:
             self.epoch, self.consumed = int(epoch), 0
 
-    def _mine(self) -> np.ndarray:
-        """This rank's positions of the epoch, padded or cut to the common length."""
-        rng = np.random.default_rng((self.seed, self.epoch))
+    def _mine(self, epoch: int | None = None) -> np.ndarray:
+        """This rank's positions of the epoch (default: the current one), padded or cut to
+        the common length."""
+        rng = np.random.default_rng((self.seed, self.epoch if epoch is None else epoch))
         order = rng.permutation(len(self._groups)) if self.shuffle else \
             np.arange(len(self._groups))
         groups = [self._groups[i] for i in order]
@@ -135,31 +143,86 @@ class DistributedGroupSampler(Sampler[int]):
             return 0
         return len(self._mine())
 
-    def state_dict(self, consumed: int | None = None) -> dict[str, int]:
-        """Where the epoch stands: its number and the samples consumed. A DataLoader draws
-        ahead of training (prefetch, workers): pass ``consumed`` (samples the training loop
-        has used, e.g. ``steps * batch_size``) to save that instead of what was drawn."""
-        return {"version": 1, "epoch": self.epoch, "seed": self.seed,
-                "num_replicas": self.num_replicas, "rank": self.rank,
-                "consumed": self.consumed if consumed is None else int(consumed)}
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
+        """Where the epoch stands, and what defines its order.
 
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        """Resume where :meth:`state_dict` said: the next iteration hands out the epoch's
-        remaining samples only. The world size and seed must be the ones saved."""
-        missing = {"epoch", "seed", "num_replicas", "consumed"} - set(state) \
-            if isinstance(state, dict) else {"everything"}
-        if missing or state.get("version") != 1:
-            raise InvalidArgumentError(f"not a DistributedGroupSampler state (version 1 with "
-                                       f"epoch, seed, num_replicas, consumed): {state!r:.120}")
-        for name in ("num_replicas", "seed"):
-            if state[name] != getattr(self, name):
+        The state holds ``epoch`` and ``consumed`` (samples of the epoch already used), and
+        the setup the epoch's order follows from: ``seed``, ``num_replicas``, ``shuffle``,
+        ``drop_last``, ``buffer_groups``, the dataset's ``size`` and ``groups`` and a
+        ``fingerprint`` of which positions share a group. :meth:`load_state_dict` refuses a
+        state whose setup differs, since the remaining samples would then be other ones.
+
+        A DataLoader draws ahead of training (prefetch, workers): pass ``consumed`` (samples
+        the training loop has used, e.g. ``steps * batch_size``) to save that instead of
+        what was drawn."""
+        return {"version": STATE_VERSION, "epoch": self.epoch, "seed": self.seed,
+                "num_replicas": self.num_replicas, "rank": self.rank,
+                "shuffle": self.shuffle, "drop_last": self.drop_last,
+                "buffer_groups": self.buffer_groups, "size": self._size,
+                "groups": len(self._groups), "fingerprint": self._fingerprint,
+                "consumed": self.consumed if consumed is None else
+                _count(consumed, "consumed")}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume where :meth:`state_dict` said: the next iteration hands out the saved
+        epoch's remaining samples only, exactly those a run without the stop would have.
+
+        Raises :class:`~tessera.errors.InvalidArgumentError` (a ``ValueError``) naming the
+        field when the state is not one :meth:`state_dict` made, or was saved with another
+        setup (seed, world size, shuffle, drop_last, buffer_groups, or another dataset:
+        its size, groups or grouping), or ``consumed`` is outside the saved epoch."""
+        if not isinstance(state, dict):
+            raise InvalidArgumentError(f"not a DistributedGroupSampler state: {state!r:.120}")
+        version = state.get("version")
+        if version not in (1, STATE_VERSION) or isinstance(version, bool):
+            raise InvalidArgumentError(
+                f"not a DistributedGroupSampler state (version {STATE_VERSION}): "
+                f"{state!r:.120}")
+        fields = _V1_FIELDS if version == 1 else _V2_FIELDS
+        missing = sorted(fields - set(state))
+        if missing:
+            raise InvalidArgumentError(f"not a DistributedGroupSampler state: it has no "
+                                       f"{', '.join(missing)}: {state!r:.120}")
+        epoch = _count(state["epoch"], "epoch")
+        consumed = _count(state["consumed"], "consumed")
+        setup: dict[str, Any] = {"seed": self.seed, "num_replicas": self.num_replicas}
+        if version == STATE_VERSION:
+            setup.update(shuffle=self.shuffle, drop_last=self.drop_last,
+                         buffer_groups=self.buffer_groups, size=self._size,
+                         groups=len(self._groups), fingerprint=self._fingerprint)
+        else:
+            warnings.warn("this sampler state was saved by an older Tessera: it does not "
+                          "say which dataset, shuffle, drop_last and buffer_groups it was "
+                          "saved with, so a changed setup cannot be detected", TesseraWarning,
+                          stacklevel=2)
+        for name, mine in setup.items():
+            saved = state[name]
+            if type(saved) is not type(mine) or saved != mine:
+                what = "the dataset" if name in ("size", "groups", "fingerprint") else name
                 raise InvalidArgumentError(
-                    f"the state was saved with {name}={state[name]}, this sampler has "
-                    f"{getattr(self, name)}: resume with the same {name}")
-        consumed = int(state["consumed"])
-        if not 0 <= consumed <= len(self):
-            raise InvalidArgumentError(f"consumed {consumed} is outside 0..{len(self)}")
-        self.epoch, self.consumed = int(state["epoch"]), consumed
+                    f"the sampler state was saved with {name}={saved!r:.40}, this sampler "
+                    f"has {mine!r:.40}: resume with the same {what}, or start the epoch "
+                    "afresh (set_epoch) instead of loading the state")
+        length = len(self._mine(epoch)) if self._groups else 0
+        if consumed > length:
+            raise InvalidArgumentError(f"consumed {consumed} is outside 0..{length}, the "
+                                       f"samples of epoch {epoch} on each rank")
+        self.epoch, self.consumed = epoch, consumed
+
+
+STATE_VERSION = 2
+_V1_FIELDS = {"epoch", "seed", "num_replicas", "consumed"}
+_V2_FIELDS = _V1_FIELDS | {"shuffle", "drop_last", "buffer_groups", "size", "groups",
+                           "fingerprint"}
+
+
+def _count(value: Any, name: str) -> int:
+    """``value`` as a count >= 0, or :class:`InvalidArgumentError` naming ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+            or value < 0:
+        raise InvalidArgumentError(f"the sampler state's {name} must be an integer >= 0, got "
+                                   f"{value!r:.40}")
+    return int(value)
 
 
 def _hashable(key: Hashable) -> Hashable:

@@ -376,11 +376,13 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
                               self.profile.pushdown_memory_gb, array_url=self._store.url)
 
     async def _points_plan(self, pts: np.ndarray, names: list[str], method: str,
-                           phi: float) -> tuple[list[TileRead], list[np.ndarray],
-                                                list[CellTileRead], Plan | None, int]:
+                           phi: float, metas: list[FragmentMeta] | None = None,
+                           ) -> tuple[list[TileRead], list[np.ndarray],
+                                      list[CellTileRead], Plan | None, int]:
         """Tile reads holding the points, the points of each, the sparse tiles that may
         hold some, and one plan over the tiles."""
-        metas = await self._visible_metas()
+        if metas is None:
+            metas = await self._visible_metas()
         if not len(pts):
             return [], [], [], None, 0
         box = normalize_selection(tuple(np.unique(pts[:, d]).tolist()
@@ -394,8 +396,14 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
 
     async def _read_points_async(self, pts: np.ndarray, names: list[str], method: str,
                                  phi: float) -> tuple[dict[str, np.ndarray], ReadReport]:
+        return await self._speculate(
+            lambda metas: self._read_points_with(pts, names, method, phi, metas))
+
+    async def _read_points_with(self, pts: np.ndarray, names: list[str], method: str,
+                                phi: float, metas: list[FragmentMeta],
+                                ) -> tuple[dict[str, np.ndarray], ReadReport]:
         kept, members, cell_reads, plan, skipped = await self._points_plan(pts, names,
-                                                                           method, phi)
+                                                                           method, phi, metas)
         window = ByteWindow(self.reads.window_bytes)
         fetcher = TileFetcher(self._store.aio, self.schema, kept, plan, self.uri, window=window)
         values = await read_points(self.schema, pts, names, kept, members, cell_reads,
@@ -521,6 +529,16 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
                 return guess
         else:
             metas = await self._visible_metas()
+            if self.timestamp is not None:
+                try:
+                    return await read(metas)
+                except CorruptDataError:
+                    # another process consolidated and vacuumed what this handle listed:
+                    # list again at the same time (or learn that the history is gone)
+                    fresh = await self._visible_metas(cached_ok=False)
+                    if _same_fragments(fresh, metas):
+                        raise
+                    metas = fresh
         return await read(metas)
 
     async def _read_with(self, selection: Any, names: list[str], method: str, phi: float,
@@ -600,8 +618,8 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
         """The fragments reads use, oldest first: replaced fragments hidden.
 
         A handle opened at a timestamp lists them once, at its first read (as TileDB opens
-        an array at a timestamp); a handle without one lists them again unless
-        :meth:`_cached_listing` still holds (and ``cached_ok``).
+        an array at a timestamp), and again only when not ``cached_ok``; a handle without
+        one lists them again unless :meth:`_cached_listing` still holds (and ``cached_ok``).
         """
         if self.timestamp is None:
             cached = self._cached_listing() if cached_ok else None
@@ -611,7 +629,10 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
             metas = apply_replacements(await self._committed_metas())
             self._listed = (listed_at, change, metas)
             return metas
-        if self._snapshot is None:
+        if self._snapshot is None or not cached_ok:
+            # (again when a read found its objects gone: another process consolidated and
+            # vacuumed; the fragments that replaced them hold the same cells at this time,
+            # or the history is gone and HistoryVacuumedError says so)
             await check_history(self._store.aio, self.timestamp, self.uri)
             self._snapshot = apply_replacements(await self._committed_metas())
         return self._snapshot

@@ -160,3 +160,20 @@ def test_a_handle_reads_its_settings_from_one_snapshot(monkeypatch) -> None:
     plain = tessera.open_array(arr.uri, mode="w")
     monkeypatch.setenv("TESSERA_WRITE_CAST", "checked")  # after the open: not seen
     assert plain.writes.cast == "unsafe" and plain.config.writes.cast == "unsafe"
+
+
+def test_a_name_too_long_for_the_file_system_is_a_url_error(tmp_path):
+    with pytest.raises(tessera.errors.InvalidURLError, match="at most 255") as err:
+        tessera.from_numpy((tmp_path / ("a" * 300)).as_uri(), np.zeros(4))
+    assert isinstance(err.value, ValueError)
+
+
+def test_a_read_larger_than_the_machine_is_a_memory_limit_error(tmp_path):
+    schema = tessera.ArraySchema([tessera.Dim("x", (0, 2**40 - 1), 2**20),
+                                  tessera.Dim("y", (0, 7), 8)], [tessera.Attr("v", "u1")])
+    arr = tessera.create_array((tmp_path / "big").as_uri(), schema)
+    for sel in ((slice(None), slice(None)), (slice(0, 2**39), 0), (slice(None, None, 2), 0)):
+        with pytest.raises(tessera.errors.MemoryLimitError, match="read it in pieces") as err:
+            arr[sel]
+        assert isinstance(err.value, MemoryError)
+    assert arr[0:4, 0].tolist() == [0, 0, 0, 0]

@@ -59,3 +59,18 @@ def test_the_server_stops_when_its_parent_goes(tmp_path, how: str) -> None:
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+def test_a_server_with_two_workers_exits_cleanly(tmp_path):
+    """uvicorn's supervisor with --workers 2 once died at shutdown with "Fatal Python
+    error: _enter_buffered_busy" (exit -6): the stdin watcher held stdin's buffer lock."""
+    import numpy as np
+
+    import tessera
+    from tessera.testing import PushdownTestServer
+
+    tessera.from_numpy((tmp_path / "a").as_uri(), np.zeros(4))
+    server = PushdownTestServer(tmp_path.as_uri(), extra_args=["--workers", "2"]).start()
+    status = server.stop()
+    assert status == 0, server.logs()[-2000:]
+    assert "Fatal Python error" not in server.logs()

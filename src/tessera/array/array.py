@@ -16,6 +16,7 @@ array([[0, 0, 2, 3],
 from __future__ import annotations
 
 import asyncio
+import math
 import datetime as dt
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -66,6 +67,7 @@ from tessera.format.selection import (
     Hyperslabs,
     Points,
     SparseSelection,
+    check_memory,
     is_full_mask,
     normalize_selection,
     vectorized_points,
@@ -295,6 +297,9 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
         if boxed is not None:
             return boxed if attrs is not None or len(names) > 1 else boxed[names[0]]
         selection = normalize_selection(sel, self.schema)
+        check_memory(math.prod(selection.shape) * sum(self.schema.attr(n).cell_nbytes
+                                                      for n in names),
+                     f"a read of {selection.shape} cells of {self.uri}")
         outputs = self._read_now(selection, names, method, phi)
         if outputs is None:
             outputs = self._run_read(self._read_async(selection, names, method, phi))

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from tessera.errors import SelectionError
+from tessera.errors import MemoryLimitError, SelectionError
 from tessera.format.schema import ArraySchema, Dim
 
 
@@ -296,7 +297,7 @@ def _one(item: Any, dim: Dim, rules: Rules) -> DimSelection:
             # A start one past the end it counts from selects nothing there (numpy's a[-11:5]
             # of 10 cells starts at 0): the first coordinate stays inside the domain.
             start = min(max(start, lo), hi + 1) if step > 0 else max(min(start, hi), lo - 1)
-            coords = np.arange(start, stop, step, dtype=np.int64)
+            coords = _arange(start, stop, step, dim)
         if step > 0:
             return DimSelection(coords, False, coords, np.arange(len(coords), dtype=np.int64))
         return _from_list(coords, False)
@@ -337,7 +338,49 @@ def _clipped(item: slice, step: int, dim: Dim) -> np.ndarray:
                                  f"got {bound!r}")
     start, stop, _ = slice(item.start, item.stop, step).indices(dim.size)
     lo = int(dim.domain[0])
-    return np.arange(start + lo, stop + lo, step, dtype=np.int64)
+    return _arange(start + lo, stop + lo, step, dim)
+
+
+def _arange(start: int, stop: int, step: int, dim: Dim) -> np.ndarray:
+    """The coordinates of a slice, refused with :class:`MemoryLimitError` when they alone
+    would not fit in this machine's memory (a whole read of a huge domain)."""
+    check_memory(len(range(start, stop, step)) * 8, f"the coordinates of {_called(dim)}")
+    return np.arange(start, stop, step, dtype=np.int64)
+
+
+@functools.cache
+def machine_bytes() -> int:
+    """This machine's physical memory in bytes (``2**63 - 1`` where it cannot be told)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 2**63 - 1
+
+
+def check_memory(nbytes: int, what: str) -> None:
+    """Raise :class:`~tessera.errors.MemoryLimitError` if ``what`` needs more than this
+    machine's physical memory (``nbytes``): numpy would raise its own ``MemoryError``
+    after trying, or the machine would start swapping.
+
+    >>> check_memory(2**70, "a read of 1 ZiB")
+    Traceback (most recent call last):
+    ...
+    tessera.errors.MemoryLimitError: a read of 1 ZiB would take 1 ZiB, more than this machine's ...
+    """
+    have = machine_bytes()
+    if nbytes > have:
+        raise MemoryLimitError(
+            f"{what} would take {_size(nbytes)}, more than this machine's memory "
+            f"({_size(have)}); read it in pieces (smaller boxes, a step, or "
+            "tessera.Hyperslabs)")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if n < 1024:
+            return f"{n:g} {unit}" if unit == "B" else f"{n:.3g} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n:.3g} ZiB"
 
 
 def _indices(arr: np.ndarray, dim: Dim) -> np.ndarray:

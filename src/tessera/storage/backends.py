@@ -18,6 +18,7 @@ explicit ones:
 from __future__ import annotations
 
 import datetime as dt
+import os
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -102,6 +103,24 @@ def environment_endpoint(scheme: str, environ: Mapping[str, str] | None = None) 
     return next((env[v] for v in _S3_ENDPOINT_VARS if env.get(v)), None)
 
 
+def _check_path_length(url: StoreURL, path: Path) -> None:
+    """Refuse a folder whose name (or any name on its path) this file system cannot hold,
+    with the part named, instead of the operating system's ``OSError`` later."""
+    try:
+        name_max = os.pathconf(path.anchor or "/", "PC_NAME_MAX")
+        path_max = os.pathconf(path.anchor or "/", "PC_PATH_MAX")
+    except (OSError, ValueError, AttributeError):
+        name_max, path_max = 255, 4096
+    for part in path.parts:
+        if len(os.fsencode(part)) > name_max:
+            raise InvalidURLError(f"{url}: the name {part[:40]!r}... has "
+                                  f"{len(os.fsencode(part))} bytes; this file system holds "
+                                  f"names of at most {name_max}")
+    if len(os.fsencode(str(path))) >= path_max:
+        raise InvalidURLError(f"{url}: the path has {len(os.fsencode(str(path)))} bytes; this "
+                              f"file system holds paths of fewer than {path_max}")
+
+
 def build_backend(
     url: StoreURL, config: StoreConfig, options: dict[str, Any],
     environ: Mapping[str, str] | None = None,
@@ -120,6 +139,7 @@ def build_backend(
     if url.scheme == "file":
         _no_options(url, options)
         path = Path(url.path)
+        _check_path_length(url, path)
         if path.exists() and not path.is_dir():
             raise InvalidURLError(f"{url} is a file, not a folder; a file store is a folder")
         return local_backend(url, create=False)

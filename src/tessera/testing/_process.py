@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -25,11 +26,20 @@ def on_stdin_close(callback: Callable[[], None]) -> None:
     """Call ``callback`` (on a daemon thread) once this process's stdin reaches its end: a
     child started with ``stdin=PIPE`` then learns that its parent went, however it went."""
 
+    # The file descriptor itself, not sys.stdin: a daemon thread blocked inside the
+    # buffered reader holds its lock, and an interpreter shutting down (uvicorn's
+    # supervisor after its workers stopped) then dies with "Fatal Python error:
+    # _enter_buffered_busy" instead of exiting 0.
+    try:
+        fd = sys.stdin.fileno()
+    except (OSError, ValueError, AttributeError):
+        return
+
     def watch() -> None:
         try:
-            while sys.stdin.buffer.read(1):
+            while os.read(fd, 1):
                 pass
-        except (OSError, ValueError):
+        except OSError:
             pass
         callback()
 

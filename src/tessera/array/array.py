@@ -16,8 +16,8 @@ array([[0, 0, 2, 3],
 from __future__ import annotations
 
 import asyncio
-import math
 import datetime as dt
+import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar

@@ -349,7 +349,10 @@ class PushdownConfig:
     Attributes:
         url: the server (``http://host:port``); empty: none, unless a read names one.
         token: bearer token; ``TESSERA_PUSHDOWN_TOKEN``.
-        timeout_s: seconds to wait for one batch before fetching its tiles directly.
+        timeout_s: the deadline of one batch, from sending it to its answer's last byte
+            (not of each read of the socket: a server that trickles its answer misses it
+            too); past it the batch's tiles are fetched directly and the server is left
+            out for a while, as one that cannot be reached.
         batch_items: most tiles in one request.
         batch_bytes: most selected bytes in one request.
         batch_parallel: fewest requests a read's pushed-down tiles are spread over (when

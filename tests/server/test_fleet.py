@@ -5,6 +5,9 @@ report requests per server, and with no server left the tiles are fetched direct
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import dataclasses
 import json
 import uuid
 from typing import Any
@@ -14,7 +17,9 @@ import numpy as np
 import pytest
 
 import tessera
+from tessera.config import PushdownConfig
 from tessera.errors import InvalidArgumentError
+from tessera.pushdown.client import PushdownClient
 from tessera.pushdown.fleet import PushdownFleet
 from tessera.server.app import create_app
 
@@ -148,3 +153,79 @@ def test_a_busy_servers_retry_after_reaches_the_error() -> None:
     with pytest.raises(PushdownError) as info:
         asyncio.run(client.info())
     assert info.value.status == 503 and info.value.retry_after_s == 1.0
+
+
+class SlowServer(Server):
+    """A server that stalls (accepts, never answers) or trickles its answer a few bytes
+    at a time, slower than any deadline (each bounded, so a test on the old behaviour
+    ends too)."""
+
+    def __init__(self, app: Any, how: str) -> None:
+        super().__init__(app)
+        self.how = how
+        self.arrivals = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/v1/read":
+            return await super().handle_async_request(request)
+        self.arrivals += 1
+        if self.how == "stalled":
+            await asyncio.sleep(30)
+            raise httpx.ReadTimeout("stalled", request=request)
+        answer = await super().handle_async_request(request)
+        body = await answer.aread()
+
+        class Trickle(httpx.AsyncByteStream):
+            async def __aiter__(self):  # type: ignore[override]
+                for i in range(0, min(len(body), 300), 2):  # 2 bytes per 0.1 s, 15 s at most
+                    await asyncio.sleep(0.1)
+                    yield body[i:i + 2]
+
+        return httpx.Response(200, headers=answer.headers, stream=Trickle())
+
+
+def _slow_fleet(how: str, timeout_s: float = 0.5):
+    root = f"memory://fleet-{uuid.uuid4().hex[:8]}"
+    data = np.arange(60 * 60, dtype=np.float32).reshape(60, 60)
+    tessera.from_numpy(f"{root}/a", data, tile=(10, 10), codec="zstd")
+    app = create_app(tessera.open_store(root), token=TOKEN)
+    servers = [Server(app), SlowServer(app, how), Server(app)]
+    config = dataclasses.replace(PushdownConfig.from_env(), timeout_s=timeout_s)
+    client = PushdownFleet([f"http://pd{i}" for i in range(3)], token=TOKEN,
+                           transports=servers, config=config)
+    return tessera.open_array(f"{root}/a", pushdown=client), data, servers, client
+
+
+@pytest.mark.parametrize("how", ["stalled", "trickle"])
+def test_a_stalled_or_trickling_member_costs_one_deadline_then_is_left_out(how) -> None:
+    """timeout_s is a deadline for the whole batch (a trickling answer once held a read as
+    long as it trickled), and a member that misses it is left out like one that cannot be
+    reached (a stopped member once cost the full timeout on every read)."""
+    arr, data, servers, fleet = _slow_fleet(how)
+    # a stalled member's batch goes to the next server; a trickled answer that began is
+    # kept as far as it came, and the rest is fetched directly, with a warning
+    with pytest.warns(tessera.errors.PushdownFallbackWarning) if how == "trickle" else \
+            contextlib.nullcontext():
+        got = arr.read((slice(None), slice(3, 57)), method="pushdown")
+    np.testing.assert_array_equal(got, data[:, 3:57])
+    assert servers[1].arrivals == 1
+    assert not fleet.clients[1].available
+    assert fleet.clients[0].available and fleet.clients[2].available
+    np.testing.assert_array_equal(arr.read((slice(None), slice(0, 60)), method="pushdown"),
+                                  data)
+    assert servers[1].arrivals == 1  # not asked again while it is left out
+
+
+def test_a_trickling_single_server_falls_back_with_a_warning() -> None:
+    root = f"memory://fleet-{uuid.uuid4().hex[:8]}"
+    data = np.arange(40 * 40, dtype=np.float32).reshape(40, 40)
+    tessera.from_numpy(f"{root}/a", data, tile=(10, 10), codec="zstd")
+    server = SlowServer(create_app(tessera.open_store(root), token=TOKEN), "trickle")
+    config = dataclasses.replace(PushdownConfig.from_env(), timeout_s=0.5)
+    client = PushdownClient("http://pd", token=TOKEN, transport=server, config=config)
+    arr = tessera.open_array(f"{root}/a", pushdown=client)
+    with pytest.warns(tessera.errors.PushdownFallbackWarning):
+        out = arr.read((slice(None), slice(0, 40)), method="pushdown")
+    np.testing.assert_array_equal(out, data)
+    assert arr.last_read.pushdown_fallbacks > 0
+    assert not client.available

@@ -93,23 +93,43 @@ class PushdownClient:
         if client is not None:
             await client.aclose()
 
+    def _mark_down(self) -> None:
+        """Leave this server out for :attr:`RETRY_AFTER_DOWN_S` (it could not be reached, or
+        did not answer within ``timeout_s``)."""
+        self._down_until = time.monotonic() + self.RETRY_AFTER_DOWN_S
+
+    def _deadline(self) -> float:
+        """The event loop's time by which a call starting now must be answered whole."""
+        return asyncio.get_running_loop().time() + self.config.timeout_s
+
+    def _too_slow(self, path: str) -> PushdownError:
+        self._mark_down()
+        return PushdownError(f"pushdown server {self.url}{path} did not answer within "
+                             f"timeout_s={self.config.timeout_s:g} s; left out for "
+                             f"{self.RETRY_AFTER_DOWN_S:g} s")
+
     async def _send(self, method: str, path: str, stream: bool = False,
-                    **kw: Any) -> httpx.Response:
+                    deadline: float | None = None, **kw: Any) -> httpx.Response:
         """The server's 200 response (with ``stream``, its body not read yet: the caller
-        reads and closes it); else a :class:`~tessera.errors.PushdownError`."""
+        reads and closes it; without, read whole) by ``deadline`` (default: ``timeout_s``
+        from now); else a :class:`~tessera.errors.PushdownError`. A server that cannot be
+        reached or misses the deadline is left out for a while (:attr:`available`)."""
         if not self.available:
             raise PushdownError(f"pushdown server {self.url} was unreachable moments ago; "
                                 f"trying again after {self.RETRY_AFTER_DOWN_S:g} s")
         try:
-            client = self._client()
-            response = await client.send(client.build_request(method, path, **kw),
-                                         stream=stream)
-            if stream and response.status_code != 200:
-                await response.aread()
-                await response.aclose()
+            async with asyncio.timeout_at(self._deadline() if deadline is None else deadline):
+                client = self._client()
+                response = await client.send(client.build_request(method, path, **kw),
+                                             stream=stream)
+                if stream and response.status_code != 200:
+                    await response.aread()
+                    await response.aclose()
+        except TimeoutError:
+            raise self._too_slow(path) from None
         except httpx.HTTPError as err:
-            if isinstance(err, (httpx.ConnectError, httpx.ConnectTimeout)):
-                self._down_until = time.monotonic() + self.RETRY_AFTER_DOWN_S
+            if isinstance(err, (httpx.ConnectError, httpx.TimeoutException)):
+                self._mark_down()
             raise PushdownError(f"pushdown server {self.url}: {type(err).__name__}: "
                                 f"{err or 'no answer'}") from None
         if response.status_code != 200:
@@ -212,31 +232,40 @@ class PushdownClient:
         (each result to ``on_result`` at once; cut short, the rest become ``ItemError(502)``),
         a whole one at its end (then each to ``on_result``)."""
         started = time.monotonic()
+        deadline = self._deadline()  # for the whole batch, not for each read of the socket
         received, ok, server_s = 0, False, 0.0
         try:
-            response = await self._send("POST", path, stream=True, content=body,
+            response = await self._send("POST", path, stream=True, deadline=deadline,
+                                        content=body,
                                         headers={"Content-Type": "application/json"})
             decoder = StreamDecoder(expected)
             chunks: list[bytes] = []  # a whole answer, or the first bytes until the magic
             streamed: bool | None = None
             try:
-                async for chunk in response.aiter_bytes():
-                    received += len(chunk)
-                    if streamed is None:
-                        chunks.append(chunk)
-                        if received < 4:
-                            continue
-                        chunk = b"".join(chunks)
-                        streamed = is_streamed(chunk)
+                async with asyncio.timeout_at(deadline):
+                    async for chunk in response.aiter_bytes():
+                        received += len(chunk)
+                        if streamed is None:
+                            chunks.append(chunk)
+                            if received < 4:
+                                continue
+                            chunk = b"".join(chunks)
+                            streamed = is_streamed(chunk)
+                            if not streamed:
+                                continue
+                            chunks = []
                         if not streamed:
+                            chunks.append(chunk)
                             continue
-                        chunks = []
-                    if not streamed:
-                        chunks.append(chunk)
-                        continue
-                    for index, result in decoder.feed(chunk):
-                        if on_result is not None:
-                            on_result(index, result)
+                        for index, result in decoder.feed(chunk):
+                            if on_result is not None:
+                                on_result(index, result)
+            except TimeoutError:
+                late = self._too_slow(path)
+                if not streamed:
+                    raise late from None
+                log.warning("the streamed answer of %s%s was cut short: %s", self.url, path,
+                            late)
             except (httpx.HTTPError, ProtocolError) as err:
                 if not streamed:
                     raise PushdownError(f"pushdown server {self.url}{path}: "

@@ -108,3 +108,35 @@ def test_integers_into_floats_survive_or_are_refused(src, dst, data):
             if np.isfinite(np.array([value]).astype(dst)[0]) else True
     else:
         assert int(out[0]) == value
+
+
+BIG = [2**63 - 1, 2**63, 2**64 - 1, 2**63 + 1]
+
+
+def test_python_integers_past_int64_are_kept_exactly(tmp_path):
+    """numpy turns [2**63 - 1, 2**63] into float64 (both become 2**63); a write into a
+    uint64 attribute or dataset keeps every value exactly, on every path."""
+    arr = tessera.from_numpy((tmp_path / "a").as_uri(), np.zeros(4, np.uint64))
+    arr[:] = BIG
+    assert arr[:].tolist() == BIG
+    arr.write(BIG[::-1])
+    assert arr[:].tolist() == BIG[::-1]
+    arr.vindex[[0, 1]] = [2**63 + 7, 2**63 - 7]
+    assert arr[0:2].tolist() == [2**63 + 7, 2**63 - 7]
+    with pytest.raises(InvalidTypeError, match="does not fit uint64"):
+        arr[:] = [2**64, 0, 0, 0]
+    with pytest.raises(InvalidTypeError, match="does not fit uint64"):
+        arr[0:2] = [-1, 2**63]
+
+
+def test_h5_datasets_keep_python_integers_past_int64(tmp_path):
+    import tessera.h5 as h5
+    with h5.File(str(tmp_path / "f"), "w") as f:
+        x = f.create_dataset("x", data=[2**63 - 1, 2**63], dtype=np.uint64)
+        assert x[:].tolist() == [2**63 - 1, 2**63]
+        x[:] = [2**64 - 1, 2**63 + 1]
+        assert x[:].tolist() == [2**64 - 1, 2**63 + 1]
+        y = f.create_dataset("y", data=[-(2**63), 2**63 - 1], dtype="i8")
+        assert y[:].tolist() == [-(2**63), 2**63 - 1]
+        z = f.create_dataset("z", data=[1.7, 2.2], dtype="i8")   # h5py truncates floats
+        assert z[:].tolist() == [1, 2]

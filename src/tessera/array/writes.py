@@ -32,7 +32,7 @@ from tessera.format.selection import (
     normalize_selection,
     vectorized_points,
 )
-from tessera.format.values import check_cast_rule, fit_values
+from tessera.format.values import as_values, check_cast_rule, fit_values
 from tessera.storage.blocking import Store
 
 #: Changes made by this process, per array URI: the latest commit or vacuum any handle here
@@ -132,7 +132,7 @@ class ArrayWrites:
         out = {}
         for name, v in vals.items():
             cell = self.schema.attr(name).cell_shape
-            arr = np.asarray(v)
+            arr = as_values(v, self.schema.attr(name).np_dtype)
             try:
                 out[name] = np.broadcast_to(arr, shape + cell).reshape(target + cell)
             except ValueError:

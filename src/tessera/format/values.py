@@ -52,7 +52,7 @@ import numpy as np
 from tessera.config import CAST_RULES, CastRule
 from tessera.errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["CAST_RULES", "CastRule", "check_cast_rule", "fit_values"]
+__all__ = ["CAST_RULES", "CastRule", "as_values", "check_cast_rule", "fit_values"]
 
 _NUMERIC = "biufc"
 
@@ -71,7 +71,7 @@ def fit_values(values: Any, target: np.dtype[Any], name: str, *,
     under the rule ``cast``; :class:`~tessera.errors.InvalidTypeError` naming the ``what``
     (``attribute``, ``dataset``) ``name``, the range and the first offending value when a
     value would change."""
-    arr = np.asarray(values)
+    arr = as_values(values, target)
     check_cast_rule(cast)
     if arr.dtype.kind not in _NUMERIC:
         raise InvalidTypeError(f"values for {what} {name!r} have dtype {arr.dtype}; "
@@ -98,6 +98,34 @@ def fit_values(values: Any, target: np.dtype[Any], name: str, *,
     if cast == "checked" and dst == "f" and src in "iuf":
         _check_exact(arr, out, f"{what} {name!r}")
     return out
+
+
+def as_values(values: Any, target: np.dtype[Any] | None) -> np.ndarray:
+    """``values`` as an array, without the rounding numpy applies to Python integers past
+    ``int64`` when they go to an integer ``target``: ``np.asarray([2**63 - 1, 2**63])`` is
+    ``float64`` (both become ``2**63``), here ``uint64`` holds both exactly. Integers that do
+    not fit ``target`` are left to :func:`fit_values` to refuse.
+
+    >>> as_values([2**63 - 1, 2**63], np.dtype("u8")).tolist()
+    [9223372036854775807, 9223372036854775808]
+    >>> as_values([1.5, 2], np.dtype("u8")).dtype
+    dtype('float64')
+    """
+    arr = np.asarray(values)
+    if isinstance(values, np.ndarray) or target is None or target.kind not in "iu" \
+            or arr.dtype.kind not in "fO" or not arr.size:
+        return arr
+    cells = np.asarray(values, dtype=object)
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+               for v in cells.flat):
+        return arr  # floats (or other things) among them: numpy's conversion, checked later
+    lo, hi = int(cells.min()), int(cells.max())
+    info = np.iinfo(target)
+    if lo < int(info.min) or hi > int(info.max):
+        first = next(v for v in cells.flat if not int(info.min) <= int(v) <= int(info.max))
+        raise InvalidTypeError(f"the value {int(first)} does not fit {target} "
+                               f"([{int(info.min)}, {int(info.max)}]); convert it first")
+    return cells.astype(target)
 
 
 def _rounds(src: np.dtype[Any], target: np.dtype[Any]) -> bool:

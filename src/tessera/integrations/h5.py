@@ -50,7 +50,7 @@ from tessera.errors import (
 from tessera.format.codecs import codec_names, normalize_codec_spec
 from tessera.format.layout import default_tile
 from tessera.format.schema import ArraySchema, Attr, Dim
-from tessera.format.values import fit_values
+from tessera.format.values import as_values, fit_values
 from tessera.integrations.h5_chunks import OpenDatasets, chunk_budget
 from tessera.storage.blocking import Store, open_store
 from tessera.storage.keys import validate_key
@@ -348,7 +348,7 @@ class Group(_Node):
             raise InvalidArgumentError(f"Unable to create dataset (name {name!r} already exists)")
         values = None
         if data is not None:
-            values = np.asarray(data)
+            values = as_values(data, None if dtype is None else np.dtype(dtype))
             if dtype is not None and values.dtype.kind in "biufc":
                 # h5py's conversion, checked: floats truncate into integers, and a value
                 # that does not fit the dtype raises instead of wrapping around

@@ -31,6 +31,7 @@ small reads in chunks read before copy from memory.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
@@ -90,17 +91,20 @@ class AttributeManager(MutableMapping[str, Any]):
         self._store.put(self._key, json.dumps(doc).encode())
 
     def __getitem__(self, name: str) -> Any:
+        name = _attr_name(name)
         doc = self._load()
         if name not in doc:
             raise NameNotFoundError(f"Can't open attribute (attribute {name!r} doesn't exist)")
         return _decode_attr(doc[name])
 
     def __setitem__(self, name: str, value: Any) -> None:
+        name = _attr_name(name)
         doc = self._load()
-        doc[str(name)] = _encode_attr(value, name)
+        doc[name] = _encode_attr(value, name)
         self._save(doc)
 
     def __delitem__(self, name: str) -> None:
+        name = _attr_name(name)
         doc = self._load()
         if name not in doc:
             raise NameNotFoundError(f"Can't delete attribute (attribute {name!r} doesn't exist)")
@@ -136,12 +140,14 @@ class DatasetAttributes(AttributeManager):
         if self._array.mode != "w":
             raise ReadOnlyError(f"cannot change attributes: {self._array.uri} is open "
                                 "read-only (mode 'r')")
+        name = _attr_name(name)
         encoded = _encode_attr(value, name)
-        self._array.metadata[str(name)] = encoded.get("str", encoded)
+        self._array.metadata[name] = encoded.get("str", encoded)
         if name in self._legacy._load():
             del self._legacy[name]
 
     def __delitem__(self, name: str) -> None:
+        name = _attr_name(name)
         if name not in self._load():
             raise NameNotFoundError(f"Can't delete attribute (attribute {name!r} doesn't exist)")
         if name in self._array.metadata:
@@ -153,10 +159,35 @@ class DatasetAttributes(AttributeManager):
         return f"<Attributes of {self._array.uri}: {sorted(self._load())}>"
 
 
+def _attr_name(name: Any) -> str:
+    """An attribute's name as h5py takes it: text, or bytes as UTF-8."""
+    if isinstance(name, bytes):
+        try:
+            return name.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidArgumentError(f"attribute name {name!r} is not UTF-8") from None
+    if not isinstance(name, str):
+        raise InvalidTypeError(f"an attribute name is a str or bytes, got {name!r:.60}")
+    return name
+
+
 def _encode_attr(value: Any, name: str) -> dict[str, Any]:
+    if isinstance(value, bytes) and not isinstance(value, np.bytes_):
+        # h5py stores a bytes value as a variable-length string and reads it back as str
+        if b"\x00" in value:
+            raise InvalidArgumentError(f"attribute {name!r}: strings do not support embedded "
+                                       "NULs (h5py: VLEN strings do not support embedded "
+                                       "NULLs)")
+        try:
+            return {"str": value.decode("utf-8")}
+        except UnicodeDecodeError:
+            value = np.bytes_(value)
     if isinstance(value, str):
         return {"str": value}
     arr = np.asarray(value)
+    if arr.dtype.kind == "S":  # fixed-length bytes keep their dtype, as in HDF5
+        return {"bytes": [base64.b64encode(v).decode() for v in arr.ravel().tolist()],
+                "itemsize": arr.dtype.itemsize, "shape": list(arr.shape)}
     if arr.dtype.kind in "US" or (arr.dtype.kind == "O" and all(
             isinstance(v, str) for v in arr.ravel())):
         return {"strs": [str(v) for v in arr.ravel()], "shape": list(arr.shape)}
@@ -168,10 +199,15 @@ def _encode_attr(value: Any, name: str) -> dict[str, Any]:
 
 def _decode_attr(doc: Any) -> Any:
     if not isinstance(doc, dict) or not ({"str"} <= set(doc) or {"strs", "shape"} <= set(doc)
+                                          or {"bytes", "itemsize", "shape"} <= set(doc)
                                           or {"dtype", "shape", "data"} <= set(doc)):
         return doc  # a plain JSON value (a string, or set through arr.metadata)
     if "str" in doc:
         return doc["str"]
+    if "bytes" in doc:
+        raw = np.array([base64.b64decode(v) for v in doc["bytes"]],
+                       dtype=f"S{max(1, int(doc['itemsize']))}").reshape(doc["shape"])
+        return raw[()] if raw.ndim == 0 else raw
     if "strs" in doc:
         return np.array(doc["strs"], dtype=object).reshape(doc["shape"])
     arr = np.array(doc["data"], dtype=np.dtype(doc["dtype"])).reshape(doc["shape"])

@@ -106,3 +106,49 @@ def test_lists_keep_their_values(files, data, dtype):
         d[:] = data[::-1]
         return d[:]
     same(files, overwrite)
+
+
+# -- selections -----------------------------------------------------------------------------
+
+SELECTIONS_1D = {
+    "past the end, stepped": np.s_[100:400:3], "past the end": np.s_[40:60],
+    "backwards": np.s_[::-1], "step 0": np.s_[::0], "unsorted list": [1, 3, 2],
+    "repeated list": [1, 1, 2], "negative decreasing": [-2, -3], "negative increasing": [-3, -2],
+    "None": None, "dict": {}, "mask of the wrong size": np.ones(10, bool),
+    "full mask": np.arange(50) > 45, "index past the end": 60, "index before the start": -60,
+    "last": -1, "empty past the end": np.s_[50:], "start before the start": np.s_[-100:3],
+    "empty list": [], "list past the end": [60], "array": np.array([3, 5]), "float": 1.5,
+    "empty tuple": (), "ellipsis": Ellipsis, "empty range": np.s_[5:2],
+    "numpy int": np.int64(3), "short bool list": [True, False], "two indices": (0, 0),
+    "slice and int": (slice(None), 1), "float bounds": np.s_[1.5:3],
+}
+
+SELECTIONS_2D = {
+    "two lists": ([0, 2], [0, 1]), "ellipsis and int": (Ellipsis, 1), "row": 1,
+    "unsorted column list": (slice(None), [2, 0]), "column past the end": (slice(0, 2), 5),
+    "newaxis": (np.newaxis, slice(None)), "two ellipses": (Ellipsis, Ellipsis),
+    "list and slice": ([1, 4], slice(1, 3)), "mask row": (np.arange(10) % 3 == 0, 1),
+    "full 2-D mask": np.arange(30).reshape(10, 3) % 4 == 0, "stepped both": np.s_[1::3, ::2],
+}
+
+
+@pytest.mark.parametrize("sel", SELECTIONS_1D.values(), ids=SELECTIONS_1D.keys())
+def test_one_dimensional_selections_as_h5py(files, sel):
+    same(files, lambda f: f.create_dataset("d", data=np.arange(50), chunks=(7,))[sel])
+
+
+@pytest.mark.parametrize("sel", SELECTIONS_2D.values(), ids=SELECTIONS_2D.keys())
+def test_two_dimensional_selections_as_h5py(files, sel):
+    same(files, lambda f: f.create_dataset("d", data=np.arange(30).reshape(10, 3),
+                                           chunks=(4, 2))[sel])
+
+
+@pytest.mark.parametrize("sel", [np.s_[40:60], np.s_[::-1], [3, 1], [1, 1], np.s_[2:10:3],
+                                 [2, 5, 9], np.arange(50) > 40, np.s_[::0], None],
+                         ids=repr)
+def test_writes_take_the_same_selections(files, sel):
+    def write(f):
+        d = f.create_dataset("d", data=np.arange(50), chunks=(7,))
+        d[sel] = -1
+        return d[:]
+    same(files, write)

@@ -33,7 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from tessera.errors import MemoryLimitError, SelectionError
+from tessera.errors import (
+    InvalidArgumentError,
+    InvalidTypeError,
+    MemoryLimitError,
+    SelectionError,
+)
 from tessera.format.schema import ArraySchema, Dim
 
 
@@ -48,11 +53,27 @@ class Rules:
         repeats: an index list may name a coordinate more than once (the result repeats
             it); False refuses such a list.
         masks: 1-D boolean masks select the cells where they are True.
+        negative_steps: slices may step backwards; False refuses them
+            (:class:`~tessera.errors.InvalidArgumentError`, a ``ValueError``).
+        increasing_lists: index lists must increase strictly (no repeats, no going back),
+            else :class:`~tessera.errors.InvalidTypeError` (a ``TypeError``).
+        one_list: at most one dimension may take an index list or mask
+            (:class:`~tessera.errors.InvalidTypeError` for more).
+        type_errors: a selection of the wrong form (``None``, a float, a dict, a mask of
+            the wrong shape, too many indices) raises
+            :class:`~tessera.errors.InvalidTypeError` and a zero step or too many indices
+            :class:`~tessera.errors.InvalidArgumentError`, as h5py does, instead of
+            :class:`~tessera.errors.SelectionError` (an ``IndexError``, numpy's class for
+            most of them). An index outside the domain is a ``SelectionError`` either way.
     """
 
     clip_slices: bool = False
     repeats: bool = True
     masks: bool = True
+    negative_steps: bool = True
+    increasing_lists: bool = False
+    one_list: bool = False
+    type_errors: bool = False
 
 
 ARRAY_RULES = Rules()
@@ -61,6 +82,21 @@ masks allowed."""
 
 TENSOR_RULES = Rules(clip_slices=True, repeats=False)
 """Tensors in tables: numpy's slice clipping, no repeated indices, masks allowed."""
+
+H5_RULES = Rules(clip_slices=True, repeats=False, negative_steps=False, increasing_lists=True,
+                 one_list=True, type_errors=True)
+"""h5py's datasets (:mod:`tessera.h5`): slices clipped as numpy does, steps of 1 or more,
+one index list (or mask) per selection, increasing, and h5py's exception classes.
+
+>>> from tessera.format.schema import Attr
+>>> schema = ArraySchema([Dim("x", (0, 49), 10)], [Attr("v", "i4")])
+>>> normalize_selection(slice(40, 60), schema, H5_RULES).shape
+(10,)
+>>> normalize_selection([3, 1], schema, H5_RULES)
+Traceback (most recent call last):
+...
+tessera.errors.InvalidTypeError: Indexing elements must be in increasing order (dimension x)
+"""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,17 +274,31 @@ def _normalize(sel: Any, dims: Sequence[Dim], rules: Rules) -> Selection:
     items = sel if isinstance(sel, tuple) else (sel,)
     n_ell = sum(1 for it in items if it is Ellipsis)
     if n_ell > 1:
-        raise SelectionError("a selection may contain at most one '...'")
+        raise _wrong(rules, "a selection may contain at most one '...'", True)
+    if rules.type_errors and any(it is None for it in items):
+        raise InvalidTypeError("Indexing with None (or np.newaxis) is not supported")
     if n_ell:
         at = next(i for i, it in enumerate(items) if it is Ellipsis)
         fill = ndim - (len(items) - 1)
         if fill < 0:
-            raise SelectionError(_too_many(len(items) - 1, ndim))
+            raise _wrong(rules, _too_many(len(items) - 1, ndim), True)
         items = items[:at] + (slice(None),) * fill + items[at + 1:]
     if len(items) > ndim:
-        raise SelectionError(_too_many(len(items), ndim))
+        raise _wrong(rules, _too_many(len(items), ndim), True)
     items = items + (slice(None),) * (ndim - len(items))
+    if rules.one_list and sum(isinstance(it, (list, np.ndarray, range))
+                              for it in items) > 1:
+        raise InvalidTypeError("Only one indexing vector or array is allowed for fancy "
+                               "indexing")
     return Selection(tuple(_one(it, d, rules) for it, d in zip(items, dims, strict=True)))
+
+
+def _wrong(rules: Rules, message: str, value_error: bool = False) -> Exception:
+    """The error for a selection of the wrong form under ``rules``: SelectionError, or
+    h5py's class (:attr:`Rules.type_errors`)."""
+    if not rules.type_errors:
+        return SelectionError(message)
+    return InvalidArgumentError(message) if value_error else InvalidTypeError(message)
 
 
 def _too_many(n: int, ndim: int) -> str:
@@ -282,11 +332,13 @@ def _one(item: Any, dim: Dim, rules: Rules) -> DimSelection:
         step = 1 if item.step is None else item.step
         if not isinstance(step, (int, np.integer)) or isinstance(step, (bool, np.bool_)) \
                 or step == 0:
-            raise SelectionError(f"slice step for {_called(dim)} must be a non-zero "
-                                 f"integer, got {item.step!r}")
+            raise _wrong(rules, f"slice step for {_called(dim)} must be a non-zero "
+                         f"integer, got {item.step!r}", value_error=step == 0)
         step = int(step)
+        if step < 0 and not rules.negative_steps:
+            raise InvalidArgumentError(f"Step must be >= 1 (got {step}) for {_called(dim)}")
         if rules.clip_slices:
-            coords = _clipped(item, step, dim)
+            coords = _clipped(item, step, dim, rules)
         else:
             if step > 0:
                 start = lo if item.start is None else _coord(item.start, dim, "slice start", 1)
@@ -305,7 +357,7 @@ def _one(item: Any, dim: Dim, rules: Rules) -> DimSelection:
         c = np.array([_coord(item, dim, "index")], dtype=np.int64)
         return DimSelection(c, True, c, np.zeros(1, dtype=np.int64))
     if item is None:
-        raise SelectionError("np.newaxis/None is not supported in array selections")
+        raise _wrong(rules, "np.newaxis/None is not supported in array selections")
     if isinstance(item, (list, np.ndarray, range)):
         arr = np.asarray(item)
         if arr.dtype == bool:
@@ -313,29 +365,32 @@ def _one(item: Any, dim: Dim, rules: Rules) -> DimSelection:
                 raise SelectionError(f"boolean masks are not taken for {_called(dim)}; give "
                                      "a list of indices")
             if arr.shape != (dim.size,):
-                raise SelectionError(f"a boolean mask for {_called(dim)} must be 1-D "
-                                     f"with one entry per cell ({dim.size}), got shape "
-                                     f"{arr.shape}")
+                raise _wrong(rules, f"a boolean mask for {_called(dim)} must be 1-D with one "
+                             f"entry per cell ({dim.size}), got shape {arr.shape}")
             coords = np.flatnonzero(arr).astype(np.int64) + lo
             return DimSelection(coords, False, coords, np.arange(len(coords), dtype=np.int64))
         if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-            raise SelectionError(f"an index list for {_called(dim)} must be a 1-D list "
-                                 f"of integers, got {item!r:.80}")
+            raise _wrong(rules, f"an index list for {_called(dim)} must be a 1-D list of "
+                         f"integers, got {item!r:.80}")
         coords = _indices(arr, dim)
+        if rules.increasing_lists and len(coords) > 1 and not bool(
+                (coords[1:] > coords[:-1]).all()):
+            raise InvalidTypeError(f"Indexing elements must be in increasing order "
+                                   f"({_called(dim)})")
         if not rules.repeats and len(np.unique(coords)) != len(coords):
             raise SelectionError(f"indices on {_called(dim)} repeat; give each once")
         return _from_list(coords, False)
-    raise SelectionError(f"unsupported index {item!r:.80} for {_called(dim)}: use an "
-                         "int, a slice, '...', a list of ints or a 1-D boolean mask")
+    raise _wrong(rules, f"unsupported index {item!r:.80} for {_called(dim)}: use an int, a "
+                 "slice, '...', a list of ints or a 1-D boolean mask")
 
 
-def _clipped(item: slice, step: int, dim: Dim) -> np.ndarray:
+def _clipped(item: slice, step: int, dim: Dim, rules: Rules) -> np.ndarray:
     """A slice's coordinates with numpy's rules: bounds past either end are clipped."""
     for bound in (item.start, item.stop):
         if bound is not None and (isinstance(bound, (bool, np.bool_))
                                   or not isinstance(bound, (int, np.integer))):
-            raise SelectionError(f"slice bounds for {_called(dim)} must be integers, "
-                                 f"got {bound!r}")
+            raise _wrong(rules, f"slice bounds for {_called(dim)} must be integers, got "
+                         f"{bound!r}")
     start, stop, _ = slice(item.start, item.stop, step).indices(dim.size)
     lo = int(dim.domain[0])
     return _arange(start + lo, stop + lo, step, dim)
@@ -398,6 +453,28 @@ def _indices(arr: np.ndarray, dim: Dim) -> np.ndarray:
         raise SelectionError(f"index {int(arr[bad].flat[0])} is outside "
                              f"{_called(dim)}'s domain [{lo}, {hi}]")
     return coords
+
+
+def plain_items(selection: Selection) -> tuple[Any, ...]:
+    """Items that select exactly ``selection`` under any :class:`Rules` that allow index
+    lists: an int for a dropped dimension, a unit-step slice for a plain run, the
+    coordinates (in output order) otherwise. A facade normalises with its own rules, then
+    hands these to the array.
+
+    >>> from tessera.format.schema import Attr
+    >>> schema = ArraySchema([Dim("x", (0, 49), 10), Dim("y", (0, 9), 5)], [Attr("v", "i4")])
+    >>> plain_items(normalize_selection((slice(40, 60), -1), schema, H5_RULES))
+    (slice(40, 50, None), 9)
+    """
+    items: list[Any] = []
+    for d in selection.dims:
+        if d.drop:
+            items.append(int(d.coords[0]))
+        elif d.ascending_run:
+            items.append(slice(d.lo, d.hi + 1))
+        else:
+            items.append(d.coords)
+    return tuple(items)
 
 
 def _from_list(coords: np.ndarray, drop: bool) -> DimSelection:

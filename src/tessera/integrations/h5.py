@@ -51,6 +51,13 @@ from tessera.errors import (
 from tessera.format.codecs import codec_names, normalize_codec_spec
 from tessera.format.layout import default_tile
 from tessera.format.schema import ArraySchema, Attr, Dim
+from tessera.format.selection import (
+    H5_RULES,
+    box_of,
+    is_full_mask,
+    normalize_selection,
+    plain_items,
+)
 from tessera.format.values import as_values, fit_values
 from tessera.integrations.h5_chunks import OpenDatasets, chunk_budget
 from tessera.storage.blocking import Store, open_store
@@ -590,16 +597,25 @@ class Dataset(_Node):
         return iter(self._array)
 
     def _selection(self, sel: Any) -> Any:
+        """``sel`` read with h5py's rules (:data:`~tessera.format.selection.H5_RULES`:
+        slices clipped, steps of 1 or more, one increasing index list, h5py's exception
+        classes) as a selection the array reads the same way: a plain box in range as it
+        is (the same under both rules; a small read's call stays cheap), anything else
+        normalised first."""
         if isinstance(sel, tuple) and not sel:
             return ...
         for it in sel if isinstance(sel, tuple) else (sel,):
             if isinstance(it, str):
                 raise _unsupported("field names in selections (compound dtypes)")
-        return sel
+        schema = self._array.schema
+        if box_of(sel, schema) is not None or is_full_mask(sel, schema):
+            return sel
+        return plain_items(normalize_selection(sel, schema, H5_RULES))
 
     def __getitem__(self, sel: Any) -> Any:
+        sel = self._selection(sel)
         got = self._chunks.read(self._array, sel)  # a box in chunks that fit the cache
-        return self._array.read(self._selection(sel)) if got is None else got
+        return self._array.read(sel) if got is None else got
 
     def __setitem__(self, sel: Any, values: Any) -> None:
         self._file._check_writable()

@@ -152,3 +152,197 @@ def test_writes_take_the_same_selections(files, sel):
         d[sel] = -1
         return d[:]
     same(files, write)
+
+
+# -- creation, require, resize, astype, direct reads and writes -----------------------------
+
+def _props(d: Any) -> tuple[Any, ...]:
+    return (d.shape, d.dtype, d.maxshape, np.asarray(d[...]).tolist())
+
+
+@pytest.mark.parametrize("make", [
+    lambda f: f.create_dataset("x", 20, maxshape=40, dtype="f4"),
+    lambda f: f.create_dataset("x", (20,), chunks=10, dtype="f4"),
+    lambda f: f.create_dataset("x", shape=3, data=np.arange(3)),
+    lambda f: f.create_dataset("x", (4, 3), maxshape=(None, 3), dtype="i2"),
+    lambda f: f.create_dataset("x", (100,), chunks=(200,), dtype="i4"),
+    lambda f: f.create_dataset("x", (100,), chunks=(200,), maxshape=(None,), dtype="i4"),
+    lambda f: f.create_dataset("x", data=np.arange(6).reshape(2, 3), fillvalue=7),
+    lambda f: f.require_dataset("x", 10, "f"),
+    lambda f: f.create_dataset(b"x", (2,), "i4"),
+], ids=["int shape and maxshape", "int chunks", "int shape with data", "maxshape None",
+        "chunks past the shape", "chunks past the shape, growable", "fillvalue",
+        "require int shape", "bytes name"])
+def test_creation_arguments(files, make):
+    same(files, lambda f: _props(make(f)))
+
+
+@pytest.mark.parametrize("have, want, exact", [
+    ("i4", "i2", False), ("i2", "i4", False), ("i4", "i2", True), ("i4", "i4", True),
+    ("f8", "f4", False), ("f4", "f8", False),
+])
+def test_require_dataset_dtypes(files, have, want, exact):
+    def req(f):
+        f.create_dataset("x", (5,), have)
+        return f.require_dataset("x", (5,), want, exact=exact).dtype
+    same(files, req)
+
+
+def test_require_dataset_finds_the_same_object(files):
+    same(files, lambda f: f.require_dataset("x", (10, 3), "f") ==
+         f.require_dataset("x", (10, 3), "f"))
+    same(files, lambda f: f.require_dataset("x", (9, 3), "f"))  # another shape: TypeError
+    same(files, lambda f: f.require_group("x"))                 # a dataset, not a group
+
+    def grown(f):
+        d = f.create_dataset("r", (0, 3), maxshape=(None, 3), dtype=int)
+        d.resize((20, 3))
+        return f.require_dataset("r", shape=(0, 3), maxshape=(None, 3), dtype=int).shape
+    same(files, grown)
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: d.resize(50, axis=2), lambda d: d.resize(50, axis=-1),
+    lambda d: d.resize(12, axis=0), lambda d: d.resize((12, 3)),
+], ids=["axis past the end", "negative axis", "axis 0", "shape"])
+def test_resize(files, call):
+    def run(f):
+        d = f.create_dataset("r", (10, 3), maxshape=(None, 3), dtype="i4")
+        call(d)
+        return d.shape
+    same(files, run)
+
+
+def test_resize_without_maxshape(files):
+    same(files, lambda f: f.create_dataset("x", (5,), "i4").resize((10,)))
+
+
+def test_astype(files):
+    def use(f):
+        d = f.create_dataset("x", data=np.arange(5, dtype="i4"))
+        a = d.astype("f4")
+        return len(a), np.asarray(a, dtype="i2"), a[1:3], d.len()
+    real, ours = files
+    want, got = use(real), use(ours)
+    assert want[0] == got[0] and want[3] == got[3]
+    for x, y in zip(want[1:3], got[1:3], strict=True):
+        assert x.dtype == y.dtype and x.tolist() == y.tolist()
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: d.read_direct(np.zeros(3, "i4")),
+    lambda d: d.write_direct(np.zeros(3, "i4")),
+    lambda d: d.read_direct(np.zeros((5, 2), "i4", order="F")[:, :1].copy(order="F")),
+    lambda d: d.read_direct(np.zeros((2, 5), "i4").T),
+    lambda d: d.write_direct(np.zeros((2, 5), "i4").T),
+    lambda d: d.__setitem__((slice(None), 1), np.zeros((5, 1))),
+    lambda d: d.__setitem__((slice(None), 1), np.zeros(5)),
+    lambda d: d.__setitem__(slice(None), 3),
+    lambda d: d.read_direct(np.zeros((5, 2), "i4")),
+    lambda d: d.write_direct(np.ones((5, 2), "i4")),
+], ids=["read short", "write short", "read fortran column", "read transposed",
+        "write transposed", "broadcast misfit", "column", "scalar", "read", "write"])
+def test_direct_reads_writes_and_broadcasts(files, call):
+    def run(f):
+        d = f.create_dataset("x", data=np.arange(10, dtype="i4").reshape(5, 2))
+        call(d)
+        return d[...]
+    same(files, run)
+
+
+# -- groups and files -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("call", [
+    lambda f: f.create_group("g") == f["g"],
+    lambda f: hash(f.create_group("g")) == hash(f["g"]),
+    lambda f: f.create_dataset("n", data=[1]) == f["n"],
+    lambda f: f.create_group("g") != f.create_dataset("n", data=[1]),
+    lambda f: f.create_group(b"h").name,
+    lambda f: (f.__setitem__(b"m", np.arange(2)), f["m"][:])[1],
+    lambda f: (f.create_group("g"), f.get(b"g").name)[1],
+    lambda f: (f.create_group("g"), b"g" in f)[1],
+    lambda f: "." in f, lambda f: "" in f, lambda f: "/" in f, lambda f: 3 in f,
+    lambda f: f.get("zz"), lambda f: f["zz"],
+    lambda f: (f.create_group("g"), f.create_group("g")),
+    lambda f: (f.create_dataset("n", data=[1]), f.create_dataset("n", data=[1])),
+    lambda f: (f.create_group("g"), f.require_dataset("g", (1,), "i4")),
+    lambda f: f.__delitem__("zz"),
+    lambda f: (f.create_group("b"), f.create_group("a"), f.create_dataset("c", data=[1]),
+               list(f.keys()))[-1],
+    lambda f: (f.create_group("a/b/c"), sorted(_visit(f)))[1],
+    lambda f: (f.create_group("a"), f["a"].create_dataset("x", data=[1]),
+               [v.name for v in f["a"].values()], [k for k, _ in f.items()])[2:],
+    lambda f: (f.create_group("a"), f.mode)[1],
+], ids=["group ==", "group hash", "dataset ==", "group != dataset", "bytes group",
+        "bytes setitem", "bytes get", "bytes in", "dot in", "empty in", "slash in",
+        "int in", "get missing", "getitem missing", "group exists", "dataset exists",
+        "require_dataset on a group", "del missing", "keys order", "visit", "values items",
+        "mode"])
+def test_groups(files, call):
+    same(files, call)
+
+
+def _visit(f: Any) -> list[str]:
+    names: list[str] = []
+    f.visit(names.append)
+    return names
+
+
+def test_a_closed_file(files):
+    def closed(f):
+        f.create_group("g")
+        f.close()
+        return "g" in f, bool(f)
+    same(files, closed)
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    real = h5py.File(tmp_path / "real.h5", "w")
+    ours = th5.File(str(tmp_path / "ours"), "w")
+    for f in (real, ours):
+        f.create_group("g")
+        f.create_dataset("n", data=np.arange(3))
+        f.close()
+    real, ours = h5py.File(tmp_path / "real.h5", "r"), th5.File(str(tmp_path / "ours"), "r")
+    yield real, ours
+    real.close()
+    ours.close()
+
+
+@pytest.mark.parametrize("call", [
+    lambda f: f.create_group("q"), lambda f: f.__delitem__("g"),
+    lambda f: f.create_dataset("q", data=[1]), lambda f: f["n"].__setitem__(0, 5),
+    lambda f: f.attrs.__setitem__("a", 1), lambda f: f.mode, lambda f: f["n"][:],
+], ids=["create_group", "del", "create_dataset", "write", "attrs", "mode", "read"])
+def test_read_only_files(read_only, call):
+    same(read_only, call)
+
+
+@pytest.mark.parametrize("mode, exists", [("w-", True), ("x", True), ("r", False),
+                                          ("r+", False), ("q", True), ("a", True),
+                                          ("a", False), ("w", True)])
+def test_file_modes(tmp_path, mode, exists):
+    real_path, ours_path = tmp_path / "real.h5", tmp_path / "ours"
+    if exists:
+        h5py.File(real_path, "w").close()
+        th5.File(str(ours_path), "w").close()
+
+    def open_(path: Any, module: Any) -> Any:
+        f = module.File(path, mode)
+        try:
+            return f.mode, list(f.keys())
+        finally:
+            f.close()
+    want = _outcome(lambda _: open_(real_path, h5py), None)
+    got = _outcome(lambda _: open_(ours_path, th5), None)
+    assert got == want
+
+
+def test_file_names_and_paths(tmp_path):
+    import pathlib
+    path = pathlib.Path(tmp_path / "ours")
+    with th5.File(path, "w") as f:
+        assert f.filename == str(path)
+    with th5.File(str(path), "r") as f:
+        assert f.filename == str(path)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
@@ -69,7 +70,7 @@ MODES = ("r", "r+", "w", "w-", "x", "a")
 #: h5py Dataset features this facade does not offer (each raises NotImplementedError).
 UNSUPPORTED_DATASET = ("id", "dims", "regionref", "asstr", "fields",
                        "iter_chunks", "virtual_sources", "is_virtual", "flush",
-                       "external", "scaleoffset", "shuffle", "fletcher32", "len",
+                       "external", "scaleoffset", "shuffle", "fletcher32",
                        "make_scale", "is_scale", "file_id", "ref", "lazy_compute")
 
 
@@ -221,6 +222,49 @@ def _decode_attr(doc: Any) -> Any:
     return arr[()] if arr.ndim == 0 else arr
 
 
+def _name(name: object) -> str:
+    """A member name as h5py takes it: text, or bytes as UTF-8."""
+    if isinstance(name, bytes):
+        return name.decode("utf-8")
+    if not isinstance(name, str):
+        raise InvalidTypeError(f"A name should be string or bytes, not {type(name).__name__}")
+    return name
+
+
+def _shape_arg(value: Any, what: str, none_ok: bool = False) -> Any:
+    """A shape, chunks or maxshape argument as a tuple: an int is one dimension, as in
+    h5py (``None`` stays ``None``; with ``none_ok`` entries may be ``None``)."""
+    if value is None:
+        return None
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return (int(value),)
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise InvalidTypeError(f"{what} must be an int or a tuple of ints, got "
+                               f"{value!r:.60}") from None
+    out: list[int | None] = []
+    for n in items:
+        if n is None and none_ok:
+            out.append(None)
+        elif isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0:
+            out.append(int(n))
+        else:
+            raise InvalidTypeError(f"{what} entries must be integers >= 0, got {value!r:.60}")
+    return tuple(out)
+
+
+def _check_broadcast(source: tuple[int, ...], target: tuple[int, ...]) -> None:
+    """h5py's rule for read_direct / write_direct: the shapes must match up to
+    broadcasting of the source, with no more dimensions than the target."""
+    try:
+        ok = len(source) <= len(target) and np.broadcast_shapes(source, target) == target
+    except ValueError:
+        ok = False
+    if not ok:
+        raise InvalidTypeError(f"Can't broadcast {source} -> {target}")
+
+
 def _join(path: str, name: str) -> str:
     return f"{path}/{name}" if path else name
 
@@ -251,14 +295,27 @@ class _Node:
         """The node's attributes."""
         return AttributeManager(self._file._store, self._path, self._file._writable)
 
+    def __eq__(self, other: object) -> bool:
+        """The same object of the same store, as h5py compares objects (a group and a
+        dataset are never equal; two handles on one dataset are)."""
+        return (isinstance(other, _Node) and isinstance(other, Dataset) ==
+                isinstance(self, Dataset) and other._path == self._path
+                and str(other._file._store.url) == str(self._file._store.url))
+
+    def __hash__(self) -> int:
+        return hash((str(self._file._store.url), self._path, isinstance(self, Dataset)))
+
 
 class Group(_Node):
     """A group: a hierarchy of names holding groups and datasets (as h5py's)."""
 
     # -- names -----------------------------------------------------------------------------
-    def _resolve(self, name: str) -> str:
-        if not isinstance(name, str) or not name:
-            raise InvalidTypeError(f"names are non-empty str, got {name!r}")
+    def _resolve(self, name: str | bytes) -> str:
+        name = _name(name)
+        if not name:
+            raise InvalidArgumentError("a name is not empty")
+        if name in (".", "./"):
+            return self._path
         path = name.strip("/") if name.startswith("/") else _join(self._path, name.strip("/"))
         if not path:
             return ""
@@ -299,7 +356,12 @@ class Group(_Node):
             return default
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and self._kind(self._resolve(name)) is not None
+        """True if ``name`` (str or bytes; ``.`` is this group) names a member; False on a
+        closed file, as h5py's."""
+        text = _name(name)
+        if not self._file._open or not text:
+            return False
+        return self._kind(self._resolve(text)) is not None
 
     def keys(self) -> list[str]:
         """Member names, sorted (h5py's default order)."""
@@ -346,6 +408,7 @@ class Group(_Node):
     # -- creation --------------------------------------------------------------------------
     def create_group(self, name: str) -> Group:
         """A new group (and any missing groups on its way)."""
+        self._file._check_writable(InvalidArgumentError)
         path = self._resolve(name)
         if self._kind(path) is not None:
             raise InvalidArgumentError(f"Unable to create group (name {name!r} already exists)")
@@ -357,7 +420,7 @@ class Group(_Node):
         path = self._resolve(name)
         kind = self._kind(path)
         if kind == "dataset":
-            raise InvalidTypeError(f"{name!r} is a dataset, not a group")
+            raise InvalidTypeError(f"Incompatible object (Dataset) already exists: {name!r}")
         if kind is None:
             self._make_groups(path)
         return Group(self._file, path)
@@ -381,14 +444,19 @@ class Group(_Node):
         ``data``. ``chunks`` becomes the tile shape; ``compression``: ``gzip`` (level from
         ``compression_opts``, default 4; an int 0-9 means gzip at that level), or another of
         Tessera's codecs (:func:`tessera.format.codecs.codec_names`: ``zstd``, ``lz4``,
-        ``blosc``), with ``compression_opts`` as its level."""
-        self._file._check_writable()
+        ``blosc``), with ``compression_opts`` as its level. ``shape``, ``chunks`` and
+        ``maxshape`` take an int for one dimension."""
+        self._file._check_writable(InvalidArgumentError)
         for key, value in kwargs.items():
             if value not in (None, False):
                 raise _unsupported(f"create_dataset({key}=...)")
         path = self._resolve(name)
         if self._kind(path) is not None:
             raise InvalidArgumentError(f"Unable to create dataset (name {name!r} already exists)")
+        shape = _shape_arg(shape, "shape")
+        maxshape = _shape_arg(maxshape, "maxshape", none_ok=True)
+        if chunks not in (None, True, False):
+            chunks = _shape_arg(chunks, "chunks")
         values = None
         if data is not None:
             values = as_values(data, None if dtype is None else np.dtype(dtype))
@@ -402,11 +470,7 @@ class Group(_Node):
                 values = values.reshape(shape)
         if shape is None:
             raise InvalidTypeError("create_dataset needs a shape or data")
-        shape = (int(shape),) if isinstance(shape, (int, np.integer)) else \
-            tuple(int(n) for n in shape)
         dt = np.dtype(values.dtype if values is not None else (dtype or "f4"))
-        if maxshape is not None:
-            maxshape = tuple(None if m is None else int(m) for m in maxshape)
         if not shape:
             raise _unsupported("scalar (0-dimensional) datasets")
         if 0 in shape and (maxshape is None or any(
@@ -416,12 +480,20 @@ class Group(_Node):
         if dt.kind not in "biufc":
             raise _unsupported(f"datasets of dtype {dt} (numeric dtypes only)")
         tile = (default_tile(tuple(max(1, n) for n in shape), dt.itemsize)
-                if chunks in (None, True) else tuple(int(c) for c in chunks))
+                if chunks in (None, True, False) else tuple(chunks))
         if len(tile) != len(shape):
             raise InvalidArgumentError(f"chunks {tile} do not match shape {shape}")
+        if chunks not in (None, True, False):
+            limit = maxshape or shape
+            if any(t < 1 or (m is not None and t > m) for t, m in zip(tile, limit,
+                                                                     strict=True)):
+                raise InvalidArgumentError(
+                    f"Chunk shape must not be greater than data shape in any dimension. "
+                    f"{tile} is not compatible with {limit}")
         if "/" in path:
             self._make_groups(path.rpartition("/")[0])
-        fill = None if fillvalue is None else np.asarray(fillvalue, dt).item()
+        # unwritten cells read as 0 unless told, as in HDF5 (an array's float default is NaN)
+        fill = np.asarray(0 if fillvalue is None else fillvalue, dt).item()
         grows = [maxshape is not None and (m is None or m > n)
                  for n, m in zip(shape, maxshape or shape, strict=True)]
         schema = ArraySchema(
@@ -444,19 +516,41 @@ class Group(_Node):
             return self.create_dataset(name, shape, dtype, **kwargs)
         dset = self[name]
         if not isinstance(dset, Dataset):
-            raise InvalidTypeError(f"{name!r} is a group, not a dataset")
+            raise InvalidTypeError(f"Incompatible object (Group) already exists: {name!r}")
         want = np.dtype(dtype)
-        if tuple(dset.shape) != tuple(shape):
-            raise InvalidTypeError(f"shapes do not match (existing {dset.shape} vs new {shape})")
-        if (exact and dset.dtype != want) or not np.can_cast(dset.dtype, want):
-            raise InvalidTypeError(f"datatypes do not match (existing {dset.dtype} vs new {want})")
+        shape = _shape_arg(shape, "shape")
+        if tuple(dset.shape) != shape:
+            # as h5py: a growable dataset is found by its maxshape when that is given
+            maxshape = kwargs.get("maxshape")
+            if maxshape is None:
+                raise InvalidTypeError(f"Shapes do not match (existing {dset.shape} vs new "
+                                       f"{shape})")
+            if _shape_arg(maxshape, "maxshape", none_ok=True) != dset.maxshape:
+                raise InvalidTypeError(f"Max shapes do not match (existing {dset.maxshape} "
+                                       f"vs new {maxshape})")
+        if exact and dset.dtype != want:
+            raise InvalidTypeError(f"Datatypes do not exactly match (existing {dset.dtype} "
+                                   f"vs new {want})")
+        if not np.can_cast(want, dset.dtype):  # the requested type must fit the existing
+            raise InvalidTypeError(f"Datatypes cannot be safely cast (existing {dset.dtype} "
+                                   f"vs new {want})")
         return dset
+
+    def create_dataset_like(self, name: str, other: Dataset, **kwargs: Any) -> Dataset:
+        """A new dataset with ``other``'s shape, dtype, chunks, maxshape, compression and
+        fill value (each overridden by a keyword), as h5py's."""
+        for key in ("shape", "dtype", "chunks", "compression", "compression_opts",
+                    "fillvalue", "maxshape"):
+            kwargs.setdefault(key, getattr(other, key))
+        if kwargs["maxshape"] == kwargs["shape"]:
+            kwargs["maxshape"] = None
+        return self.create_dataset(name, **kwargs)
 
     def __setitem__(self, name: str, value: Any) -> None:
         self.create_dataset(name, data=value)
 
     def __delitem__(self, name: str) -> None:
-        self._file._check_writable()
+        self._file._check_writable(NameNotFoundError)
         path = self._resolve(name)
         if not path or self._kind(path) is None:
             raise NameNotFoundError(f"Couldn't delete link (object {name!r} doesn't exist)")
@@ -585,16 +679,26 @@ class Dataset(_Node):
         """Change the shape within ``maxshape``, as h5py's: ``size`` is the new shape, or
         with ``axis`` the new length of that axis (:meth:`tessera.Array.resize`)."""
         self._file._check_writable()
+        if self._array.schema.maxshape is None:
+            raise InvalidTypeError(f"Only datasets created with maxshape can be resized; "
+                                   f"{self.name} has a fixed shape {self.shape}")
         if axis is None:
-            shape = (int(size),) if isinstance(size, (int, np.integer)) else \
-                tuple(int(n) for n in size)
+            shape = _shape_arg(size, "size")
         else:
+            if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) \
+                    or not 0 <= axis < len(self.shape):
+                raise InvalidArgumentError(f"Invalid axis (0 to {len(self.shape) - 1} "
+                                           f"allowed), got {axis!r}")
             shape = tuple(int(size) if a == axis else n for a, n in enumerate(self.shape))
         self._array.resize(shape)
 
     def __iter__(self) -> Iterator[Any]:
         """The first axis, one index at a time (read one tile-row at a time)."""
         return iter(self._array)
+
+    def len(self) -> int:
+        """The length of the first axis (``len(dset)``), as h5py's ``Dataset.len``."""
+        return len(self)
 
     def _selection(self, sel: Any) -> Any:
         """``sel`` read with h5py's rules (:data:`~tessera.format.selection.H5_RULES`:
@@ -621,20 +725,49 @@ class Dataset(_Node):
         self._file._check_writable()
         # h5py converts to the dataset's dtype (floats truncate into integers); a value that
         # does not fit raises InvalidTypeError naming the dataset instead of wrapping around
-        self._array[self._selection(sel)] = fit_values(values, self.dtype, self.name,
-                                                       cast="value", what="dataset")
+        sel = self._selection(sel)
+        fitted = fit_values(values, self.dtype, self.name, cast="value", what="dataset")
+        if fitted.ndim:
+            want = self._selected_shape(sel)
+            try:
+                np.broadcast_shapes(fitted.shape, want)
+            except ValueError:
+                raise InvalidTypeError(f"Can't broadcast {fitted.shape} -> {want}") from None
+            if len(fitted.shape) > len(want):  # h5py: never more dimensions than selected
+                raise InvalidTypeError(f"Can't broadcast {fitted.shape} -> {want}")
+        self._array[sel] = fitted
+
+    def _selected_shape(self, sel: Any) -> tuple[int, ...]:
+        """The shape ``self[sel]`` has (``sel`` already through :meth:`_selection`)."""
+        schema = self._array.schema
+        if is_full_mask(sel, schema):
+            return (int(np.count_nonzero(sel)),)
+        return normalize_selection(sel, schema, H5_RULES).shape
 
     def read_direct(self, dest: np.ndarray, source_sel: Any = None,
                     dest_sel: Any = None) -> None:
-        """Read ``self[source_sel]`` into ``dest[dest_sel]`` (defaults: everything)."""
-        values = self[... if source_sel is None else source_sel]
+        """Read ``self[source_sel]`` into ``dest[dest_sel]`` (defaults: everything); as
+        h5py's, ``dest`` must be a C-contiguous, writable array and the shapes must match
+        (:class:`~tessera.errors.InvalidTypeError` otherwise)."""
+        if not isinstance(dest, np.ndarray) or not dest.flags.c_contiguous \
+                or not dest.flags.writeable:
+            raise InvalidTypeError("Array must be C-contiguous and writable")
+        values = np.asarray(self[... if source_sel is None else source_sel])
+        target = dest[... if dest_sel is None else dest_sel]
+        _check_broadcast(values.shape, np.shape(target))
         dest[... if dest_sel is None else dest_sel] = values
 
     def write_direct(self, source: np.ndarray, source_sel: Any = None,
                      dest_sel: Any = None) -> None:
-        """Write ``source[source_sel]`` to ``self[dest_sel]`` (defaults: everything)."""
-        self[... if dest_sel is None else dest_sel] = \
-            np.asarray(source)[... if source_sel is None else source_sel]
+        """Write ``source[source_sel]`` to ``self[dest_sel]`` (defaults: everything); as
+        h5py's, ``source`` must be a C-contiguous array and the shapes must match
+        (:class:`~tessera.errors.InvalidTypeError` otherwise)."""
+        if not isinstance(source, np.ndarray) or not source.flags.c_contiguous:
+            raise InvalidTypeError("Array must be C-contiguous")
+        values = source[... if source_sel is None else source_sel]
+        sel = self._selection(... if dest_sel is None else dest_sel)
+        _check_broadcast(np.shape(values), self._selected_shape(sel))
+        self[sel] = values
 
     def astype(self, dtype: Any) -> _AsType:
         """A view reading as ``dtype``: ``dset.astype('f8')[:10]``."""
@@ -649,11 +782,20 @@ class Dataset(_Node):
 
 
 class _AsType:
+    """``dset.astype(dtype)``: reads as ``dtype`` (``[...]``, ``len``, ``np.asarray``)."""
+
     def __init__(self, dset: Dataset, dtype: np.dtype[Any]) -> None:
         self._dset, self._dtype = dset, dtype
 
     def __getitem__(self, sel: Any) -> np.ndarray:
         return np.asarray(self._dset[sel]).astype(self._dtype)
+
+    def __len__(self) -> int:
+        return len(self._dset)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self[...]
+        return out if dtype is None else out.astype(dtype)
 
 
 class File(Group):
@@ -671,7 +813,7 @@ class File(Group):
     recently used out first).
     """
 
-    def __init__(self, uri: str, mode: str = "r", *,
+    def __init__(self, uri: str | os.PathLike[str], mode: str = "r", *,
                  storage_options: dict[str, Any] | None = None, rdcc_nbytes: int | None = None,
                  rdcc_nslots: int | None = None, rdcc_w0: float | None = None,
                  **kwargs: Any) -> None:
@@ -679,14 +821,19 @@ class File(Group):
             if value is not None:
                 raise _unsupported(f"File({key}=...)")
         if mode not in MODES:
-            raise InvalidArgumentError(f"invalid mode {mode!r}; use one of {', '.join(MODES)}")
+            raise InvalidArgumentError(f"Invalid mode {mode!r}; must be one of "
+                                       f"{', '.join(MODES)}")
+        given = uri
+        uri = os.fspath(uri)
         self.storage_options = dict(storage_options or {})
         self._store = open_store(uri, **self.storage_options)
         self._datasets = OpenDatasets(self._store, chunk_budget(
             self._store, rdcc_nbytes, rdcc_nslots, rdcc_w0), lambda path: open_array(
                 self._child(path), "w" if self._writable else "r",
                 storage_options=self.storage_options))
-        self.filename = str(self._store.url)
+        #: the path or URL as given (h5py's ``filename``): a local path stays a path
+        self.filename = uri if isinstance(given, os.PathLike) or "://" not in uri \
+            else str(self._store.url)
         self.mode = "r" if mode == "r" else "r+"
         self._writable = mode != "r"
         self._open = True
@@ -717,10 +864,13 @@ class File(Group):
         if not self._open:
             raise InvalidArgumentError(f"{self.filename} is closed")
 
-    def _check_writable(self) -> None:
+    def _check_writable(self, error: type[Exception] = ReadOnlyError) -> None:
+        """Raise unless the file is open for writing: ``error`` is h5py's class for the
+        operation (ValueError to create, KeyError to delete, OSError to write)."""
         self._check_open()
         if not self._writable:
-            raise ReadOnlyError(f"{self.filename} is open read-only (mode 'r')")
+            raise error(f"{self.filename} is open read-only (mode 'r'): no write intent on "
+                        "file")
 
     def close(self) -> None:
         """Close the file; later use of it raises."""

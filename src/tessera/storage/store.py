@@ -30,13 +30,13 @@ from typing import Any, Literal, TypeVar
 
 import obstore
 from obstore import Bytes
+from obstore.exceptions import NotFoundError
 from obstore.store import ObjectStore
 
 from tessera.config import StoreConfig
 from tessera.errors import (
     InvalidArgumentError,
     ObjectExistsError,
-    ObjectNotFoundError,
     PermanentStorageError,
     StorageError,
     TransientStorageError,
@@ -242,12 +242,18 @@ class AsyncStore(CallingThreadIO):
         return await self._call("head", key, send)
 
     async def exists(self, key: str) -> bool:
-        """True if the object exists (one HEAD request)."""
-        try:
-            await self.head(key)
-        except ObjectNotFoundError:
-            return False
-        return True
+        """True if the object exists (one HEAD request). "No such object" is this
+        request's answer, not its failure: it is counted as a request that succeeded."""
+        path = self._path(key)
+
+        async def send() -> bool:
+            try:
+                await obstore.head_async(self._backend(), path)
+            except (FileNotFoundError, NotFoundError):
+                return False
+            return True
+
+        return await self._call("head", key, send)
 
     # -- writes ----------------------------------------------------------------------------
     async def put(

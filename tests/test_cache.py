@@ -83,7 +83,7 @@ def test_eight_threads_keep_the_bounds_and_the_books() -> None:
 
 
 def test_every_engine_cache_is_the_one_cache() -> None:
-    from tessera.array.fragment import META_CACHE
+    from tessera.array.commits import META_CACHE
     from tessera.images.cache import ColumnCache
     from tessera.server.cache import TileCache
     from tessera.tables.reader import FOOTERS

@@ -3,6 +3,7 @@
 See :mod:`tessera.integrations.h5` for what it covers and how it lays data out.
 """
 
-from tessera.integrations.h5 import AttributeManager, Dataset, File, Group
+from tessera.integrations.h5 import Dataset, File, Group
+from tessera.integrations.h5_attrs import AttributeManager
 
 __all__ = ["AttributeManager", "Dataset", "File", "Group"]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tessera
-from tessera.array.fragment import META_CACHE
+from tessera.array.commits import META_CACHE
 from tessera.errors import CorruptDataError, TableVersionError, TesseraError
 
 

@@ -12,7 +12,7 @@ import pytest
 
 import tessera
 from tessera.array import fragment as fragment_mod
-from tessera.array.fragment import META_CACHE
+from tessera.array.commits import META_CACHE
 from tessera.array.read import local as reader_mod
 
 

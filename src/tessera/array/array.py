@@ -27,12 +27,8 @@ import numpy as np
 from tessera._sync import run_sync
 from tessera.array.bookkeeping import check_against_schema
 from tessera.array.calling_thread import CallingThreadReads, UnionPlan
-from tessera.array.fragment import (
-    FragmentInfo,
-    FragmentMeta,
-    list_committed,
-    load_meta,
-)
+from tessera.array.commits import list_committed, load_meta
+from tessera.array.fragment import FragmentInfo, FragmentMeta
 from tessera.array.growth import load_extent
 from tessera.array.maintenance import apply_replacements, check_history, visible_at
 from tessera.array.metadata import ArrayMetadata
@@ -73,8 +69,7 @@ from tessera.format.selection import (
     vectorized_points,
 )
 from tessera.format.tile import CellTileRead, TileRead
-from tessera.pushdown.client import PushdownClient
-from tessera.pushdown.fleet import PushdownFleet, PushdownServer
+from tessera.pushdown.fleet import PushdownServer, as_pushdown_server
 from tessera.query.cost import StoreProfile
 from tessera.query.methods import read_method, read_mode
 from tessera.query.need import TileNeed
@@ -157,7 +152,7 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
 
     @pushdown.setter
     def pushdown(self, server: Any) -> None:
-        self._pushdown = _pushdown_client(server)
+        self._pushdown = as_pushdown_server(server)
 
     # -- description -----------------------------------------------------------------------
     @property
@@ -690,17 +685,6 @@ def _forces_server(mode: str) -> bool:
 def _same_fragments(a: list[FragmentMeta], b: list[FragmentMeta]) -> bool:
     """True if two lists of fragments name the same fragments in the same order."""
     return [m.name for m in a] == [m.name for m in b]
-
-
-def _pushdown_client(server: Any) -> PushdownServer | None:
-    if server is None or isinstance(server, (PushdownClient, PushdownFleet)):
-        return server
-    if isinstance(server, str):
-        return PushdownClient(server)
-    if isinstance(server, (list, tuple)) and all(isinstance(u, str) for u in server):
-        return PushdownFleet(server)
-    raise InvalidTypeError(f"pushdown must be a server URL, a list of them, a PushdownClient, "
-                           f"a PushdownFleet or None, got {server!r}")
 
 
 def _to_ns(ts: TimestampLike) -> int | None:

@@ -21,12 +21,8 @@ after its data is stored; a commit whose requests are slow can still become visi
 a later one, which is why consolidations say what they outrank (``FragmentMeta.covers``,
 :mod:`tessera.array.maintenance`).
 
-Vacuum and a commit in flight meet with two writes and two reads, so at least one sees the
-other: vacuum writes ``__doomed/<id>`` and then lists the commit markers (an id it finds
-committed is spared), a writer writes its marker and then looks for ``__doomed/<id>`` (if
-it is there, the writer takes its marker back and raises
-:class:`~tessera.errors.CommitConflictError`). Readers treat a marker whose id is doomed and
-whose bookkeeping is gone as never committed.
+How a commit meets a vacuum, and how committed fragments are listed and loaded, is
+:mod:`tessera.array.commits`.
 """
 
 from __future__ import annotations
@@ -36,7 +32,6 @@ import base64
 import binascii
 import collections
 import concurrent.futures
-import contextlib
 import dataclasses
 import itertools
 import json
@@ -50,13 +45,8 @@ from typing import Any
 import numpy as np
 
 from tessera.array.bookkeeping import check_document
-from tessera.cache import LRUCache, ProcessCache
-from tessera.config import CacheConfig
 from tessera.errors import (
-    CommitConflictError,
     CorruptDataError,
-    ObjectNotFoundError,
-    StorageError,
 )
 from tessera.format.blocks import (
     BLOCK_BYTES,
@@ -398,15 +388,15 @@ def pack_tiles(key: str, codec_spec: str | None, chunks: list[Any],
     return AttrTiles(key, codec_spec, offsets, sizes, crcs), b"".join(chunks)
 
 
-async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
+async def store_dense_fragment(store: AsyncStore, schema: ArraySchema,
                                values: dict[str, np.ndarray], origin: tuple[int, ...], *,
                                kind: str = "dense", replaces: tuple[str, ...] = (),
-                               covers: tuple[str, ...] | None = None,
-                               timestamp: int | None = None,
-                               block_bytes: int = BLOCK_BYTES) -> FragmentMeta:
-    """Write one dense fragment holding ``values`` (one array per attribute, same shape) at
-    coordinates ``origin``, then commit it. Returns its bookkeeping. Compressed tiles are
-    stored in blocks of ``block_bytes`` decoded bytes (0: each tile compressed whole)."""
+                               block_bytes: int = BLOCK_BYTES) -> tuple[str, FragmentMeta]:
+    """Store the data objects of one dense fragment holding ``values`` (one array per
+    attribute, same shape) at coordinates ``origin``; returns its id and bookkeeping, not
+    committed yet (:func:`tessera.array.commits.write_dense_fragment` commits it).
+    Compressed tiles are stored in blocks of ``block_bytes`` decoded bytes (0: each tile
+    compressed whole)."""
     shape = next(iter(values.values())).shape[:schema.ndim]
     box: Box = (origin, tuple(o + s - 1 for o, s in zip(origin, shape, strict=True)))
     fid = new_fragment_id()
@@ -437,7 +427,7 @@ async def write_dense_fragment(store: AsyncStore, schema: ArraySchema,
     await asyncio.gather(*puts)  # streamed checksums are all filled in once these return
     meta = FragmentMeta("", 0, kind, box, tlo, thi, attrs, int(np.prod(shape)),
                         replaces=replaces)
-    return await commit_fragment(store, fid, meta, timestamp, covers=covers)
+    return fid, meta
 
 
 def interleave_tiles(key: str, encoded: list[tuple[str, AttrTiles, Any]],
@@ -670,28 +660,6 @@ def _overlap(box: Box, tb: Box) -> tuple[tuple[slice, ...], tuple[slice, ...], b
     return src, dst, inter_lo == list(tb[0]) and inter_hi == list(tb[1])
 
 
-async def commit_fragment(store: AsyncStore, fid: str, meta: FragmentMeta,
-                          timestamp: int | None = None, *,
-                          covers: tuple[str, ...] | None = None) -> FragmentMeta:
-    """Stamp ``meta`` with the commit time (or ``timestamp``: consolidation places its
-    fragment at the newest merged one's time) and, for a consolidation, the fragments it
-    outranks (``covers``), store it, then write the commit marker."""
-    timestamp = new_timestamp() if timestamp is None else timestamp
-    name = fragment_name(timestamp, fid)
-    meta = dataclasses.replace(meta, name=name, timestamp=timestamp, covers=covers)
-    await store.put(f"{FRAGMENTS}/{fid}/__meta.json", meta.to_json())
-    marker = json.dumps({"name": name, "timestamp": timestamp}).encode()
-    await store.put(f"{COMMITS}/{name}", marker, mode="create")
-    if await store.exists(f"{DOOMED}/{fid}"):  # a vacuum took this writer for dead
-        with contextlib.suppress(StorageError):  # left behind, readers skip it all the same
-            await store.delete(f"{COMMITS}/{name}")
-        raise CommitConflictError(
-                f"{store.url}: this write took longer than a concurrent vacuum's orphan "
-                f"grace period, and the vacuum removed its objects (fragment {fid}); nothing "
-                "was committed: write again, and give vacuum a longer orphan_grace_s")
-    return meta
-
-
 def _dense_tile(schema: ArraySchema, fill: Any, data: np.ndarray, box: Box, tb: Box,
                 cell_shape: tuple[int, ...]) -> np.ndarray:
     """The space tile ``tb`` of a box write: the box's cells, the fill value elsewhere."""
@@ -701,38 +669,3 @@ def _dense_tile(schema: ArraySchema, fill: Any, data: np.ndarray, box: Box, tb: 
     tile = np.full(schema.tile_shape + cell_shape, fill, dtype=data.dtype)
     tile[dst] = data[src]
     return tile
-
-
-async def list_committed(store: AsyncStore) -> list[str]:
-    """Names of the committed fragments, oldest first."""
-    names = await store.list_names(COMMITS)
-    return sorted(n for n in names if n.startswith("f") and len(n) > 21)
-
-
-#: The process's cache of committed fragments' bookkeeping (``TESSERA_FRAGMENTS_CACHE_BYTES``,
-#: 64 MiB of JSON), so that every handle opened on an array in this process loads a
-#: fragment's ``__meta.json`` once. A committed fragment never changes (its name is unique:
-#: timestamp and random id), so an entry never goes stale; a vacuumed fragment is simply no
-#: longer listed. ``META_CACHE()`` is the cache.
-META_CACHE: ProcessCache[tuple[str, str], FragmentMeta] = ProcessCache(lambda: LRUCache(
-    "fragment bookkeeping", CacheConfig.from_env().fragments_cache_bytes))
-
-
-async def load_meta(store: AsyncStore, name: str, array_url: str) -> FragmentMeta | None:
-    """Read one committed fragment's bookkeeping (once per process: :data:`META_CACHE`).
-    ``None`` for a marker a vacuum made void (its writer was taken for dead and takes the
-    marker back: see the module's notes)."""
-    cached = META_CACHE().get((array_url, name))
-    if cached is not None:
-        return cached
-    key = f"{FRAGMENTS}/{name_id(name)}/__meta.json"
-    try:
-        data = await store.get(key)
-    except ObjectNotFoundError:
-        if await store.exists(f"{DOOMED}/{name_id(name)}"):
-            return None
-        raise CorruptDataError(f"array {array_url}, fragment {name}: committed but its "
-                               f"bookkeeping object {key} is missing") from None
-    meta = FragmentMeta.from_json(bytes(data), f"array {array_url}, fragment {name}")
-    META_CACHE().put((array_url, name), meta, len(data))
-    return meta

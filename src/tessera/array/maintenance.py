@@ -31,13 +31,13 @@ import contextlib
 import datetime as dt
 import json
 
+from tessera.array.commits import list_committed
 from tessera.array.fragment import (
     COMMITS,
     DOOMED,
     FRAGMENTS,
     VACUUMED,
     FragmentMeta,
-    list_committed,
     name_id,
     name_timestamp,
 )
@@ -151,7 +151,7 @@ async def vacuum(store: AsyncStore, metas: list[FragmentMeta], orphan_grace_s: f
     if not stale:
         return removed
     # A writer still committing may be among them: mark each doomed first, then look at the
-    # commit markers again; the writer does the same the other way round (commit_fragment).
+    # commit markers again; the writer does the same the other way round (tessera.array.commits).
     await asyncio.gather(*(_doom(store, fid) for fid in stale))
     committed_now = {name_id(n) for n in await list_committed(store)}
     for fid, keys in stale.items():

@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from tessera.array.commits import commit_fragment
 from tessera.array.fragment import (
     FRAGMENTS,
     INLINE_BYTES,
     INLINE_RAW_BYTES,
     FragmentMeta,
-    commit_fragment,
     encode_tiles,
     new_fragment_id,
 )

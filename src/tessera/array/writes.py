@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tessera._sync import run_sync
-from tessera.array.fragment import FragmentInfo, FragmentMeta, write_dense_fragment
+from tessera.array.commits import write_dense_fragment
+from tessera.array.fragment import FragmentInfo, FragmentMeta
 from tessera.array.growth import claim, record_resize
 from tessera.array.maintenance import vacuum
 from tessera.array.metadata import ArrayMetadata

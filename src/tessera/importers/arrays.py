@@ -37,6 +37,7 @@ from tessera.format.layout import default_tile
 from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.importers.report import ImportReport
 from tessera.integrations import h5 as th5
+from tessera.integrations.h5_attrs import AttributeManager
 
 #: Bytes copied per slab (rounded to whole tile rows).
 SLAB_BYTES = 64 << 20
@@ -207,7 +208,7 @@ def _zarr_codec(arr: Any, name: str, report: ImportReport) -> tuple[str | None, 
     return ours, (None if level is None else int(level))
 
 
-def _copy_attrs(src: Any, dst: th5.AttributeManager, name: str,
+def _copy_attrs(src: Any, dst: AttributeManager, name: str,
                 report: ImportReport) -> None:
     for key, value in dict(src).items():
         try:

@@ -31,10 +31,8 @@ small reads in chunks read before copy from memory.
 
 from __future__ import annotations
 
-import base64
-import json
 import os
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -46,10 +44,8 @@ from tessera.errors import (
     InvalidArgumentError,
     InvalidTypeError,
     NameNotFoundError,
-    ObjectNotFoundError,
     ReadOnlyError,
 )
-from tessera.format.codecs import codec_names, normalize_codec_spec
 from tessera.format.layout import default_tile
 from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.format.selection import (
@@ -60,213 +56,24 @@ from tessera.format.selection import (
     plain_items,
 )
 from tessera.format.values import as_values, fit_values
+from tessera.integrations.h5_args import check_broadcast, codec_spec, member_name, shape_arg
+from tessera.integrations.h5_attrs import (
+    AttributeManager,
+    DatasetAttributes,
+    join_path,
+    unsupported,
+)
 from tessera.integrations.h5_chunks import OpenDatasets, chunk_budget
-from tessera.storage.blocking import Store, open_store
+from tessera.storage.blocking import open_store
 from tessera.storage.keys import validate_key
 
 GROUP_KEY = "__group.json"
-ATTRS_KEY = "__attrs.json"
 MODES = ("r", "r+", "w", "w-", "x", "a")
 #: h5py Dataset features this facade does not offer (each raises NotImplementedError).
 UNSUPPORTED_DATASET = ("id", "dims", "regionref", "asstr", "fields",
                        "iter_chunks", "virtual_sources", "is_virtual", "flush",
                        "external", "scaleoffset", "shuffle", "fletcher32",
                        "make_scale", "is_scale", "file_id", "ref", "lazy_compute")
-
-
-def _unsupported(what: str) -> NotImplementedError:
-    return NotImplementedError(f"tessera.h5 does not support {what}; see the tessera.h5 "
-                               "module docs for what the facade covers")
-
-
-class AttributeManager(MutableMapping[str, Any]):
-    """``obj.attrs``: a mapping stored as JSON beside the node (numbers keep their dtype)."""
-
-    def __init__(self, store: Store, path: str, writable: bool) -> None:
-        self._store, self._key, self._writable = store, _join(path, ATTRS_KEY), writable
-
-    def _load(self) -> dict[str, Any]:
-        try:
-            doc = json.loads(bytes(self._store.get(self._key)))
-        except ObjectNotFoundError:
-            return {}
-        return dict(doc)
-
-    def _save(self, doc: dict[str, Any]) -> None:
-        if not self._writable:
-            raise ReadOnlyError(f"cannot change attributes: {self._store.url} is open "
-                                "read-only (mode 'r')")
-        self._store.put(self._key, json.dumps(doc).encode())
-
-    def __getitem__(self, name: str) -> Any:
-        name = _attr_name(name)
-        doc = self._load()
-        if name not in doc:
-            raise NameNotFoundError(f"Can't open attribute (attribute {name!r} doesn't exist)")
-        return _decode_attr(doc[name])
-
-    def __setitem__(self, name: str, value: Any) -> None:
-        name = _attr_name(name)
-        doc = self._load()
-        doc[name] = _encode_attr(value, name)
-        self._save(doc)
-
-    def __delitem__(self, name: str) -> None:
-        name = _attr_name(name)
-        doc = self._load()
-        if name not in doc:
-            raise NameNotFoundError(f"Can't delete attribute (attribute {name!r} doesn't exist)")
-        del doc[name]
-        self._save(doc)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._load())
-
-    def __len__(self) -> int:
-        return len(self._load())
-
-    def __repr__(self) -> str:
-        return f"<Attributes of {self._key.rsplit('/', 1)[0] or '/'}: {sorted(self._load())}>"
-
-
-class DatasetAttributes(AttributeManager):
-    """A dataset's ``attrs``: the array's own metadata (:attr:`tessera.Array.metadata`), so
-    time travel, concurrent writers and consolidation treat them as the array's. Strings
-    are stored as themselves, numbers and arrays with their dtype (``{"dtype", "shape",
-    "data"}``); keys set through ``arr.metadata`` read back as their JSON values. Attributes
-    an earlier version kept in the dataset's ``__attrs.json`` still read (the metadata wins
-    on a name in both), and move to the metadata when set or deleted."""
-
-    def __init__(self, array: Array, legacy: AttributeManager) -> None:
-        self._array, self._legacy = array, legacy
-        self._key = array.uri
-
-    def _load(self) -> dict[str, Any]:
-        return {**self._legacy._load(), **self._array.metadata.to_dict()}
-
-    def __setitem__(self, name: str, value: Any) -> None:
-        if self._array.mode != "w":
-            raise ReadOnlyError(f"cannot change attributes: {self._array.uri} is open "
-                                "read-only (mode 'r')")
-        name = _attr_name(name)
-        encoded = _encode_attr(value, name)
-        self._array.metadata[name] = encoded.get("str", encoded)
-        if name in self._legacy._load():
-            del self._legacy[name]
-
-    def __delitem__(self, name: str) -> None:
-        name = _attr_name(name)
-        if name not in self._load():
-            raise NameNotFoundError(f"Can't delete attribute (attribute {name!r} doesn't exist)")
-        if name in self._array.metadata:
-            del self._array.metadata[name]
-        if name in self._legacy._load():
-            del self._legacy[name]
-
-    def __repr__(self) -> str:
-        return f"<Attributes of {self._array.uri}: {sorted(self._load())}>"
-
-
-def _attr_name(name: Any) -> str:
-    """An attribute's name as h5py takes it: text, or bytes as UTF-8."""
-    if isinstance(name, bytes):
-        try:
-            return name.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidArgumentError(f"attribute name {name!r} is not UTF-8") from None
-    if not isinstance(name, str):
-        raise InvalidTypeError(f"an attribute name is a str or bytes, got {name!r:.60}")
-    return name
-
-
-def _encode_attr(value: Any, name: str) -> dict[str, Any]:
-    if isinstance(value, bytes) and not isinstance(value, np.bytes_):
-        # h5py stores a bytes value as a variable-length string and reads it back as str
-        if b"\x00" in value:
-            raise InvalidArgumentError(f"attribute {name!r}: strings do not support embedded "
-                                       "NULs (h5py: VLEN strings do not support embedded "
-                                       "NULLs)")
-        try:
-            return {"str": value.decode("utf-8")}
-        except UnicodeDecodeError:
-            value = np.bytes_(value)
-    if isinstance(value, str):
-        return {"str": value}
-    arr = np.asarray(value)
-    if arr.dtype.kind == "S":  # fixed-length bytes keep their dtype, as in HDF5
-        return {"bytes": [base64.b64encode(v).decode() for v in arr.ravel().tolist()],
-                "itemsize": arr.dtype.itemsize, "shape": list(arr.shape)}
-    if arr.dtype.kind in "US" or (arr.dtype.kind == "O" and all(
-            isinstance(v, str) for v in arr.ravel())):
-        return {"strs": [str(v) for v in arr.ravel()], "shape": list(arr.shape)}
-    if arr.dtype.kind not in "biuf":
-        raise _unsupported(f"attribute {name!r} of dtype {arr.dtype} (attributes are numbers, "
-                           "strings or arrays of them)")
-    return {"dtype": arr.dtype.str, "shape": list(arr.shape), "data": arr.ravel().tolist()}
-
-
-def _decode_attr(doc: Any) -> Any:
-    if not isinstance(doc, dict) or not ({"str"} <= set(doc) or {"strs", "shape"} <= set(doc)
-                                          or {"bytes", "itemsize", "shape"} <= set(doc)
-                                          or {"dtype", "shape", "data"} <= set(doc)):
-        return doc  # a plain JSON value (a string, or set through arr.metadata)
-    if "str" in doc:
-        return doc["str"]
-    if "bytes" in doc:
-        raw = np.array([base64.b64decode(v) for v in doc["bytes"]],
-                       dtype=f"S{max(1, int(doc['itemsize']))}").reshape(doc["shape"])
-        return raw[()] if raw.ndim == 0 else raw
-    if "strs" in doc:
-        return np.array(doc["strs"], dtype=object).reshape(doc["shape"])
-    arr = np.array(doc["data"], dtype=np.dtype(doc["dtype"])).reshape(doc["shape"])
-    return arr[()] if arr.ndim == 0 else arr
-
-
-def _name(name: object) -> str:
-    """A member name as h5py takes it: text, or bytes as UTF-8."""
-    if isinstance(name, bytes):
-        return name.decode("utf-8")
-    if not isinstance(name, str):
-        raise InvalidTypeError(f"A name should be string or bytes, not {type(name).__name__}")
-    return name
-
-
-def _shape_arg(value: Any, what: str, none_ok: bool = False) -> Any:
-    """A shape, chunks or maxshape argument as a tuple: an int is one dimension, as in
-    h5py (``None`` stays ``None``; with ``none_ok`` entries may be ``None``)."""
-    if value is None:
-        return None
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return (int(value),)
-    try:
-        items = tuple(value)
-    except TypeError:
-        raise InvalidTypeError(f"{what} must be an int or a tuple of ints, got "
-                               f"{value!r:.60}") from None
-    out: list[int | None] = []
-    for n in items:
-        if n is None and none_ok:
-            out.append(None)
-        elif isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0:
-            out.append(int(n))
-        else:
-            raise InvalidTypeError(f"{what} entries must be integers >= 0, got {value!r:.60}")
-    return tuple(out)
-
-
-def _check_broadcast(source: tuple[int, ...], target: tuple[int, ...]) -> None:
-    """h5py's rule for read_direct / write_direct: the shapes must match up to
-    broadcasting of the source, with no more dimensions than the target."""
-    try:
-        ok = len(source) <= len(target) and np.broadcast_shapes(source, target) == target
-    except ValueError:
-        ok = False
-    if not ok:
-        raise InvalidTypeError(f"Can't broadcast {source} -> {target}")
-
-
-def _join(path: str, name: str) -> str:
-    return f"{path}/{name}" if path else name
 
 
 class _Node:
@@ -311,12 +118,12 @@ class Group(_Node):
 
     # -- names -----------------------------------------------------------------------------
     def _resolve(self, name: str | bytes) -> str:
-        name = _name(name)
+        name = member_name(name)
         if not name:
             raise InvalidArgumentError("a name is not empty")
         if name in (".", "./"):
             return self._path
-        path = name.strip("/") if name.startswith("/") else _join(self._path, name.strip("/"))
+        path = name.strip("/") if name.startswith("/") else join_path(self._path, name.strip("/"))
         if not path:
             return ""
         validate_key(path)
@@ -328,9 +135,9 @@ class Group(_Node):
 
     def _kind(self, path: str) -> str | None:
         store = self._file._store
-        if path == "" or store.exists(_join(path, GROUP_KEY)):
+        if path == "" or store.exists(join_path(path, GROUP_KEY)):
             return "group"
-        if store.exists(_join(path, SCHEMA_KEY)):
+        if store.exists(join_path(path, SCHEMA_KEY)):
             return "dataset"
         return None
 
@@ -358,7 +165,7 @@ class Group(_Node):
     def __contains__(self, name: object) -> bool:
         """True if ``name`` (str or bytes; ``.`` is this group) names a member; False on a
         closed file, as h5py's."""
-        text = _name(name)
+        text = member_name(name)
         if not self._file._open or not text:
             return False
         return self._kind(self._resolve(text)) is not None
@@ -370,7 +177,7 @@ class Group(_Node):
         out = []
         for prefix in listing.prefixes:
             child = prefix.rstrip("/").rsplit("/", 1)[-1]
-            if not child.startswith("__") and self._kind(_join(self._path, child)):
+            if not child.startswith("__") and self._kind(join_path(self._path, child)):
                 out.append(child)
         return out
 
@@ -393,7 +200,7 @@ class Group(_Node):
         this group; stop at the first call that returns something other than ``None``."""
         def walk(group: Group, prefix: str) -> Any:
             for key, obj in group.items():
-                name = _join(prefix, key)
+                name = join_path(prefix, key)
                 if (ret := func(name, obj)) is not None:
                     return ret
                 if isinstance(obj, Group) and (ret := walk(obj, name)) is not None:
@@ -434,7 +241,7 @@ class Group(_Node):
             if kind == "dataset":
                 raise InvalidArgumentError(f"cannot create {path!r}: {sub!r} is a dataset")
             if kind is None:
-                self._file._store.put(_join(sub, GROUP_KEY), b'{"tessera_h5": 1}')
+                self._file._store.put(join_path(sub, GROUP_KEY), b'{"tessera_h5": 1}')
 
     def create_dataset(self, name: str, shape: Any = None, dtype: Any = None, data: Any = None,
                        *, chunks: Any = None, compression: Any = None,
@@ -449,14 +256,14 @@ class Group(_Node):
         self._file._check_writable(InvalidArgumentError)
         for key, value in kwargs.items():
             if value not in (None, False):
-                raise _unsupported(f"create_dataset({key}=...)")
+                raise unsupported(f"create_dataset({key}=...)")
         path = self._resolve(name)
         if self._kind(path) is not None:
             raise InvalidArgumentError(f"Unable to create dataset (name {name!r} already exists)")
-        shape = _shape_arg(shape, "shape")
-        maxshape = _shape_arg(maxshape, "maxshape", none_ok=True)
+        shape = shape_arg(shape, "shape")
+        maxshape = shape_arg(maxshape, "maxshape", none_ok=True)
         if chunks not in (None, True, False):
-            chunks = _shape_arg(chunks, "chunks")
+            chunks = shape_arg(chunks, "chunks")
         values = None
         if data is not None:
             values = as_values(data, None if dtype is None else np.dtype(dtype))
@@ -472,13 +279,13 @@ class Group(_Node):
             raise InvalidTypeError("create_dataset needs a shape or data")
         dt = np.dtype(values.dtype if values is not None else (dtype or "f4"))
         if not shape:
-            raise _unsupported("scalar (0-dimensional) datasets")
+            raise unsupported("scalar (0-dimensional) datasets")
         if 0 in shape and (maxshape is None or any(
                 n == 0 and m is not None and m == 0 for n, m in zip(shape, maxshape,
                                                                     strict=False))):
-            raise _unsupported(f"empty datasets (shape {shape}) that cannot grow")
+            raise unsupported(f"empty datasets (shape {shape}) that cannot grow")
         if dt.kind not in "biufc":
-            raise _unsupported(f"datasets of dtype {dt} (numeric dtypes only)")
+            raise unsupported(f"datasets of dtype {dt} (numeric dtypes only)")
         tile = (default_tile(tuple(max(1, n) for n in shape), dt.itemsize)
                 if chunks in (None, True, False) else tuple(chunks))
         if len(tile) != len(shape):
@@ -499,7 +306,7 @@ class Group(_Node):
         schema = ArraySchema(
             [Dim(f"d{i}", (0, n - 1), t if g else min(t, n)) for i, (n, t, g) in
              enumerate(zip(shape, tile, grows, strict=True))],
-            [Attr("data", dt.newbyteorder("<").str, fill, _codec(compression,
+            [Attr("data", dt.newbyteorder("<").str, fill, codec_spec(compression,
                                                                  compression_opts))],
             maxshape=maxshape)
         arr = create_array(self._file._child(path), schema,
@@ -518,14 +325,14 @@ class Group(_Node):
         if not isinstance(dset, Dataset):
             raise InvalidTypeError(f"Incompatible object (Group) already exists: {name!r}")
         want = np.dtype(dtype)
-        shape = _shape_arg(shape, "shape")
+        shape = shape_arg(shape, "shape")
         if tuple(dset.shape) != shape:
             # as h5py: a growable dataset is found by its maxshape when that is given
             maxshape = kwargs.get("maxshape")
             if maxshape is None:
                 raise InvalidTypeError(f"Shapes do not match (existing {dset.shape} vs new "
                                        f"{shape})")
-            if _shape_arg(maxshape, "maxshape", none_ok=True) != dset.maxshape:
+            if shape_arg(maxshape, "maxshape", none_ok=True) != dset.maxshape:
                 raise InvalidTypeError(f"Max shapes do not match (existing {dset.maxshape} "
                                        f"vs new {maxshape})")
         if exact and dset.dtype != want:
@@ -563,23 +370,6 @@ class Group(_Node):
         return f'<tessera.h5 group "{self.name}" in {self._file.filename}>'
 
 
-def _codec(compression: Any, opts: Any) -> str | None:
-    if compression is None:
-        return None
-    if isinstance(compression, (int, np.integer)) and not isinstance(compression, bool):
-        compression, opts = "gzip", int(compression)
-    if compression == "gzip":
-        level = 4 if opts is None else int(opts)
-        if not 0 <= level <= 9:
-            raise InvalidArgumentError(f"gzip level must be 0-9, got {level}")
-        return f"gzip:{level}"
-    if isinstance(compression, str) and compression in codec_names():
-        return normalize_codec_spec(compression if opts is None
-                                    else f"{compression}:{int(opts)}")
-    raise _unsupported(f"compression={compression!r} (use one of "
-                       f"{', '.join(repr(n) for n in codec_names())})")
-
-
 class Dataset(_Node):
     """A dataset: a Tessera array read and written with numpy indexing."""
 
@@ -611,7 +401,7 @@ class Dataset(_Node):
 
     def __getattr__(self, name: str) -> Any:
         if name in UNSUPPORTED_DATASET:
-            raise _unsupported(f"Dataset.{name}")
+            raise unsupported(f"Dataset.{name}")
         raise AttributeError(f"'Dataset' object has no attribute {name!r}")
 
     @property
@@ -683,7 +473,7 @@ class Dataset(_Node):
             raise InvalidTypeError(f"Only datasets created with maxshape can be resized; "
                                    f"{self.name} has a fixed shape {self.shape}")
         if axis is None:
-            shape = _shape_arg(size, "size")
+            shape = shape_arg(size, "size")
         else:
             if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) \
                     or not 0 <= axis < len(self.shape):
@@ -710,7 +500,7 @@ class Dataset(_Node):
             return ...
         for it in sel if isinstance(sel, tuple) else (sel,):
             if isinstance(it, str):
-                raise _unsupported("field names in selections (compound dtypes)")
+                raise unsupported("field names in selections (compound dtypes)")
         schema = self._array.schema
         if box_of(sel, schema) is not None or is_full_mask(sel, schema):
             return sel
@@ -754,7 +544,7 @@ class Dataset(_Node):
             raise InvalidTypeError("Array must be C-contiguous and writable")
         values = np.asarray(self[... if source_sel is None else source_sel])
         target = dest[... if dest_sel is None else dest_sel]
-        _check_broadcast(values.shape, np.shape(target))
+        check_broadcast(values.shape, np.shape(target))
         dest[... if dest_sel is None else dest_sel] = values
 
     def write_direct(self, source: np.ndarray, source_sel: Any = None,
@@ -766,7 +556,7 @@ class Dataset(_Node):
             raise InvalidTypeError("Array must be C-contiguous")
         values = source[... if source_sel is None else source_sel]
         sel = self._selection(... if dest_sel is None else dest_sel)
-        _check_broadcast(np.shape(values), self._selected_shape(sel))
+        check_broadcast(np.shape(values), self._selected_shape(sel))
         self[sel] = values
 
     def astype(self, dtype: Any) -> _AsType:
@@ -819,7 +609,7 @@ class File(Group):
                  **kwargs: Any) -> None:
         for key, value in kwargs.items():
             if value is not None:
-                raise _unsupported(f"File({key}=...)")
+                raise unsupported(f"File({key}=...)")
         if mode not in MODES:
             raise InvalidArgumentError(f"Invalid mode {mode!r}; must be one of "
                                        f"{', '.join(MODES)}")

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import httpx
 
 from tessera.config import PushdownConfig
-from tessera.errors import InvalidArgumentError, PushdownError
+from tessera.errors import InvalidArgumentError, InvalidTypeError, PushdownError
 from tessera.pushdown.client import PushdownClient
 from tessera.pushdown.framing import ItemResult, ReadResponse
 from tessera.pushdown.read_items import CellsItem, ReadItem, TileItem
@@ -163,6 +163,20 @@ def _renumbered(on_result: Callable[[int, ItemResult], None], idx: list[int],
                 ) -> Callable[[int, ItemResult], None]:
     """``on_result`` for one server's part: its position ``j`` is item ``idx[j]``."""
     return lambda j, result: on_result(idx[j], result)
+
+
+def as_pushdown_server(server: Any) -> PushdownServer | None:
+    """What an ``open_*`` verb's ``pushdown=`` takes, as a server: a URL (one
+    :class:`PushdownClient`), a list of URLs (a :class:`PushdownFleet`), either of those
+    objects, or ``None``; anything else raises :class:`~tessera.errors.InvalidTypeError`."""
+    if server is None or isinstance(server, (PushdownClient, PushdownFleet)):
+        return server
+    if isinstance(server, str):
+        return PushdownClient(server)
+    if isinstance(server, (list, tuple)) and all(isinstance(u, str) for u in server):
+        return PushdownFleet(server)
+    raise InvalidTypeError(f"pushdown must be a server URL, a list of them, a PushdownClient, "
+                           f"a PushdownFleet or None, got {server!r}")
 
 
 def _identity(item: ReadItem) -> str:

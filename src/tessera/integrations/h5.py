@@ -11,10 +11,13 @@ attributes of a group live in its ``__attrs.json``, a dataset's in its array's m
 pickled. Dataset writes add fragments, so earlier versions stay readable with
 ``tessera.open_array(uri, timestamp=...)``.
 
-Differences from h5py: ``chunks`` is always the tile shape (Tessera always tiles);
-datasets are numeric (no strings, compound or object dtypes) with at least one dimension
-and no resizing; a group's attribute updates are read-modify-write of one object (last writer
-wins), a dataset's are per key (writers of different keys never lose each other's). Each
+Selections, creation arguments, attributes, groups and file modes follow h5py, refusals
+and exception classes included (as Tessera errors that are also h5py's built-in classes;
+selections by :data:`~tessera.format.selection.H5_RULES`). Differences from h5py: ``chunks``
+is always the tile shape (Tessera always tiles); datasets are numeric (no strings, compound
+or object dtypes) with at least one dimension; a value outside a dataset's dtype is refused
+where h5py wraps it; a group's attribute updates are read-modify-write of one object (last
+writer wins), a dataset's are per key (writers of different keys never lose each other's). Each
 dataset keeps a chunk cache as HDF5's (``rdcc_nbytes``; :mod:`tessera.integrations.h5_chunks`):
 small reads in chunks read before copy from memory.
 

@@ -346,3 +346,19 @@ def test_file_names_and_paths(tmp_path):
         assert f.filename == str(path)
     with th5.File(str(path), "r") as f:
         assert f.filename == str(path)
+
+
+@pytest.mark.parametrize("call", [
+    lambda a: (a.create("a", [1, 2, 3, 4], shape=(2, 2), dtype="i2"), a["a"])[1],
+    lambda a: a.create("b", [1, 2, 3], shape=(2, 2)),
+    lambda a: (a.create("c", 5), a["c"])[1],
+    lambda a: (a.create("a", [[1, 2], [3, 4]], dtype="i2"), a.modify("a", [[9, 8], [7, 6]]),
+               a["a"])[2],
+    lambda a: (a.create("c", 5), a.modify("c", 2.7), a["c"])[2],
+    lambda a: (a.modify("n", 1.5), a["n"])[1],
+    lambda a: (a.__setitem__("u", 2**63), a["u"])[1],
+], ids=["create", "create with another size", "create scalar", "modify", "modify keeps dtype",
+        "modify new", "a Python int past int64"])
+@pytest.mark.parametrize("on", ["file", "dataset"])
+def test_attrs_create_and_modify(files, call, on):
+    same(files, lambda f: call((f if on == "file" else f.require_dataset("d", (3,), "i4")).attrs))

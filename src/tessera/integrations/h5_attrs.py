@@ -55,20 +55,20 @@ class AttributeManager(MutableMapping[str, Any]):
         self._store.put(self._key, json.dumps(doc).encode())
 
     def __getitem__(self, name: str) -> Any:
-        name = _attr_name(name)
+        name = attr_name(name)
         doc = self._load()
         if name not in doc:
             raise NameNotFoundError(f"Can't open attribute (attribute {name!r} doesn't exist)")
         return _decode_attr(doc[name])
 
     def __setitem__(self, name: str, value: Any) -> None:
-        name = _attr_name(name)
+        name = attr_name(name)
         doc = self._load()
         doc[name] = _encode_attr(value, name)
         self._save(doc)
 
     def __delitem__(self, name: str) -> None:
-        name = _attr_name(name)
+        name = attr_name(name)
         doc = self._load()
         if name not in doc:
             raise NameNotFoundError(f"Can't delete attribute (attribute {name!r} doesn't exist)")
@@ -77,6 +77,32 @@ class AttributeManager(MutableMapping[str, Any]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._load())
+
+    def create(self, name: str, data: Any, shape: Any = None, dtype: Any = None) -> None:
+        """Set ``name`` to ``data`` converted to ``dtype`` and reshaped to ``shape``, as
+        h5py's ``attrs.create`` (a ``shape`` of another size raises ``ValueError``)."""
+        value = np.asarray(data, dtype=dtype)
+        if shape is not None:
+            shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
+            if int(np.prod(shape)) != value.size:
+                raise InvalidArgumentError(f"attribute {name!r}: Shape of new attribute "
+                                           f"{shape} conflicts with shape of data "
+                                           f"{value.shape}")
+            value = value.reshape(shape)
+        self[name] = value[()] if value.ndim == 0 else value
+
+    def modify(self, name: str, value: Any) -> None:
+        """Set ``name`` to ``value``, keeping the existing attribute's dtype (h5py's
+        ``attrs.modify``); a new name is created as :meth:`create` would."""
+        name = attr_name(name)
+        if name not in self:
+            self[name] = value
+            return
+        old = np.asarray(self[name])
+        if old.dtype.kind in "biufc":
+            self.create(name, value, dtype=old.dtype)
+        else:
+            self[name] = value
 
     def __len__(self) -> int:
         return len(self._load())
@@ -104,14 +130,14 @@ class DatasetAttributes(AttributeManager):
         if self._array.mode != "w":
             raise ReadOnlyError(f"cannot change attributes: {self._array.uri} is open "
                                 "read-only (mode 'r')")
-        name = _attr_name(name)
+        name = attr_name(name)
         encoded = _encode_attr(value, name)
         self._array.metadata[name] = encoded.get("str", encoded)
         if name in self._legacy._load():
             del self._legacy[name]
 
     def __delitem__(self, name: str) -> None:
-        name = _attr_name(name)
+        name = attr_name(name)
         if name not in self._load():
             raise NameNotFoundError(f"Can't delete attribute (attribute {name!r} doesn't exist)")
         if name in self._array.metadata:
@@ -123,7 +149,7 @@ class DatasetAttributes(AttributeManager):
         return f"<Attributes of {self._array.uri}: {sorted(self._load())}>"
 
 
-def _attr_name(name: Any) -> str:
+def attr_name(name: Any) -> str:
     """An attribute's name as h5py takes it: text, or bytes as UTF-8."""
     if isinstance(name, bytes):
         try:

@@ -362,3 +362,9 @@ def test_file_names_and_paths(tmp_path):
 @pytest.mark.parametrize("on", ["file", "dataset"])
 def test_attrs_create_and_modify(files, call, on):
     same(files, lambda f: call((f if on == "file" else f.require_dataset("d", (3,), "i4")).attrs))
+
+
+@pytest.mark.parametrize("value", [np.array(["a", "b"], dtype="U1"), ["a", "b"], ("é", "b")],
+                         ids=["numpy U array", "list of str", "tuple of str"])
+def test_text_attributes(files, value):
+    same(files, lambda f: (f.attrs.create("x", data=value), f.attrs["x"])[1])

@@ -81,6 +81,9 @@ class AttributeManager(MutableMapping[str, Any]):
     def create(self, name: str, data: Any, shape: Any = None, dtype: Any = None) -> None:
         """Set ``name`` to ``data`` converted to ``dtype`` and reshaped to ``shape``, as
         h5py's ``attrs.create`` (a ``shape`` of another size raises ``ValueError``)."""
+        if shape is None and dtype is None:
+            self[name] = data
+            return
         value = np.asarray(data, dtype=dtype)
         if shape is not None:
             shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
@@ -174,6 +177,10 @@ def _encode_attr(value: Any, name: str) -> dict[str, Any]:
             value = np.bytes_(value)
     if isinstance(value, str):
         return {"str": value}
+    if isinstance(value, np.ndarray) and value.dtype.kind == "U":
+        raise InvalidTypeError(f"attribute {name!r}: a numpy array of dtype {value.dtype} has "
+                               "no HDF5 type, as in h5py; give a list of str (stored as text) "
+                               "or encode it to bytes (dtype 'S')")
     arr = np.asarray(value)
     if arr.dtype.kind == "S":  # fixed-length bytes keep their dtype, as in HDF5
         return {"bytes": [base64.b64encode(v).decode() for v in arr.ravel().tolist()],

@@ -510,9 +510,10 @@ class Dataset(_Node):
         return plain_items(normalize_selection(sel, schema, H5_RULES))
 
     def __getitem__(self, sel: Any) -> Any:
-        sel = self._selection(sel)
-        got = self._chunks.read(self._array, sel)  # a box in chunks that fit the cache
-        return self._array.read(sel) if got is None else got
+        # a plain box in range (all the chunk cache takes) reads the same under h5py's rules
+        # and the array's: the cache first, the rules only for what it does not take
+        got = self._chunks.read(self._array, sel)
+        return self._array.read(self._selection(sel)) if got is None else got
 
     def __setitem__(self, sel: Any, values: Any) -> None:
         self._file._check_writable()

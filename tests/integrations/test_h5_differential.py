@@ -368,3 +368,25 @@ def test_attrs_create_and_modify(files, call, on):
                          ids=["numpy U array", "list of str", "tuple of str"])
 def test_text_attributes(files, value):
     same(files, lambda f: (f.attrs.create("x", data=value), f.attrs["x"])[1])
+
+
+@pytest.mark.parametrize("sel", [np.s_[0:4], np.s_[:], np.s_[...], [], np.s_[2:1]],
+                         ids=["past the end", "all", "ellipsis", "empty list", "empty range"])
+def test_an_empty_growable_dataset(files, sel):
+    same(files, lambda f: f.create_dataset("e", shape=(0,), maxshape=(None,), dtype="i4")[sel])
+
+
+@pytest.mark.parametrize("sel", [np.s_[3:3], np.s_[5:2], [], np.s_[2:2, :]],
+                         ids=["empty slice", "stop before start", "empty list", "empty rows"])
+def test_zero_length_selections_and_writes(files, sel):
+    def run(f):
+        d = f.create_dataset("x", data=np.arange(12).reshape(6, 2))
+        got = d[sel]
+        d[sel] = np.zeros(got.shape, d.dtype)
+        return got, d[...]
+    real, ours = files
+    want, have = _outcome(run, real), _outcome(run, ours)
+    assert have[0] == want[0], (want, have)
+    if want[0] == "value":
+        for a, b in zip(want[1], have[1], strict=True):
+            assert a.shape == b.shape and a.dtype == b.dtype and a.tolist() == b.tolist()

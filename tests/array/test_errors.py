@@ -177,3 +177,23 @@ def test_a_read_larger_than_the_machine_is_a_memory_limit_error(tmp_path):
             arr[sel]
         assert isinstance(err.value, MemoryError)
     assert arr[0:4, 0].tolist() == [0, 0, 0, 0]
+
+
+def test_an_empty_dimension_is_an_array_like_any_other(tmp_path):
+    """A zero-length dimension (domain [lo, lo - 1]): schema, reads of nothing, writes of
+    nothing, fragments, time travel and consolidation, fixed or growable."""
+    url = (tmp_path / "e").as_uri()
+    schema = tessera.ArraySchema([tessera.Dim("t", (0, -1), 4), tessera.Dim("x", (0, 2), 3)],
+                                 [tessera.Attr("v", "i4")])
+    arr = tessera.create_array(url, schema)
+    assert arr.shape == (0, 3) and arr[:].shape == (0, 3) and arr[:, 1].shape == (0,)
+    arr[:] = np.zeros((0, 3), np.int32)           # nothing to write: no fragment
+    assert arr.fragments == [] and np.asarray(arr).shape == (0, 3) and list(arr) == []
+    with pytest.raises(tessera.errors.SelectionError):
+        arr[0]
+    assert arr.consolidate() is None and arr.vacuum() == 0
+    again = tessera.open_array(url, timestamp=2**62)
+    assert again.shape == (0, 3) and again[...].shape == (0, 3)
+    assert tessera.from_numpy((tmp_path / "n").as_uri(), np.zeros((0,), np.int8))[:].shape == (0,)
+    with pytest.raises(tessera.errors.SchemaError, match="hi is below lo"):
+        tessera.ArraySchema([tessera.Dim("t", (0, -2), 4)], [tessera.Attr("v", "i4")])

@@ -390,3 +390,32 @@ def test_zero_length_selections_and_writes(files, sel):
     if want[0] == "value":
         for a, b in zip(want[1], have[1], strict=True):
             assert a.shape == b.shape and a.dtype == b.dtype and a.tolist() == b.tolist()
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 3), (4, 0)], ids=repr)
+@pytest.mark.parametrize("sel", [np.s_[...], np.s_[:], np.s_[0:5], [], np.s_[1:0]],
+                         ids=["ellipsis", "all", "past the end", "empty list", "empty range"])
+def test_empty_datasets(files, shape, sel):
+    def run(f):
+        d = f.create_dataset("z", shape, "i4")
+        got = d[sel]
+        d[sel] = np.zeros(got.shape, "i4")
+        return got, d.shape, d.size, d.nbytes, len(d) if d.shape else None
+    real, ours = files
+    want, have = _outcome(run, real), _outcome(run, ours)
+    assert have[0] == want[0], (want, have)
+    if want[0] == "value":
+        assert have[1][1:] == want[1][1:]
+        assert have[1][0].shape == want[1][0].shape and have[1][0].dtype == want[1][0].dtype
+
+
+@pytest.mark.parametrize("sel", [([1, 4], slice(None, None, 2)), (slice(1, 9, 3), [0, 2]),
+                                 (np.arange(10) % 2 == 0, 1), (slice(2, 5), 1)],
+                         ids=["list and stepped slice", "stepped slice and list",
+                              "mask and int", "rows of one column"])
+def test_two_dimensional_writes(files, sel):
+    def write(f):
+        d = f.create_dataset("d", data=np.arange(30).reshape(10, 3), chunks=(4, 2))
+        d[sel] = -1
+        return d[...]
+    same(files, write)

@@ -121,7 +121,7 @@ def from_numpy(uri: str, ndarray: Any, tile: Any = None, codec: str | None = Non
         raise SchemaError(f"maxshape has {len(maxshape)} entries for {data.ndim} dimensions")
     grows = [maxshape is not None and (m is None or m > n)
              for n, m in zip(data.shape, maxshape or data.shape, strict=True)]
-    dims = [Dim(f"d{i}", (0, n - 1), int(t) if g else min(int(t), n)) for i, (n, t, g) in
+    dims = [Dim(f"d{i}", (0, n - 1), int(t) if g else max(1, min(int(t), n))) for i, (n, t, g) in
             enumerate(zip(data.shape, extents, grows, strict=True))]
     schema = ArraySchema(dims, [Attr(attr, data.dtype.str, None, codec)], maxshape=maxshape)
     arr = create_array(uri, schema, storage_options=storage_options, config=config)

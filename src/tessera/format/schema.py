@@ -256,10 +256,11 @@ class ArraySchema:
                                   "domains; float domains are for sparse arrays")
             if not (math.isfinite(lo) and math.isfinite(hi)):
                 raise SchemaError(f"{where}.domain must be finite")
-        if hi < lo and not (may_grow and hi == lo - 1):  # a growable dimension may be empty
-            hint = (" (an empty dimension must be able to grow: give the schema maxshape)"
-                    if hi == lo - 1 else "")
-            raise SchemaError(f"{where}.domain {d.domain!r}: hi is below lo{hint}")
+        # a dense integer dimension may be empty (hi = lo - 1: no cells, as numpy's and
+        # HDF5's zero-length axes), growable or not
+        empty_ok = d.is_integer and not self.sparse and hi == lo - 1
+        if hi < lo and not empty_ok:
+            raise SchemaError(f"{where}.domain {d.domain!r}: hi is below lo")
         if d.is_integer and (lo < -(2**62) or hi > 2**62):
             raise SchemaError(f"{where}.domain {d.domain!r} exceeds +-2**62")
         if d.tile is not None:
@@ -269,7 +270,7 @@ class ArraySchema:
                 raise SchemaError(f"{where}.tile must be positive, got {d.tile!r}")
             if d.is_integer and int(d.tile) != d.tile:
                 raise SchemaError(f"{where}.tile must be an integer for an integer domain")
-            if d.is_integer and d.tile > d.size and not may_grow:
+            if d.is_integer and d.tile > d.size and not may_grow and d.size > 0:
                 raise SchemaError(f"{where}.tile {d.tile} exceeds the domain size {d.size}")
 
     # -- derived ---------------------------------------------------------------------------

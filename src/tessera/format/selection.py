@@ -362,8 +362,8 @@ def _one(item: Any, dim: Dim, rules: Rules) -> DimSelection:
         arr = np.asarray(item)
         if arr.dtype == bool:
             if not rules.masks:
-                raise SelectionError(f"boolean masks are not taken for {_called(dim)}; give "
-                                     "a list of indices")
+                raise _wrong(rules, f"boolean masks are not taken for {_called(dim)} (a mask "
+                             "of the whole shape is); give a list of indices")
             if arr.shape != (dim.size,):
                 raise _wrong(rules, f"a boolean mask for {_called(dim)} must be 1-D with one "
                              f"entry per cell ({dim.size}), got shape {arr.shape}")
@@ -455,20 +455,23 @@ def _indices(arr: np.ndarray, dim: Dim) -> np.ndarray:
     return coords
 
 
-def plain_items(selection: Selection) -> tuple[Any, ...]:
-    """Items that select exactly ``selection`` under any :class:`Rules` that allow index
-    lists: an int for a dropped dimension, a unit-step slice for a plain run, the
-    coordinates (in output order) otherwise. A facade normalises with its own rules, then
-    hands these to the array.
+def plain_items(selection: Selection, schema: ArraySchema) -> tuple[Any, ...]:
+    """Items that select exactly ``selection`` (made on ``schema``) under the array's rules
+    (:data:`ARRAY_RULES`): an int for a dropped dimension, a unit-step slice for a plain
+    run (an empty one for no coordinates), the coordinates (in output order) otherwise. A
+    facade normalises with its own rules, then hands these to the array.
 
     >>> from tessera.format.schema import Attr
     >>> schema = ArraySchema([Dim("x", (0, 49), 10), Dim("y", (0, 9), 5)], [Attr("v", "i4")])
-    >>> plain_items(normalize_selection((slice(40, 60), -1), schema, H5_RULES))
+    >>> plain_items(normalize_selection((slice(40, 60), -1), schema, H5_RULES), schema)
     (slice(40, 50, None), 9)
     """
     items: list[Any] = []
-    for d in selection.dims:
-        if d.drop:
+    for d, dim in zip(selection.dims, schema.dims, strict=True):
+        if not len(d.coords):
+            low = int(dim.domain[0])
+            items.append(slice(low, low))
+        elif d.drop:
             items.append(int(d.coords[0]))
         elif d.ascending_run:
             items.append(slice(d.lo, d.hi + 1))

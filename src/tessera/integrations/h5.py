@@ -283,10 +283,6 @@ class Group(_Node):
         dt = np.dtype(values.dtype if values is not None else (dtype or "f4"))
         if not shape:
             raise unsupported("scalar (0-dimensional) datasets")
-        if 0 in shape and (maxshape is None or any(
-                n == 0 and m is not None and m == 0 for n, m in zip(shape, maxshape,
-                                                                    strict=False))):
-            raise unsupported(f"empty datasets (shape {shape}) that cannot grow")
         if dt.kind not in "biufc":
             raise unsupported(f"datasets of dtype {dt} (numeric dtypes only)")
         tile = (default_tile(tuple(max(1, n) for n in shape), dt.itemsize)
@@ -307,7 +303,7 @@ class Group(_Node):
         grows = [maxshape is not None and (m is None or m > n)
                  for n, m in zip(shape, maxshape or shape, strict=True)]
         schema = ArraySchema(
-            [Dim(f"d{i}", (0, n - 1), t if g else min(t, n)) for i, (n, t, g) in
+            [Dim(f"d{i}", (0, n - 1), t if g else max(1, min(t, n))) for i, (n, t, g) in
              enumerate(zip(shape, tile, grows, strict=True))],
             [Attr("data", dt.newbyteorder("<").str, fill, codec_spec(compression,
                                                                  compression_opts))],
@@ -507,7 +503,7 @@ class Dataset(_Node):
         schema = self._array.schema
         if box_of(sel, schema) is not None or is_full_mask(sel, schema):
             return sel
-        return plain_items(normalize_selection(sel, schema, H5_RULES))
+        return plain_items(normalize_selection(sel, schema, H5_RULES), schema)
 
     def __getitem__(self, sel: Any) -> Any:
         # a plain box in range (all the chunk cache takes) reads the same under h5py's rules
@@ -532,11 +528,12 @@ class Dataset(_Node):
         self._array[sel] = fitted
 
     def _selected_shape(self, sel: Any) -> tuple[int, ...]:
-        """The shape ``self[sel]`` has (``sel`` already through :meth:`_selection`)."""
+        """The shape ``self[sel]`` has (``sel`` already through :meth:`_selection`: plain
+        items the array reads by its own rules)."""
         schema = self._array.schema
         if is_full_mask(sel, schema):
             return (int(np.count_nonzero(sel)),)
-        return normalize_selection(sel, schema, H5_RULES).shape
+        return normalize_selection(sel, schema).shape
 
     def read_direct(self, dest: np.ndarray, source_sel: Any = None,
                     dest_sel: Any = None) -> None:

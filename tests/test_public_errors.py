@@ -65,8 +65,6 @@ def calls(arr: tessera.Array, folder: Path) -> list[Call]:
          TypeError, "timestamp"),
         ("pushdown type", lambda: tessera.open_array(uri, pushdown=5), TypeError, "pushdown"),
         ("no array", lambda: tessera.open_array(uri + "-missing"), FileNotFoundError, ""),
-        ("0-d from_numpy", lambda: tessera.from_numpy(uri + "-0d", np.float64(1)), ValueError,
-         "dimension"),
         ("selection out of range", lambda: arr[100], IndexError, "100"),
         ("write shape", lambda: arr.__setitem__((slice(0, 2), slice(0, 2)),
                                                 np.zeros((3, 3), np.int32)),

@@ -115,7 +115,7 @@ def test_growth_errors_say_what_to_do() -> None:
     with pytest.raises(SchemaError, match="sparse arrays"):
         tessera.ArraySchema([dim], attr, sparse=True, maxshape=(None,))
     with pytest.raises(SchemaError, match="hi is below lo"):
-        tessera.ArraySchema([tessera.Dim("x", (0, -1), 2)], attr)  # empty needs growth
+        tessera.ArraySchema([tessera.Dim("x", (0, -2), 2)], attr)  # (0, -1): empty, allowed
 
 
 def _append_concurrently(uri: str, options: dict, procs: int, blocks: int) -> None:

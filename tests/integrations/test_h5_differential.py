@@ -419,3 +419,28 @@ def test_two_dimensional_writes(files, sel):
         d[sel] = -1
         return d[...]
     same(files, write)
+
+
+SCALAR_CALLS = {
+    "d[()]": lambda d: d[()], "d[...]": lambda d: d[...], "d[0]": lambda d: d[0],
+    "d[:]": lambda d: d[:], "d[[0]]": lambda d: d[[0]], "len": lambda d: len(d),
+    "iter": lambda d: list(d), "asarray": lambda d: np.asarray(d),
+    "properties": lambda d: (d.shape, d.size, d.ndim, d.nbytes, d.chunks, d.maxshape),
+    "write ()": lambda d: (d.__setitem__((), 4.5), d[()])[1],
+    "write ...": lambda d: (d.__setitem__(Ellipsis, 5.5), d[()])[1],
+    "resize": lambda d: d.resize(()),
+    "read_direct": lambda d: (lambda a: (d.read_direct(a), a)[1])(np.zeros((), "f8")),
+}
+
+
+@pytest.mark.parametrize("call", SCALAR_CALLS.values(), ids=SCALAR_CALLS.keys())
+def test_scalar_datasets(files, call):
+    same(files, lambda f: call(f.create_dataset("s", data=3.0)))
+
+
+@pytest.mark.parametrize("make", [lambda f: f.create_dataset("i", data=7),
+                                  lambda f: f.create_dataset("e", shape=(), dtype="i2"),
+                                  lambda f: f.create_dataset("u", data=np.uint64(2**63 + 1))],
+                         ids=["int data", "shape ()", "uint64"])
+def test_scalar_creation(files, make):
+    same(files, lambda f: make(f)[()])

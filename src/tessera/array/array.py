@@ -30,7 +30,7 @@ from tessera.array.calling_thread import CallingThreadReads, UnionPlan
 from tessera.array.commits import list_committed, load_meta
 from tessera.array.fragment import FragmentInfo, FragmentMeta
 from tessera.array.growth import load_extent
-from tessera.array.maintenance import apply_replacements, check_history, visible_at
+from tessera.array.maintenance import apply_replacements, check_history, same_fragments, visible_at
 from tessera.array.metadata import ArrayMetadata
 from tessera.array.numpy_face import NumpyConventions
 from tessera.array.read.execute import execute_tile_reads
@@ -64,6 +64,7 @@ from tessera.format.selection import (
     Points,
     SparseSelection,
     check_memory,
+    is_ellipsis,
     is_full_mask,
     normalize_selection,
     vectorized_points,
@@ -243,7 +244,9 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
 
     # -- reads -----------------------------------------------------------------------------
     def __getitem__(self, sel: Any) -> Any:
-        return self.read(sel)
+        out = self.read(sel)
+        # numpy: x[...] of a 0-d array is a 0-d array, x[()] a scalar
+        return np.asarray(out) if not self.schema.dims and is_ellipsis(sel) else out
 
     def read(self, sel: Any = ..., *, attrs: list[str] | None = None,
              method: str | None = None, phi: float | None = None) -> Any:
@@ -510,7 +513,7 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
             except CorruptDataError:
                 # e.g. vacuumed since the list was made: list again; read again if it changed
                 metas = await self._visible_metas(cached_ok=False)
-                if _same_fragments(metas, cached):
+                if same_fragments(metas, cached):
                     raise
                 return await read(metas)
         last = self._last_visible
@@ -525,7 +528,7 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
                 await asyncio.gather(listing, return_exceptions=True)
                 raise
             metas = await listing
-            if guess is not None and _same_fragments(metas, last):
+            if guess is not None and same_fragments(metas, last):
                 return guess
         else:
             metas = await self._visible_metas()
@@ -536,7 +539,7 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
                     # another process consolidated and vacuumed what this handle listed:
                     # list again at the same time (or learn that the history is gone)
                     fresh = await self._visible_metas(cached_ok=False)
-                    if _same_fragments(fresh, metas):
+                    if same_fragments(fresh, metas):
                         raise
                     metas = fresh
         return await read(metas)
@@ -570,7 +573,7 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
                 if not retry:
                     raise
                 fresh = await self._visible_metas(cached_ok=False)
-                if _same_fragments(fresh, metas):
+                if same_fragments(fresh, metas):
                     raise
                 metas = fresh
         self._last_visible = metas
@@ -595,7 +598,7 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
                 break
             except CorruptDataError:  # see _read_async
                 fresh = await self._visible_metas(cached_ok=False)
-                if _same_fragments(fresh, metas):
+                if same_fragments(fresh, metas):
                     raise
                 metas = fresh
         used = len({r.fragment for r in reads})
@@ -680,11 +683,6 @@ def _forces_server(mode: str) -> bool:
     """True if read mode ``mode`` forces a method that runs on a pushdown server."""
     forced = read_mode(mode).method
     return forced is not None and read_method(forced).on_server
-
-
-def _same_fragments(a: list[FragmentMeta], b: list[FragmentMeta]) -> bool:
-    """True if two lists of fragments name the same fragments in the same order."""
-    return [m.name for m in a] == [m.name for m in b]
 
 
 def _to_ns(ts: TimestampLike) -> int | None:

@@ -126,7 +126,7 @@ def check_document(doc: Any, where: str) -> None:
             raise ValueError(f"kind {doc['kind']!r} is none of {', '.join(KINDS)}")
         sub = doc["subarray"]
         if len(sub) != 2 or not all(isinstance(s, list) for s in sub) or \
-                len(sub[0]) != len(sub[1]) or not sub[0]:
+                len(sub[0]) != len(sub[1]):  # (both empty for a 0-d array)
             raise ValueError("subarray must be two lists (lo, hi) of one number per dimension")
         for s in sub:
             _numbers(s, "subarray")

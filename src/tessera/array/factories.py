@@ -14,7 +14,6 @@ from tessera.config import Config
 from tessera.errors import (
     ArrayExistsError,
     ArrayNotFoundError,
-    InvalidArgumentError,
     ObjectExistsError,
     ObjectNotFoundError,
     SchemaError,
@@ -111,8 +110,6 @@ def from_numpy(uri: str, ndarray: Any, tile: Any = None, codec: str | None = Non
     growable dimension keeps its tile extent however small the data is.
     """
     data = np.asarray(ndarray)
-    if data.ndim == 0:
-        raise InvalidArgumentError("from_numpy needs at least one dimension")
     extents = (default_tile(tuple(max(1, n) for n in data.shape), data.dtype.itemsize)
                if tile is None else tuple(tile))
     if len(extents) != data.ndim:

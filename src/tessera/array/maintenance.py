@@ -195,6 +195,11 @@ def _iso(ns: int) -> str:
     return dt.datetime.fromtimestamp(ns / 1e9, dt.UTC).isoformat()
 
 
+def same_fragments(a: list[FragmentMeta], b: list[FragmentMeta]) -> bool:
+    """True if two lists of fragments name the same fragments in the same order."""
+    return [m.name for m in a] == [m.name for m in b]
+
+
 def visible_at(names: list[str], timestamp: int | None) -> list[str]:
     """Committed names at or before ``timestamp`` (all when None)."""
     return names if timestamp is None else [n for n in names if name_timestamp(n) <= timestamp]

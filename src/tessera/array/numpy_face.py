@@ -63,11 +63,13 @@ class NumpyConventions:
             raise InvalidTypeError(f"np.asarray needs a single-attribute array; this one has "
                                    f"{[a.name for a in self.schema.attrs]}: read one with "
                                    "arr.read(attrs=[name])")
-        out: np.ndarray = self.read(...)
+        out: np.ndarray = np.asarray(self.read(...))  # (a 0-d array reads as a scalar)
         return out if dtype is None else out.astype(dtype, copy=False)
 
     def __len__(self) -> int:
-        """Cells along the first dimension."""
+        """Cells along the first dimension (a 0-d array has no length, as in numpy)."""
+        if not self.schema.dims:
+            raise InvalidTypeError("len() of unsized object: the array has 0 dimensions")
         return self.shape[0]
 
     def __iter__(self) -> Iterator[Any]:
@@ -76,6 +78,8 @@ class NumpyConventions:
         if self.schema.sparse:
             raise InvalidTypeError("iteration walks the first axis of a dense array; read a "
                                    "sparse array by boxes")
+        if not self.schema.dims:
+            raise InvalidTypeError("iteration over a 0-d array")
         dim = self.schema.dims[0]
         lo, hi = int(dim.domain[0]), int(dim.domain[1])
         rows = self.schema.tile_shape[0]

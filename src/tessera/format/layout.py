@@ -35,6 +35,8 @@ def tile_box(schema: ArraySchema, index: tuple[int, ...]) -> Box:
 def tiles_in_order(schema: ArraySchema, tlo: np.ndarray, thi: np.ndarray) -> np.ndarray:
     """All tile indices of the tile box [tlo, thi], as rows, in the global tile order."""
     counts = (thi - tlo + 1).astype(np.int64)
+    if not len(counts):  # a 0-d array: its one tile
+        return np.zeros((1, 0), dtype=np.int64)
     order: Literal["C", "F"] = "C" if schema.tile_order == "row-major" else "F"
     flat = np.arange(int(np.prod(counts)), dtype=np.int64)
     idx = np.stack(np.unravel_index(flat, tuple(int(c) for c in counts), order=order), axis=1)

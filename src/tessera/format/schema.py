@@ -171,8 +171,9 @@ class ArraySchema:
 
     # -- validation ------------------------------------------------------------------------
     def _validate(self) -> None:
-        if not self.dims:
-            raise SchemaError("schema.dims: an array needs at least one dimension")
+        if not self.dims and self.sparse:
+            raise SchemaError("schema.dims: a sparse array needs at least one dimension (its "
+                              "cells have coordinates); a dense array may have none (0-d)")
         if not self.attrs:
             raise SchemaError("schema.attrs: an array needs at least one attribute")
         names = [d.name for d in self.dims] + [a.name for a in self.attrs]

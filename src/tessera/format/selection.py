@@ -175,6 +175,11 @@ class Selection:
         return (tuple(d.lo for d in self.dims), tuple(d.hi for d in self.dims))
 
 
+def is_ellipsis(sel: Any) -> bool:
+    """True for ``...`` alone (``x[...]``, ``x[(...,)]``)."""
+    return sel is Ellipsis or (type(sel) is tuple and len(sel) == 1 and sel[0] is Ellipsis)
+
+
 def normalize_selection(sel: Any, schema: ArraySchema, rules: Rules = ARRAY_RULES) -> Selection:
     """Turn a user selection into a :class:`Selection` on ``schema``'s dense domain."""
     return _normalize(sel, schema.dims, rules)

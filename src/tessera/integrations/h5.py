@@ -281,8 +281,6 @@ class Group(_Node):
         if shape is None:
             raise InvalidTypeError("create_dataset needs a shape or data")
         dt = np.dtype(values.dtype if values is not None else (dtype or "f4"))
-        if not shape:
-            raise unsupported("scalar (0-dimensional) datasets")
         if dt.kind not in "biufc":
             raise unsupported(f"datasets of dtype {dt} (numeric dtypes only)")
         tile = (default_tile(tuple(max(1, n) for n in shape), dt.itemsize)
@@ -374,7 +372,7 @@ class Dataset(_Node):
 
     def __init__(self, file: File, path: str, array: Array | None = None) -> None:
         super().__init__(file, path)
-        self._array = array or file._datasets.open(path)
+        self._array = array if array is not None else file._datasets.open(path)
         self._chunks = file._datasets.chunks(path)
 
     @property
@@ -419,9 +417,10 @@ class Dataset(_Node):
         return self._array.dtype
 
     @property
-    def chunks(self) -> tuple[int, ...]:
-        """The tile shape."""
-        return tuple(d.tile for d in self._array.schema.dims)
+    def chunks(self) -> tuple[int, ...] | None:
+        """The tile shape (``None`` for a scalar dataset, as h5py's)."""
+        dims = self._array.schema.dims
+        return tuple(d.tile for d in dims) if dims else None
 
     @property
     def compression(self) -> str | None:
@@ -457,6 +456,8 @@ class Dataset(_Node):
         return self.size * self.dtype.itemsize
 
     def __len__(self) -> int:
+        if not self.shape:
+            raise InvalidTypeError("Attempt to take len() of scalar dataset")
         return self.shape[0]
 
     @property
@@ -483,11 +484,21 @@ class Dataset(_Node):
 
     def __iter__(self) -> Iterator[Any]:
         """The first axis, one index at a time (read one tile-row at a time)."""
+        if not self.shape:
+            raise InvalidTypeError("Can't iterate over a scalar dataset")
         return iter(self._array)
 
     def len(self) -> int:
         """The length of the first axis (``len(dset)``), as h5py's ``Dataset.len``."""
         return len(self)
+
+    @staticmethod
+    def _scalar_selection(sel: Any) -> Any:
+        """What a scalar dataset takes, as h5py: ``()`` or ``...`` (ValueError otherwise)."""
+        if sel is Ellipsis or (isinstance(sel, tuple) and all(it is Ellipsis for it in sel)
+                               and len(sel) <= 1):
+            return sel
+        raise InvalidArgumentError("Illegal slicing argument for scalar dataspace")
 
     def _selection(self, sel: Any) -> Any:
         """``sel`` read with h5py's rules (:data:`~tessera.format.selection.H5_RULES`:
@@ -495,6 +506,8 @@ class Dataset(_Node):
         classes) as a selection the array reads the same way: a plain box in range as it
         is (the same under both rules; a small read's call stays cheap), anything else
         normalised first."""
+        if not self.shape:
+            return self._scalar_selection(sel)
         if isinstance(sel, tuple) and not sel:
             return ...
         for it in sel if isinstance(sel, tuple) else (sel,):
@@ -506,6 +519,8 @@ class Dataset(_Node):
         return plain_items(normalize_selection(sel, schema, H5_RULES), schema)
 
     def __getitem__(self, sel: Any) -> Any:
+        if not self.shape:  # a scalar dataset: d[()] is the value, d[...] a 0-d array
+            return self._array[self._scalar_selection(sel)]
         # a plain box in range (all the chunk cache takes) reads the same under h5py's rules
         # and the array's: the cache first, the rules only for what it does not take
         got = self._chunks.read(self._array, sel)

@@ -246,7 +246,7 @@ class OpenDatasets:
     def open(self, path: str, array: Array | None = None) -> Array:
         """The dataset at ``path`` opened (or ``array``, just created there), kept."""
         raw = bytes(self._store.get(f"{path}/{SCHEMA_KEY}"))
-        array = array or self._opener(path)
+        array = array if array is not None else self._opener(path)
         self._arrays[path] = (raw, array)
         return array
 

@@ -67,11 +67,30 @@ def pause_requests(store: AsyncStore, when: Predicate, *, times: int = 1) -> Gat
             gate.times -= 1
             gate.key = key
             gate.reached.set()
-            await asyncio.get_running_loop().run_in_executor(None, gate.released.wait)
+            await _released(gate)
         return await original(kind, key, send, **kwargs)
 
     store._call = held  # type: ignore[method-assign]
     return gate
+
+
+async def _released(gate: Gate) -> None:
+    """Wait for ``gate.release()`` without holding a thread of the event loop's executor
+    (many held requests would fill it, and the store's own work on it, such as a folder
+    listing, would then wait behind them forever): a thread of its own wakes the loop."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def finish() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    def wait() -> None:
+        gate.released.wait()
+        loop.call_soon_threadsafe(finish)
+
+    threading.Thread(target=wait, name="pausing-gate", daemon=True).start()
+    await done
 
 
 __all__ = ["Gate", "pause_requests"]

@@ -444,3 +444,8 @@ def test_scalar_datasets(files, call):
                          ids=["int data", "shape ()", "uint64"])
 def test_scalar_creation(files, make):
     same(files, lambda f: make(f)[()])
+
+
+@pytest.mark.parametrize("data", [np.zeros((0,), "f4"), np.zeros((0, 3), "i2")], ids=repr)
+def test_empty_datasets_from_data(files, data):
+    same(files, lambda f: f.create_dataset("x", data=data)[...])

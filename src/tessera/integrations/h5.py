@@ -308,7 +308,7 @@ class Group(_Node):
             maxshape=maxshape)
         arr = create_array(self._file._child(path), schema,
                            storage_options=self._file.storage_options)
-        if values is not None:
+        if values is not None and values.size:  # (an empty dataset has nothing to write)
             arr.write(values.astype(dt.newbyteorder("<"), copy=False))
         return Dataset(self._file, path, self._file._datasets.open(path, arr))
 

@@ -41,7 +41,11 @@ def same(files, fn: Callable[[Any], Any]) -> None:
     want, got = _outcome(fn, real), _outcome(fn, ours)
     assert got[0] == want[0], f"h5py gave {want}, tessera.h5 {got}"
     if want[0] == "error":
-        assert got[1] == want[1], f"h5py raised {want[1]}, tessera.h5 {got[1]}"
+        # the one known difference: h5py raises OSError (HDF5's own error) for an index
+        # list past the end of some multi-dimensional selections, IndexError for others;
+        # tessera.h5 raises IndexError for all (docs/integrations.md)
+        if (want[1], got[1]) != ("OSError", "IndexError"):
+            assert got[1] == want[1], f"h5py raised {want[1]}, tessera.h5 {got[1]}"
         return
     a, b = want[1], got[1]
     assert type(b) is type(a), f"h5py gave a {type(a).__name__}, tessera.h5 a {type(b).__name__}"
@@ -449,3 +453,58 @@ def test_scalar_creation(files, make):
 @pytest.mark.parametrize("data", [np.zeros((0,), "f4"), np.zeros((0, 3), "i2")], ids=repr)
 def test_empty_datasets_from_data(files, data):
     same(files, lambda f: f.create_dataset("x", data=data)[...])
+
+
+# -- hypothesis over selections -------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _items(n: int) -> st.SearchStrategy[Any]:
+    bound = st.one_of(st.none(), st.integers(-2 * n - 3, 2 * n + 3))
+    return st.one_of(
+        st.integers(-n - 2, n + 1),
+        st.builds(slice, bound, bound, st.one_of(st.none(), st.integers(-3, 4))),
+        st.lists(st.integers(-n - 1, n), max_size=5),
+        st.lists(st.booleans(), min_size=n, max_size=n).map(lambda b: np.array(b, bool)),
+        st.just(Ellipsis), st.just(None),
+    )
+
+
+@st.composite
+def selections(draw: st.DrawFn, shape: tuple[int, ...]) -> Any:
+    count = draw(st.integers(0, len(shape)))  # (too many indices: the parametrized tests)
+    items = [draw(_items(shape[min(i, len(shape) - 1)])) for i in range(count)]
+    lists = [i for i, it in enumerate(items) if isinstance(it, (list, np.ndarray))]
+    for i in lists[1:]:  # one index list at most (several: the parametrized tests)
+        items[i] = slice(None)
+    return items[0] if count == 1 and draw(st.booleans()) else tuple(items)
+
+
+SHAPE = (7, 5)
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sel=selections(SHAPE), write=st.booleans())
+def test_random_selections_as_h5py(tmp_path_factory, sel, write):
+    """Reads and writes of random selections: the same values or the same exception class
+    as h5py's. A write gives values of the selection's own shape (h5py refuses to broadcast
+    a scalar into some index-list selections, depending on how many points they hold: an
+    artefact tessera.h5 does not copy). Which of several problems in one selection h5py
+    names first is not copied either: a selection has at most one index per dimension."""
+    folder = tmp_path_factory.mktemp("sel")
+    real = h5py.File(folder / "real.h5", "w")
+    ours = th5.File(str(folder / "ours"), "w")
+    try:
+        def run(f):
+            d = f.create_dataset("d", data=np.arange(35).reshape(SHAPE), chunks=(3, 2))
+            if write:
+                d[sel] = -np.ones(np.shape(d[sel]), d.dtype)
+                return d[...]
+            return d[sel]
+        same((real, ours), run)
+    finally:
+        real.close()
+        ours.close()

@@ -278,10 +278,10 @@ def _normalize(sel: Any, dims: Sequence[Dim], rules: Rules) -> Selection:
     ndim = len(dims)
     items = sel if isinstance(sel, tuple) else (sel,)
     n_ell = sum(1 for it in items if it is Ellipsis)
-    if n_ell > 1:
-        raise _wrong(rules, "a selection may contain at most one '...'", True)
     if rules.type_errors and any(it is None for it in items):
         raise InvalidTypeError("Indexing with None (or np.newaxis) is not supported")
+    if n_ell > 1:
+        raise _wrong(rules, "a selection may contain at most one '...'", True)
     if n_ell:
         at = next(i for i, it in enumerate(items) if it is Ellipsis)
         fill = ndim - (len(items) - 1)
@@ -289,6 +289,10 @@ def _normalize(sel: Any, dims: Sequence[Dim], rules: Rules) -> Selection:
             raise _wrong(rules, _too_many(len(items) - 1, ndim), True)
         items = items[:at] + (slice(None),) * fill + items[at + 1:]
     if len(items) > ndim:
+        if rules.type_errors:  # h5py looks at the indices it has dimensions for first
+            for it, d in zip(items, dims, strict=False):
+                if it is not Ellipsis:
+                    _one(it, d, rules)
         raise _wrong(rules, _too_many(len(items), ndim), True)
     items = items + (slice(None),) * (ndim - len(items))
     if rules.one_list and sum(isinstance(it, (list, np.ndarray, range))
@@ -377,11 +381,15 @@ def _one(item: Any, dim: Dim, rules: Rules) -> DimSelection:
         if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
             raise _wrong(rules, f"an index list for {_called(dim)} must be a 1-D list of "
                          f"integers, got {item!r:.80}")
+        if rules.increasing_lists and arr.size > 1:  # (as h5py: before the range check
+            at = arr.astype(np.int64)                 # past the end, after the one before)
+            at = np.where(at < 0, at + dim.size, at) if int(dim.domain[0]) == 0 else at
+            if bool((at < int(dim.domain[0])).any()):
+                _indices(arr, dim)  # raises SelectionError naming the index
+            if not bool((at[1:] > at[:-1]).all()):
+                raise InvalidTypeError(f"Indexing elements must be in increasing order "
+                                       f"({_called(dim)})")
         coords = _indices(arr, dim)
-        if rules.increasing_lists and len(coords) > 1 and not bool(
-                (coords[1:] > coords[:-1]).all()):
-            raise InvalidTypeError(f"Indexing elements must be in increasing order "
-                                   f"({_called(dim)})")
         if not rules.repeats and len(np.unique(coords)) != len(coords):
             raise SelectionError(f"indices on {_called(dim)} repeat; give each once")
         return _from_list(coords, False)

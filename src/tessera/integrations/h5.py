@@ -59,7 +59,14 @@ from tessera.format.selection import (
     plain_items,
 )
 from tessera.format.values import as_values, fit_values
-from tessera.integrations.h5_args import check_broadcast, codec_spec, member_name, shape_arg
+from tessera.integrations.h5_args import (
+    check_broadcast,
+    check_write_shape,
+    codec_spec,
+    member_name,
+    scalar_selection,
+    shape_arg,
+)
 from tessera.integrations.h5_attrs import (
     AttributeManager,
     DatasetAttributes,
@@ -492,14 +499,6 @@ class Dataset(_Node):
         """The length of the first axis (``len(dset)``), as h5py's ``Dataset.len``."""
         return len(self)
 
-    @staticmethod
-    def _scalar_selection(sel: Any) -> Any:
-        """What a scalar dataset takes, as h5py: ``()`` or ``...`` (ValueError otherwise)."""
-        if sel is Ellipsis or (isinstance(sel, tuple) and all(it is Ellipsis for it in sel)
-                               and len(sel) <= 1):
-            return sel
-        raise InvalidArgumentError("Illegal slicing argument for scalar dataspace")
-
     def _selection(self, sel: Any) -> Any:
         """``sel`` read with h5py's rules (:data:`~tessera.format.selection.H5_RULES`:
         slices clipped, steps of 1 or more, one increasing index list, h5py's exception
@@ -507,7 +506,7 @@ class Dataset(_Node):
         is (the same under both rules; a small read's call stays cheap), anything else
         normalised first."""
         if not self.shape:
-            return self._scalar_selection(sel)
+            return scalar_selection(sel)
         if isinstance(sel, tuple) and not sel:
             return ...
         for it in sel if isinstance(sel, tuple) else (sel,):
@@ -520,7 +519,7 @@ class Dataset(_Node):
 
     def __getitem__(self, sel: Any) -> Any:
         if not self.shape:  # a scalar dataset: d[()] is the value, d[...] a 0-d array
-            return self._array[self._scalar_selection(sel)]
+            return self._array[scalar_selection(sel)]
         # a plain box in range (all the chunk cache takes) reads the same under h5py's rules
         # and the array's: the cache first, the rules only for what it does not take
         got = self._chunks.read(self._array, sel)
@@ -533,13 +532,7 @@ class Dataset(_Node):
         sel = self._selection(sel)
         fitted = fit_values(values, self.dtype, self.name, cast="value", what="dataset")
         if fitted.ndim:
-            want = self._selected_shape(sel)
-            try:
-                np.broadcast_shapes(fitted.shape, want)
-            except ValueError:
-                raise InvalidTypeError(f"Can't broadcast {fitted.shape} -> {want}") from None
-            if len(fitted.shape) > len(want):  # h5py: never more dimensions than selected
-                raise InvalidTypeError(f"Can't broadcast {fitted.shape} -> {want}")
+            check_write_shape(fitted.shape, self._selected_shape(sel))
         self._array[sel] = fitted
 
     def _selected_shape(self, sel: Any) -> tuple[int, ...]:

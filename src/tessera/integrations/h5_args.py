@@ -72,3 +72,24 @@ def codec_spec(compression: Any, opts: Any) -> str | None:
                                     else f"{compression}:{int(opts)}")
     raise unsupported(f"compression={compression!r} (use one of "
                        f"{', '.join(repr(n) for n in codec_names())})")
+
+
+def check_write_shape(values: tuple[int, ...], selected: tuple[int, ...]) -> None:
+    """h5py's rule for the values of a write: they broadcast to the selection's shape with
+    no more dimensions than it has (InvalidTypeError otherwise). (h5py also refuses to
+    broadcast a scalar into some index-list selections, depending on how many points they
+    hold; tessera.h5 broadcasts into any selection.)"""
+    try:
+        np.broadcast_shapes(values, selected)
+    except ValueError:
+        raise InvalidTypeError(f"Can't broadcast {values} -> {selected}") from None
+    if len(values) > len(selected):  # h5py: never more dimensions than selected
+        raise InvalidTypeError(f"Can't broadcast {values} -> {selected}")
+
+
+def scalar_selection(sel: Any) -> Any:
+    """What a scalar dataset takes, as h5py: ``()`` or ``...`` (ValueError otherwise)."""
+    if sel is Ellipsis or (isinstance(sel, tuple) and all(it is Ellipsis for it in sel)
+                           and len(sel) <= 1):
+        return sel
+    raise InvalidArgumentError("Illegal slicing argument for scalar dataspace")

@@ -5,13 +5,12 @@ that write's requests were. The races are made deterministic by holding chosen r
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 
 import numpy as np
 import pytest
 
 import tessera
-from tessera.testing.pausing import pause_requests
+from tessera.testing.pausing import after_doom_mark, pause_requests
 
 
 def _schema(n: int = 100, tile: int = 10) -> tessera.ArraySchema:
@@ -77,19 +76,6 @@ def _in_thread(fn) -> tuple[threading.Thread, list[BaseException]]:
     return t, errors
 
 
-def _second_look() -> Callable[[str, str], bool]:
-    """A predicate for :func:`pause_requests` that holds vacuum's second listing of the
-    commit markers: the one after it marked an orphan doomed."""
-    doomed: list[str] = []
-
-    def when(kind: str, key: str) -> bool:
-        if kind == "put" and key.startswith("__doomed/"):
-            doomed.append(key)
-        return kind == "list" and key == "__commits" and bool(doomed)
-
-    return when
-
-
 def test_vacuum_cannot_eat_a_commit_in_flight(tmp_path):
     """vacuum(grace 0) removes the objects of a writer whose marker is still on its way:
     the writer finds out, takes its marker back and raises; the array stays readable."""
@@ -129,7 +115,7 @@ def test_vacuum_spares_a_writer_that_committed_meanwhile(tmp_path):
     t, errors = _in_thread(lambda: w.write(np.full(10, 111, np.int32), origin=(0,)))
     assert w_gate.wait_reached()
     # vacuum marks the writer doomed, then waits before its second listing of markers
-    relist = pause_requests(m._store.aio, _second_look())
+    relist = pause_requests(m._store.aio, after_doom_mark())
     v, v_errors = _in_thread(lambda: m.vacuum(orphan_grace_s=0, force=True))
     assert relist.wait_reached()                        # doomed, second look held
     w_gate.release()
@@ -160,7 +146,7 @@ def test_vacuum_spares_a_marker_it_sees(tmp_path):
     assert marker.wait_reached()
     check = pause_requests(w._store.aio, lambda kind, key: kind == "head"
                            and key.startswith("__doomed/"))
-    relist = pause_requests(m._store.aio, _second_look())
+    relist = pause_requests(m._store.aio, after_doom_mark())
     v, v_errors = _in_thread(lambda: m.vacuum(orphan_grace_s=0, force=True))
     assert relist.wait_reached()
     marker.release()

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 import tessera
 from tessera.errors import CommitConflictError
-from tessera.testing.pausing import Gate, pause_requests
+from tessera.testing.pausing import Gate, after_doom_mark, pause_requests
 
 N, TILE = 40, 5
 HOLDS: dict[str, Callable[[str, str], bool]] = {
@@ -151,7 +151,7 @@ class Run:
         elif kind == "vacuum":
             arr = self.handle()
             self.launch(Op("vacuum"), lambda a: a.vacuum(orphan_grace_s=0, force=True), arr,
-                        _second_look() if step[1] else None)
+                        after_doom_mark() if step[1] else None)
         else:
             self.release(step[1])
 
@@ -181,17 +181,6 @@ class Run:
             assert not later, (f"cell {c} reads {v}, but writes {later} started after it "
                                "returned: they are hidden")
         return got
-
-
-def _second_look() -> Callable[[str, str], bool]:
-    doomed: list[str] = []
-
-    def when(kind: str, key: str) -> bool:
-        if kind == "put" and key.startswith("__doomed/"):
-            doomed.append(key)
-        return kind == "list" and key == "__commits" and bool(doomed)
-
-    return when
 
 
 def _check(url: str, options: dict[str, Any], program: list[tuple[Any, ...]]) -> None:

@@ -508,14 +508,7 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
         stands if the listing shows the same fragments, otherwise it reads again."""
         cached = self._cached_listing()
         if cached is not None:
-            try:
-                return await read(cached)
-            except CorruptDataError:
-                # e.g. vacuumed since the list was made: list again; read again if it changed
-                metas = await self._visible_metas(cached_ok=False)
-                if same_fragments(metas, cached):
-                    raise
-                return await read(metas)
+            return await self._read_relisting(read, cached)
         last = self._last_visible
         if last is not None and self.timestamp is None:
             listing = asyncio.ensure_future(self._visible_metas())
@@ -533,16 +526,21 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
         else:
             metas = await self._visible_metas()
             if self.timestamp is not None:
-                try:
-                    return await read(metas)
-                except CorruptDataError:
-                    # another process consolidated and vacuumed what this handle listed:
-                    # list again at the same time (or learn that the history is gone)
-                    fresh = await self._visible_metas(cached_ok=False)
-                    if same_fragments(fresh, metas):
-                        raise
-                    metas = fresh
+                return await self._read_relisting(read, metas)
         return await read(metas)
+
+    async def _read_relisting(self, read: Callable[[list[FragmentMeta]], Awaitable[T]],
+                              metas: list[FragmentMeta]) -> T:
+        """``read(metas)``; if a fragment turns out to be gone (another process consolidated
+        and vacuumed what was listed), list again (at the handle's timestamp, if any; or
+        learn that its history is gone) and read again if the list changed."""
+        try:
+            return await read(metas)
+        except CorruptDataError:
+            fresh = await self._visible_metas(cached_ok=False)
+            if same_fragments(fresh, metas):
+                raise
+            return await read(fresh)
 
     async def _read_with(self, selection: Any, names: list[str], method: str, phi: float,
                          metas: list[FragmentMeta], retry: bool = False,

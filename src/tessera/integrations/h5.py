@@ -61,7 +61,6 @@ from tessera.format.selection import (
 from tessera.format.values import as_values, fit_values
 from tessera.integrations.h5_args import (
     check_broadcast,
-    check_write_shape,
     codec_spec,
     member_name,
     scalar_selection,
@@ -532,7 +531,7 @@ class Dataset(_Node):
         sel = self._selection(sel)
         fitted = fit_values(values, self.dtype, self.name, cast="value", what="dataset")
         if fitted.ndim:
-            check_write_shape(fitted.shape, self._selected_shape(sel))
+            check_broadcast(fitted.shape, self._selected_shape(sel))
         self._array[sel] = fitted
 
     def _selected_shape(self, sel: Any) -> tuple[int, ...]:

@@ -47,8 +47,11 @@ def shape_arg(value: Any, what: str, none_ok: bool = False) -> Any:
 
 
 def check_broadcast(source: tuple[int, ...], target: tuple[int, ...]) -> None:
-    """h5py's rule for read_direct / write_direct: the shapes must match up to
-    broadcasting of the source, with no more dimensions than the target."""
+    """h5py's rule for the values of a write and for read_direct / write_direct: the source
+    broadcasts to the target's shape with no more dimensions than it has
+    (InvalidTypeError otherwise). (h5py also refuses to broadcast a scalar into some
+    index-list selections, depending on how many points they hold; tessera.h5 broadcasts
+    into any selection.)"""
     try:
         ok = len(source) <= len(target) and np.broadcast_shapes(source, target) == target
     except ValueError:
@@ -72,19 +75,6 @@ def codec_spec(compression: Any, opts: Any) -> str | None:
                                     else f"{compression}:{int(opts)}")
     raise unsupported(f"compression={compression!r} (use one of "
                        f"{', '.join(repr(n) for n in codec_names())})")
-
-
-def check_write_shape(values: tuple[int, ...], selected: tuple[int, ...]) -> None:
-    """h5py's rule for the values of a write: they broadcast to the selection's shape with
-    no more dimensions than it has (InvalidTypeError otherwise). (h5py also refuses to
-    broadcast a scalar into some index-list selections, depending on how many points they
-    hold; tessera.h5 broadcasts into any selection.)"""
-    try:
-        np.broadcast_shapes(values, selected)
-    except ValueError:
-        raise InvalidTypeError(f"Can't broadcast {values} -> {selected}") from None
-    if len(values) > len(selected):  # h5py: never more dimensions than selected
-        raise InvalidTypeError(f"Can't broadcast {values} -> {selected}")
 
 
 def scalar_selection(sel: Any) -> Any:

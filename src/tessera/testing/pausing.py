@@ -74,6 +74,19 @@ def pause_requests(store: AsyncStore, when: Predicate, *, times: int = 1) -> Gat
     return gate
 
 
+def after_doom_mark() -> Predicate:
+    """A predicate that holds a vacuum's second listing of the commit markers: the one it
+    makes after marking an orphan doomed (:mod:`tessera.array.commits`)."""
+    doomed: list[str] = []
+
+    def when(kind: str, key: str) -> bool:
+        if kind == "put" and key.startswith("__doomed/"):
+            doomed.append(key)
+        return kind == "list" and key == "__commits" and bool(doomed)
+
+    return when
+
+
 async def _released(gate: Gate) -> None:
     """Wait for ``gate.release()`` without holding a thread of the event loop's executor
     (many held requests would fill it, and the store's own work on it, such as a folder
@@ -93,4 +106,4 @@ async def _released(gate: Gate) -> None:
     await done
 
 
-__all__ = ["Gate", "pause_requests"]
+__all__ = ["Gate", "after_doom_mark", "pause_requests"]

@@ -13,6 +13,7 @@ import pytest
 h5py = pytest.importorskip("h5py")
 
 import tessera.h5 as th5  # noqa: E402
+from tessera.errors import TesseraError  # noqa: E402
 
 
 @pytest.fixture
@@ -508,3 +509,10 @@ def test_random_selections_as_h5py(tmp_path_factory, sel, write):
     finally:
         real.close()
         ours.close()
+
+
+def test_a_name_in_bytes_that_is_not_utf8_is_refused_with_tesseras_error(tmp_path):
+    with th5.File(str(tmp_path / "f"), "w") as f:
+        with pytest.raises(ValueError, match="not UTF-8") as err:
+            f.create_group(b"\xff")
+        assert isinstance(err.value, TesseraError)

@@ -17,7 +17,10 @@ from tessera.integrations.h5_attrs import unsupported
 def member_name(name: object) -> str:
     """A member name as h5py takes it: text, or bytes as UTF-8."""
     if isinstance(name, bytes):
-        return name.decode("utf-8")
+        try:
+            return name.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidArgumentError(f"the name {name!r:.60} is not UTF-8") from None
     if not isinstance(name, str):
         raise InvalidTypeError(f"A name should be string or bytes, not {type(name).__name__}")
     return name

@@ -16,7 +16,6 @@ array([[0, 0, 2, 3],
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -28,9 +27,16 @@ from tessera._sync import run_sync
 from tessera.array.bookkeeping import check_against_schema
 from tessera.array.calling_thread import CallingThreadReads, UnionPlan
 from tessera.array.commits import list_committed, load_meta
-from tessera.array.fragment import FragmentInfo, FragmentMeta
+from tessera.array.fragment import FragmentInfo, FragmentMeta, replaces_others
 from tessera.array.growth import load_extent
-from tessera.array.maintenance import apply_replacements, check_history, same_fragments, visible_at
+from tessera.array.maintenance import (
+    TimestampLike,
+    apply_replacements,
+    check_history,
+    same_fragments,
+    timestamp_ns,
+    visible_at,
+)
 from tessera.array.metadata import ArrayMetadata
 from tessera.array.numpy_face import NumpyConventions
 from tessera.array.read.execute import execute_tile_reads
@@ -53,7 +59,6 @@ from tessera.config import Config, PlannerConfig, ReadConfig, WriteConfig
 from tessera.errors import (
     CorruptDataError,
     InvalidArgumentError,
-    InvalidTypeError,
     ObjectNotFoundError,
     SchemaError,
     SelectionError,
@@ -85,7 +90,6 @@ from tessera.query.profiler import load_profile
 from tessera.storage.blocking import Store
 from tessera.storage.window import ByteWindow
 
-TimestampLike = int | dt.datetime | None
 T = TypeVar("T")
 
 
@@ -118,7 +122,7 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
         self.schema = schema
         self._created = schema  # as created: a growable array's shape lives apart
         self.mode = mode
-        self.timestamp = _to_ns(timestamp)
+        self.timestamp = timestamp_ns(timestamp)
         self._extent_at: tuple[float, int] | None = None  # (monotonic time, change number)
         settings = config or Config.from_env()  # one reading of the environment
         self.config = settings
@@ -603,17 +607,29 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
         return result, with_fallbacks(
             ReadReport([], used, len(metas) - used, cell_reads=reads), pushdown)
 
-    async def _committed_metas(self) -> list[FragmentMeta]:
-        """Every committed fragment at this handle's timestamp, replaced ones included."""
+    async def _committed_metas(self, replaced: bool = True) -> list[FragmentMeta]:
+        """Every committed fragment at this handle's timestamp, replaced ones included
+        unless ``replaced`` is false: then the fragments that replace others (their names
+        say so) are loaded first, and those they replace are not loaded at all (readers
+        never use them; an open after a consolidation loads only the live bookkeeping)."""
         names = visible_at(await list_committed(self._store.aio), self.timestamp)
-        missing = [n for n in names if n not in self._metas]
+        if replaced:
+            await self._load_metas([n for n in names if n not in self._metas])
+            return [self._metas[n] for n in names if n in self._metas]
+        await self._load_metas([n for n in names if n not in self._metas and
+                                replaces_others(n)])
+        gone = {r for n in names if n in self._metas for r in self._metas[n].replaces}
+        await self._load_metas([n for n in names if n not in self._metas and n not in gone])
+        return [self._metas[n] for n in names if n in self._metas and n not in gone]
+
+    async def _load_metas(self, names: list[str]) -> None:
+        """Load the bookkeeping of committed fragments ``names`` (concurrently)."""
         loaded = await asyncio.gather(*(load_meta(self._store.aio, n, self.uri)
-                                        for n in missing))
+                                        for n in names))
         for meta in loaded:
             if meta is not None:
                 check_against_schema(meta, self._created, self.uri)
                 self._metas[meta.name] = meta
-        return [self._metas[n] for n in names if n in self._metas]
 
     async def _visible_metas(self, cached_ok: bool = True) -> list[FragmentMeta]:
         """The fragments reads use, oldest first: replaced fragments hidden.
@@ -627,7 +643,7 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
             if cached is not None:
                 return cached
             listed_at, change = time.monotonic(), LOCAL_CHANGES.get(self.uri, 0)
-            metas = apply_replacements(await self._committed_metas())
+            metas = apply_replacements(await self._committed_metas(replaced=False))
             self._listed = (listed_at, change, metas)
             return metas
         if self._snapshot is None or not cached_ok:
@@ -635,7 +651,7 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
             # vacuumed; the fragments that replaced them hold the same cells at this time,
             # or the history is gone and HistoryVacuumedError says so)
             await check_history(self._store.aio, self.timestamp, self.uri)
-            self._snapshot = apply_replacements(await self._committed_metas())
+            self._snapshot = apply_replacements(await self._committed_metas(replaced=False))
         return self._snapshot
 
     def _cached_listing(self) -> list[FragmentMeta] | None:
@@ -681,15 +697,3 @@ def _forces_server(mode: str) -> bool:
     """True if read mode ``mode`` forces a method that runs on a pushdown server."""
     forced = read_mode(mode).method
     return forced is not None and read_method(forced).on_server
-
-
-def _to_ns(ts: TimestampLike) -> int | None:
-    if ts is None:
-        return None
-    if isinstance(ts, dt.datetime):
-        if ts.tzinfo is None:
-            raise InvalidArgumentError("timestamp datetimes must be timezone-aware")
-        return int(ts.timestamp() * 1e9)
-    if isinstance(ts, (int, np.integer)) and not isinstance(ts, bool):
-        return int(ts)
-    raise InvalidTypeError(f"timestamp must be int nanoseconds or an aware datetime, got {ts!r}")

@@ -199,7 +199,7 @@ class CallingThreadReads:
         # A recipe made for these fragments: they passed _now_metas then.
         if recipe is None or not moves_now(recipe.template.totals):
             return None
-        rank = newest_cover(metas, (lo, hi))
+        rank = newest_cover(self.schema, metas, (lo, hi))
         if rank is None:
             return None
         with self._store.collect() as stats:
@@ -220,7 +220,7 @@ class CallingThreadReads:
         dense fragment holds the box and a recipe holds for its tiles), for the next read of
         its footprint."""
         lo, hi = selection.bounds()
-        if newest_cover(metas, (lo, hi)) is None:
+        if newest_cover(self.schema, metas, (lo, hi)) is None:
             return
         sig, first, starts = footprint(self.schema, lo, hi)
         made = make_recipe(self.schema, reads, needs, plan, first, starts,

@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from tessera.array.array import Array, TimestampLike
+from tessera.array.array import Array
 from tessera.array.fragment import SCHEMA_KEY
+from tessera.array.maintenance import TimestampLike
 from tessera.config import Config
 from tessera.errors import (
     ArrayExistsError,

@@ -103,9 +103,22 @@ def new_timestamp() -> int:
         return _last_ns
 
 
-def new_fragment_id() -> str:
-    """A random fragment id (the folder of its objects)."""
-    return uuid.uuid4().hex[:16]
+#: The first letter of the id of a fragment that replaces others (a consolidation's): not a
+#: hex digit, so the commit markers' listing alone says which fragments replace others.
+REPLACING = "r"
+
+
+def new_fragment_id(replacing: bool = False) -> str:
+    """A random fragment id (the folder of its objects); one of a fragment that replaces
+    others starts with :data:`REPLACING`."""
+    return REPLACING + uuid.uuid4().hex[:15] if replacing else uuid.uuid4().hex[:16]
+
+
+def replaces_others(name: str) -> bool:
+    """Whether the committed fragment ``name`` replaces others, from its name alone
+    (fragments consolidated before this mark existed answer False: readers then load the
+    bookkeeping of every fragment, which is always correct)."""
+    return name_id(name).startswith(REPLACING)
 
 
 def fragment_name(timestamp: int, fragment_id: str) -> str:
@@ -399,7 +412,7 @@ async def store_dense_fragment(store: AsyncStore, schema: ArraySchema,
     compressed whole)."""
     shape = next(iter(values.values())).shape[:schema.ndim]
     box: Box = (origin, tuple(o + s - 1 for o, s in zip(origin, shape, strict=True)))
-    fid = new_fragment_id()
+    fid = new_fragment_id(replacing=bool(replaces))
     tlo, thi = tile_range(schema, box)
     tiles = tiles_in_order(schema, tlo, thi)
     attrs: dict[str, AttrTiles] = {}

@@ -31,6 +31,8 @@ import contextlib
 import datetime as dt
 import json
 
+import numpy as np
+
 from tessera.array.commits import list_committed
 from tessera.array.fragment import (
     COMMITS,
@@ -41,8 +43,16 @@ from tessera.array.fragment import (
     name_id,
     name_timestamp,
 )
-from tessera.errors import HistoryVacuumedError, ObjectExistsError
+from tessera.errors import (
+    HistoryVacuumedError,
+    InvalidArgumentError,
+    InvalidTypeError,
+    ObjectExistsError,
+)
 from tessera.storage.store import AsyncStore
+
+#: What a handle may be opened at: int nanoseconds, an aware datetime, or None (now).
+TimestampLike = int | dt.datetime | None
 
 
 def apply_replacements(metas: list[FragmentMeta]) -> list[FragmentMeta]:
@@ -203,3 +213,16 @@ def same_fragments(a: list[FragmentMeta], b: list[FragmentMeta]) -> bool:
 def visible_at(names: list[str], timestamp: int | None) -> list[str]:
     """Committed names at or before ``timestamp`` (all when None)."""
     return names if timestamp is None else [n for n in names if name_timestamp(n) <= timestamp]
+
+
+def timestamp_ns(ts: TimestampLike) -> int | None:
+    """A handle's timestamp (int nanoseconds or an aware datetime) in nanoseconds."""
+    if ts is None:
+        return None
+    if isinstance(ts, dt.datetime):
+        if ts.tzinfo is None:
+            raise InvalidArgumentError("timestamp datetimes must be timezone-aware")
+        return int(ts.timestamp() * 1e9)
+    if isinstance(ts, (int, np.integer)) and not isinstance(ts, bool):
+        return int(ts)
+    raise InvalidTypeError(f"timestamp must be int nanoseconds or an aware datetime, got {ts!r}")

@@ -104,7 +104,7 @@ async def write_sparse_fragment(store: AsyncStore, schema: ArraySchema, coords: 
     n = len(coords)
     cap = schema.capacity
     bounds_idx = [(i, min(i + cap, n)) for i in range(0, n, cap)]
-    fid = new_fragment_id()
+    fid = new_fragment_id(replacing=bool(replaces))
     coord_key = f"{FRAGMENTS}/{fid}/__coords.data"
     coord_tiles, coord_blob = encode_tiles(
         coord_key, "zstd", [np.ascontiguousarray(coords[a:b]).astype(

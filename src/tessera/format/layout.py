@@ -60,10 +60,22 @@ def tile_position(schema: ArraySchema, tlo: np.ndarray, thi: np.ndarray,
 
 
 def intersect(a: Box, b: Box) -> Box | None:
-    """The intersection of two boxes, or None."""
-    lo = tuple(max(x, y) for x, y in zip(a[0], b[0], strict=True))
-    hi = tuple(min(x, y) for x, y in zip(a[1], b[1], strict=True))
-    return None if any(lw > h for lw, h in zip(lo, hi, strict=True)) else (lo, hi)
+    """The intersection of two boxes, or None.
+
+    >>> intersect(((0, 0), (3, 3)), ((2, 1), (5, 2)))
+    ((2, 1), (3, 2))
+    """
+    lo = []
+    hi = []
+    # A plain loop: this runs per tile and fragment on a read's planning path.
+    for x0, x1, y0, y1 in zip(a[0], a[1], b[0], b[1], strict=True):
+        low = x0 if x0 > y0 else y0
+        high = x1 if x1 < y1 else y1
+        if low > high:
+            return None
+        lo.append(low)
+        hi.append(high)
+    return tuple(lo), tuple(hi)
 
 
 def covered(box: Box, others: list[Box], limit: int = 2048) -> bool:
@@ -73,7 +85,7 @@ def covered(box: Box, others: list[Box], limit: int = 2048) -> bool:
     for other in others:
         nxt: list[Box] = []
         for r in remaining:
-            nxt.extend(_subtract(r, other))
+            nxt.extend(subtract(r, other))
         remaining = nxt
         if not remaining:
             return True
@@ -82,23 +94,29 @@ def covered(box: Box, others: list[Box], limit: int = 2048) -> bool:
     return not remaining
 
 
-def _subtract(a: Box, b: Box) -> list[Box]:
-    inter = intersect(a, b)
-    if inter is None:
-        return [a]
-    pieces: list[Box] = []
+def subtract(a: Box, b: Box) -> list[Box]:
+    """``a`` without ``b``: at most two pieces per dimension, disjoint.
+
+    >>> subtract(((0, 0), (3, 3)), ((0, 2), (3, 5)))
+    [((0, 0), (3, 1))]
+    """
     lo, hi = list(a[0]), list(a[1])
+    b0, b1 = b
     for d in range(len(lo)):
-        if lo[d] < inter[0][d]:
+        if lo[d] > b1[d] or hi[d] < b0[d]:
+            return [a]  # disjoint
+    pieces: list[Box] = []
+    for d in range(len(lo)):
+        if lo[d] < b0[d]:
             p_hi = list(hi)
-            p_hi[d] = inter[0][d] - 1
+            p_hi[d] = b0[d] - 1
             pieces.append((tuple(lo), tuple(p_hi)))
-            lo[d] = inter[0][d]
-        if hi[d] > inter[1][d]:
+            lo[d] = b0[d]
+        if hi[d] > b1[d]:
             p_lo = list(lo)
-            p_lo[d] = inter[1][d] + 1
+            p_lo[d] = b1[d] + 1
             pieces.append((tuple(p_lo), tuple(hi)))
-            hi[d] = inter[1][d]
+            hi[d] = b1[d]
     return pieces
 
 

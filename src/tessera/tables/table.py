@@ -30,10 +30,10 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tessera._sync import run_sync
-from tessera.cache import LRUCache, ProcessCache
-from tessera.config import CacheConfig, Config, TablesConfig
+from tessera.config import Config, TablesConfig
 from tessera.errors import (
     CommitConflictError,
     FormatError,
@@ -54,6 +54,13 @@ from tessera.storage.blocking import Store, open_store
 from tessera.storage.forkguard import note_io
 from tessera.storage.stats import IOStats, collect_stats
 from tessera.tables.auto import choose
+from tessera.tables.catalog import (
+    candidate_files,
+    file_header_rows,
+    header_of,
+    log_changes,
+    newest_rows,
+)
 from tessera.tables.layouts import get_layout
 from tessera.tables.layouts.base import DataRow, EncodeOptions, Header, Need, parse_aux
 from tessera.tables.options import delta_location
@@ -62,13 +69,10 @@ from tessera.tables.reader import (
     RowGroupRead,
     TableRead,
     chunk_ranges,
-    footer,
     footers,
     gather,
     groups_of,
     merge_ranges,
-    read_groups,
-    select_header_groups,
     select_row_groups,
 )
 from tessera.tables.ref import TensorRef
@@ -91,13 +95,6 @@ from tessera.tables.versions import checked_version
 WRITE_MODES = ("error", "overwrite", "ignore")
 #: Commit attempts delta-rs makes for one write before giving up (appends retry safely).
 COMMIT_RETRIES = 1000
-#: Header rows of data files, per process (files never change; ``TESSERA_HEADERS_CACHE_BYTES``,
-#: 64 MiB), sized at about :data:`HEADER_ROW_BYTES` a row. ``_HEADER_ROWS()`` is the cache.
-HEADER_ROW_BYTES = 512
-_HEADER_ROWS: ProcessCache[tuple[str, str], list[dict[str, Any]]] = ProcessCache(
-    lambda: LRUCache("tensor-table header rows", CacheConfig.from_env().headers_cache_bytes,
-                     size=lambda rows: HEADER_ROW_BYTES * max(1, len(rows))))
-
 T = TypeVar("T")
 
 
@@ -162,6 +159,9 @@ class TensorTable:
         self._pinned = version is not None
         self._dt = self._load(version)
         self._catalog: dict[str, Header] | None = None
+        #: Headers looked up one by one at this version (None: no such tensor).
+        self._found: dict[str, Header | None] = {}
+        self._found_at = -1
         self._files: tuple[int, list[DataFile]] | None = None  # (version, its data files)
         self.last_read: TableRead | None = None
 
@@ -252,8 +252,41 @@ class TensorTable:
         """See the newest version (a handle opened at a version keeps it)."""
         if not self._pinned:
             note_io()
-            self._dt.update_incremental()
-            self._catalog = None
+            self._moved(self.version)
+
+    def _moved(self, old: int, changes: Mapping[str, Header | None] | None = None) -> None:
+        """Bring the handle from version ``old`` to the newest; what it knows moves
+        along: its data files by the log entries in between, its catalogue and looked-up
+        headers by ``changes`` (what this handle's own commit wrote, id -> header, or
+        deleted, id -> None) when that commit is the only one in between; otherwise they
+        are made again when next needed."""
+        known = self._files
+        note_io()
+        self._dt.update_incremental()
+        new = self.version
+        if new == old:
+            return
+        self._files = None
+        if known is not None and known[0] == old:
+            got = self._run(log_changes(self.store.aio, old, new))
+            if got is not None:
+                adds, removes = got
+                self._files = (new, [f for f in known[1] if f.path not in removes] + adds)
+        if changes is None or new != old + 1:
+            self._catalog, self._found = None, {}
+            return
+        if self._found_at == old:
+            self._found.update(changes)
+            self._found_at = new
+        if self._catalog is not None:
+            fresh = any(i not in self._catalog for i, h in changes.items() if h is not None)
+            for i, h in changes.items():
+                if h is None:
+                    self._catalog.pop(i, None)
+                else:
+                    self._catalog[i] = h
+            if fresh:  # keep it sorted by id
+                self._catalog = dict(sorted(self._catalog.items()))
 
     def files(self) -> list[DataFile]:
         """The data files of this version (path, size, id range from the log; made once
@@ -292,28 +325,26 @@ class TensorTable:
         if self._catalog is not None:
             return self._catalog
         files = self.files()
-        tables = self._run(gather(*(self._file_headers(f) for f in files)))
-        newest: dict[str, tuple[tuple[Any, str], dict[str, Any]]] = {}
-        for rows in tables:
-            for row in rows:
-                key = (row["created_at"], row["write_id"])
-                if row["id"] not in newest or key > newest[row["id"]][0]:
-                    newest[row["id"]] = (key, row)
-        self._catalog = {i: _header(row) for i, (_, row) in sorted(newest.items())}
+        tables = self._run(gather(*(file_header_rows(self.store.aio, f) for f in files)))
+        self._catalog = {i: header_of(row) for i, row in sorted(newest_rows(tables).items())}
         return self._catalog
 
-    async def _file_headers(self, f: DataFile) -> list[dict[str, Any]]:
-        """The header rows of one data file (read once per process: files never change)."""
-        key = (str(self.store.url), f.path)
-        cached = _HEADER_ROWS().get(key)
-        if cached is not None:
-            return cached
-        meta = await footer(self.store.aio, f)
-        groups = select_header_groups(meta)
-        table = await read_groups(self.store.aio, f, meta, groups, HEADER_COLUMNS)
-        rows = [r for r in table.to_pylist() if r["kind"] == "header"]
-        _HEADER_ROWS().put(key, rows)
-        return rows
+    def _lookup(self, ids: set[str]) -> dict[str, Header]:
+        """The headers of those of ``ids`` that exist at this version, from the catalogue if
+        it is made, else from the header rows of the files whose id statistics hold them
+        (remembered for this version)."""
+        if self._catalog is not None:
+            return {i: self._catalog[i] for i in ids if i in self._catalog}
+        if self._found_at != self.version:
+            self._found, self._found_at = {}, self.version
+        todo = {i for i in ids if i not in self._found}
+        if todo:
+            files = candidate_files(self.files(), todo)
+            tables = self._run(gather(*(file_header_rows(self.store.aio, f) for f in files)))
+            rows = newest_rows(tables, todo)
+            for i in todo:
+                self._found[i] = header_of(rows[i]) if i in rows else None
+        return {i: h for i in ids if (h := self._found.get(i)) is not None}
 
     def _run(self, coro: Any) -> Any:
         return self._mapped(lambda: run_sync(coro))
@@ -338,7 +369,7 @@ class TensorTable:
         return len(self._headers())
 
     def __contains__(self, tensor_id: object) -> bool:
-        return isinstance(tensor_id, str) and tensor_id in self._headers()
+        return isinstance(tensor_id, str) and bool(self._lookup({tensor_id}))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.ids())
@@ -346,15 +377,17 @@ class TensorTable:
     def header(self, tensor_id: str) -> Header:
         """The stored header of ``tensor_id`` (``TensorNotFoundError`` naming close ids)."""
         check_id(tensor_id)
-        headers = self._headers()
-        if tensor_id not in headers:
+        found = self._lookup({tensor_id})
+        if tensor_id not in found:
             import difflib
+
+            headers = self._headers()
 
             close = difflib.get_close_matches(tensor_id, list(headers), n=3)
             hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
             raise TensorNotFoundError(f"no tensor {tensor_id!r} in {self.url} at version "
                                       f"{self.version}{hint}")
-        return headers[tensor_id]
+        return found[tensor_id]
 
     def __getitem__(self, tensor_id: str) -> TensorRef:
         """A lazy reference to ``tensor_id``: nothing is read until it is sliced."""
@@ -394,10 +427,11 @@ class TensorTable:
         if mode not in WRITE_MODES:
             raise InvalidArgumentError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
         meta = _metadata(metadata)
-        existing = self._headers()
+        for tensor_id in tensors:
+            check_id(tensor_id)
+        existing = self._lookup(set(tensors))
         todo: list[tuple[str, Any]] = []
         for tensor_id, x in tensors.items():
-            check_id(tensor_id)
             if tensor_id in existing and mode == "error":
                 raise TensorExistsError(f"tensor {tensor_id!r} exists in {self.url}; write "
                                         "with mode='overwrite' to replace it")
@@ -468,6 +502,7 @@ class TensorTable:
         # An append never conflicts in Delta: under many writers delta-rs retries its commit
         # at the next version; its default of 15 tries ran out with 8 processes writing.
         commit = CommitProperties(max_commit_retries=COMMIT_RETRIES)
+        old = self.version
         try:
             if replaced:  # one commit replaces the old rows; every new row must match
                 predicate = "id IN (" + ", ".join(
@@ -482,8 +517,8 @@ class TensorTable:
         except CommitFailedError as err:
             raise CommitConflictError(f"{self.url}: the write conflicted with a concurrent "
                                       f"commit ({err}); retry it") from None
-        self._dt.update_incremental()
-        self._catalog = None
+        heads = table.filter(pc.equal(table.column("kind"), "header")).select(HEADER_COLUMNS)
+        self._moved(old, {r["id"]: header_of(r) for r in heads.to_pylist()})
 
     def delete(self, tensor_id: str | None = None, *, prefix: str | None = None) -> int:
         """Remove a tensor (or every tensor whose id starts with ``prefix``) in one commit;
@@ -505,13 +540,13 @@ class TensorTable:
         note_io()
         from deltalake.exceptions import CommitFailedError
 
+        old = self.version
         try:
             self._dt.delete("id IN (" + ", ".join(sql_string(i) for i in gone) + ")")
         except CommitFailedError as err:
             raise CommitConflictError(f"{self.url}: delete conflicted with a concurrent "
                                       f"commit ({err}); retry it") from None
-        self._dt.update_incremental()
-        self._catalog = None
+        self._moved(old, dict.fromkeys(gone))
         return len(gone)
 
     # -- history and maintenance -------------------------------------------------------------------
@@ -621,19 +656,6 @@ class TensorTable:
 
     def __repr__(self) -> str:
         return f"<tessera.TensorTable {self.url} version {self.version}>"
-
-
-def _header(row: dict[str, Any]) -> Header:
-    doc = json.loads(row["aux_layout"]) if row.get("aux_layout") else {}
-    created = row["created_at"]
-    stamp = int(created.timestamp() * 1e6) if created is not None else 0
-    return Header(row["id"], row["write_id"], row["layout"], row["dtype"],
-                  tuple(int(n) for n in row["dense_shape"] or []), int(row["nnz"] or 0), stamp,
-                  row["chunk_dim_count"],
-                  None if row["flattened_shape"] is None else tuple(row["flattened_shape"]),
-                  None if row["block_shape"] is None else tuple(row["block_shape"]),
-                  {}, dict(doc.get("params", {})), json.loads(row["metadata"] or "{}"),
-                  row.get("aux_layout"))
 
 
 def _metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:

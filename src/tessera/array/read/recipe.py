@@ -42,8 +42,9 @@ import numpy as np
 
 from tessera.array.fragment import AttrTiles, FragmentMeta
 from tessera.array.read.fetch import request_idents
+from tessera.array.read.fragment_index import fragment_index
 from tessera.array.read.report import ReadReport
-from tessera.array.read.tiles import meta_box, tile_read
+from tessera.array.read.tiles import tile_read
 from tessera.errors import InvalidRangeError, ObjectNotFoundError
 from tessera.format.checksum import checksum
 from tessera.format.layout import Box, intersect, tile_box, tile_position
@@ -88,23 +89,11 @@ def in_tile_strides(schema: ArraySchema, cell_nbytes: int) -> tuple[int, ...]:
     return tuple(strides)
 
 
-def newest_cover(metas: list[FragmentMeta], box: Box) -> int | None:
+def newest_cover(schema: ArraySchema, metas: list[FragmentMeta], box: Box) -> int | None:
     """The rank of the newest fragment touching ``box`` when it is dense and holds all of
-    it (every older fragment is then hidden under it), else ``None``."""
-    lo, hi = box
-    for rank in range(len(metas) - 1, -1, -1):
-        flo, fhi = meta_box(metas[rank])
-        touches = holds = True
-        for a, b, f0, f1 in zip(lo, hi, flo, fhi, strict=True):
-            if a > f1 or b < f0:
-                touches = False
-                break
-            if a < f0 or b > f1:
-                holds = False
-        if not touches:
-            continue
-        return rank if holds and metas[rank].is_dense else None
-    return None
+    it (every older fragment is then hidden under it), else ``None`` (through the list's
+    :class:`~tessera.array.read.fragment_index.FragmentIndex`)."""
+    return fragment_index(metas, schema).newest_cover(box)
 
 
 @dataclasses.dataclass(frozen=True)

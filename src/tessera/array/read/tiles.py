@@ -6,17 +6,28 @@ under them. This list is the seam the planner (:mod:`tessera.query.plan`) and th
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 
 import numpy as np
 
 from tessera.array.fragment import AttrTiles, FragmentMeta
+from tessera.array.read.fragment_index import (
+    FragmentIndex,
+    fragment_index,
+    int_box,
+    meta_box,
+)
 from tessera.format.layout import (
     Box,
     covered,
     intersect,
+    subtract,
     tile_box,
     tile_position,
 )
+
+__all__ = ["FragmentIndex", "TileReads", "int_box", "meta_box", "plan_cells",
+           "plan_tile_reads", "tile_piece", "tile_read"]
 from tessera.format.schema import ArraySchema
 from tessera.format.selection import Selection
 from tessera.format.tile import (
@@ -34,57 +45,98 @@ def plan_tile_reads(schema: ArraySchema, sel: Selection, metas: list[FragmentMet
                     attrs: list[str]) -> TileReads:
     """Tile reads for ``sel`` over ``metas`` (oldest first). Tiles whose contribution is fully
     covered by newer dense fragments are left out. Returns the dense tile reads, the sparse
-    data-tile reads and the number of fragments skipped."""
+    data-tile reads and the number of fragments skipped.
+
+    The fragments meeting each tile come from the list's :class:`FragmentIndex`; per tile,
+    from the newest down, a fragment's part is read if it meets what newer dense fragments
+    left uncovered there (the tile's remaining pieces, each newer dense box subtracted
+    once): the work grows with the (fragment, tile) pairs that exist."""
     if sel.empty:
         return [], [], len(metas)
     plain = all(d.contiguous for d in sel.dims)  # every cell inside the bounds is selected
     bbox = sel.bounds()
-    boxes: list[Box | None] = [intersect(meta_box(m), bbox) for m in metas]
-    reads: list[TileRead] = []
+    index = fragment_index(metas, schema)
+    ranks = index.meeting(bbox).tolist()
+    dense = [r for r in ranks if metas[r].is_dense]
     cell_reads: list[CellTileRead] = []
-    skipped = 0
-    # Only dense fragments hide what lies under them; sparse ones hold scattered cells.
-    newer_dense: list[list[Box]] = [[] for _ in metas]
-    acc: list[Box] = []
-    for rank in range(len(metas) - 1, -1, -1):
-        newer_dense[rank] = acc
-        fb = boxes[rank]
-        if fb is not None and metas[rank].is_dense:
-            acc = [fb, *acc]
-    for rank, (meta, fbox) in enumerate(zip(metas, boxes, strict=True)):
-        if fbox is None:
-            skipped += 1
+    used: set[int] = set()
+    for rank in ranks:
+        if metas[rank].is_dense:
             continue
-        newer = newer_dense[rank]
+        fbox = intersect(index.boxes[rank], bbox)
+        assert fbox is not None
+        newer = index.newer_dense(fbox, rank)
         if newer and covered(fbox, newer):
-            skipped += 1
             continue
-        if not meta.is_dense:
-            found = plan_cells(meta, rank, fbox, newer, attrs)
-            cell_reads.extend(found)
-            skipped += 0 if found else 1
+        found = plan_cells(metas[rank], rank, fbox, newer, attrs)
+        cell_reads.extend(found)
+        if found:
+            used.add(rank)
+    per_rank: dict[int, list[tuple[tuple[int, ...], Box]]] = {}
+    if len(dense) == 1:  # one fragment: its tiles, nothing above them
+        rank = dense[0]
+        fbox = intersect(index.boxes[rank], bbox)
+        assert fbox is not None
+        per_rank[rank] = [(i, r) for i, r in _tiles_of(schema, fbox)
+                          if plain or _selects_any(sel, r)]
+    elif dense:
+        for tile, cands in index.per_tile(dense, schema.tile_shape, schema.lower,
+                                          bbox).items():
+            region_box = intersect(tile_box(schema, tile), bbox)
+            assert region_box is not None
+            for rank, region in _visible_parts(index.boxes, cands, region_box):
+                if plain or _selects_any(sel, region):
+                    per_rank.setdefault(rank, []).append((tile, region))
+    reads: list[TileRead] = []
+    for rank in sorted(per_rank):
+        meta = metas[rank]
+        tiles = per_rank[rank]
+        if not tiles:
             continue
-        # Plain Python on these few numbers: a read of one small box should not pay for
-        # numpy calls (each costs tens of microseconds when its code is out of the cache,
-        # as it is between the steps of a training loop).
-        ext = schema.tile_shape
-        low = schema.lower
-        spans = [range((int(a) - lw) // e, (int(b) - lw) // e + 1)
-                 for a, b, lw, e in zip(fbox[0], fbox[1], low, ext, strict=True)]
-        used = False
-        for index in itertools.product(*spans):
-            tb = tile_box(schema, index)
-            region = intersect(tb, fbox)
-            if region is None or (not plain and not _selects_any(sel, region)):
-                continue
-            if newer and covered(region, newer):
-                continue
-            pos = tile_position(schema, meta.tile_lo, meta.tile_hi, index)
-            used = True
-            reads.extend(tile_read(meta, rank, name, pos, index, tb[0], region)
+        if len(dense) > 1:
+            tiles.sort()  # each fragment's tiles in the order of its tile spans
+        used.add(rank)
+        for tile, region in tiles:
+            pos = tile_position(schema, meta.tile_lo, meta.tile_hi, tile)
+            origin = tuple(int(lw + i * e) for lw, i, e in zip(schema.lower, tile,
+                                                               schema.tile_shape, strict=True))
+            reads.extend(tile_read(meta, rank, name, pos, tile, origin, region)
                          for name in attrs)
-        skipped += 0 if used else 1
-    return reads, cell_reads, skipped
+    return reads, cell_reads, len(metas) - len(used)
+
+
+def _tiles_of(schema: ArraySchema, box: Box) -> Iterator[tuple[tuple[int, ...], Box]]:
+    """The space tiles ``box`` meets (in the order of their spans) and its part of each.
+    Plain Python on these few numbers: a read of one small box should not pay for numpy
+    calls (each costs tens of microseconds when its code is out of the cache, as it is
+    between the steps of a training loop)."""
+    ext = schema.tile_shape
+    low = schema.lower
+    spans = [range((a - lw) // e, (b - lw) // e + 1)
+             for a, b, lw, e in zip(box[0], box[1], low, ext, strict=True)]
+    for index in itertools.product(*spans):
+        region = intersect(tile_box(schema, index), box)
+        if region is not None:
+            yield index, region
+
+
+def _visible_parts(boxes: list[Box], cands: list[int], tile: Box,
+                   limit: int = 2048) -> Iterator[tuple[int, Box]]:
+    """Of the fragments ``cands`` (newest first) meeting ``tile``, those whose part of it
+    is not hidden by newer dense fragments, with that part. Past ``limit`` uncovered
+    pieces the subtraction stops (reading more than needed is always safe: newer cells
+    are painted over older ones)."""
+    remaining = [tile]
+    for rank in cands:
+        region = intersect(tile, boxes[rank])
+        if region is None:
+            continue
+        if any(intersect(p, region) is not None for p in remaining):
+            yield rank, region
+        if len(remaining) <= limit:
+            remaining = [q for p in remaining for q in subtract(p, boxes[rank])]
+            if not remaining:
+                return
 
 
 def tile_read(meta: FragmentMeta, rank: int, name: str, pos: int, index: tuple[int, ...],
@@ -95,19 +147,6 @@ def tile_read(meta: FragmentMeta, rank: int, name: str, pos: int, index: tuple[i
     return TileRead(meta.name, rank, name, at.key, int(at.offsets[pos]), int(at.sizes[pos]),
                     at.tile_codec(pos), int(at.crc32[pos]), index, origin, region,
                     at.blocks(pos), at.checksum)
-
-
-def meta_box(meta: FragmentMeta) -> Box:
-    """A fragment's subarray on the integer grid, computed once per handle."""
-    box = meta.decoded.get("int_box")
-    if box is None:
-        box = meta.decoded["int_box"] = int_box(meta.subarray)
-    return box
-
-
-def int_box(box: Box) -> Box:
-    """A sparse fragment's MBR on an integer grid (bounds of an empty fragment stay empty)."""
-    return (tuple(int(np.floor(v)) for v in box[0]), tuple(int(np.ceil(v)) for v in box[1]))
 
 
 def plan_cells(meta: FragmentMeta, rank: int, fbox: Box, newer: list[Box],

@@ -1,0 +1,118 @@
+"""Fragments indexed by space: the tile reads planned through the index are exactly those a
+brute-force check of every tile of every fragment against every newer dense fragment gives,
+small reads find their fragment without a scan, and an open after a consolidation loads only
+the live fragments' bookkeeping."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tessera
+from tessera._sync import run_sync
+from tessera.array.commits import META_CACHE
+from tessera.array.read.fragment_index import SCAN_BELOW, fragment_index, meta_box
+from tessera.array.read.tiles import plan_tile_reads
+from tessera.format.layout import covered, intersect, tile_box
+from tessera.format.selection import normalize_selection
+
+
+def _brute_force(schema, sel, metas):
+    """(rank, tile) of every dense tile read the old rule makes: a fragment's part of a tile
+    is read unless the newer dense fragments' boxes cover it."""
+    bbox = sel.bounds()
+    out = set()
+    for rank, meta in enumerate(metas):
+        fbox = intersect(meta_box(meta), bbox)
+        if fbox is None or not meta.is_dense:
+            continue
+        newer = [b for m in metas[rank + 1:] if m.is_dense
+                 and (b := intersect(meta_box(m), bbox)) is not None]
+        spans = [range((a - lw) // e, (b - lw) // e + 1) for a, b, lw, e in
+                 zip(fbox[0], fbox[1], schema.lower, schema.tile_shape, strict=True)]
+        for tile in itertools.product(*spans):
+            region = intersect(tile_box(schema, tile), fbox)
+            if region is not None and not (newer and covered(region, newer, limit=10**9)):
+                out.add((rank, tile, region))
+    return out
+
+
+boxes = st.tuples(st.integers(0, 59), st.integers(1, 30), st.integers(0, 49), st.integers(1, 30))
+
+
+@settings(max_examples=40, deadline=None)
+@given(writes=st.lists(boxes, min_size=1, max_size=40), read=boxes, sparse=st.booleans())
+def test_planned_reads_are_the_brute_force_ones(writes, read, sparse) -> None:
+    arr = tessera.from_numpy(f"memory://findex-{uuid.uuid4().hex}",
+                             np.zeros((60, 50), np.int32), tile=(7, 9))
+    model = np.zeros((60, 50), np.int32)
+    for i, (y, h, x, w) in enumerate(writes, start=1):
+        h, w = min(h, 60 - y), min(w, 50 - x)
+        if sparse and i % 3 == 0:  # sparse cells never hide older ones
+            arr.write_cells(([y], [x]), np.array([i], np.int32))
+            model[y, x] = i
+        else:
+            arr[y:y + h, x:x + w] = np.full((h, w), i, np.int32)
+            model[y:y + h, x:x + w] = i
+    y, h, x, w = read
+    h, w = min(h, 60 - y), min(w, 50 - x)
+    sel = normalize_selection((slice(y, y + h), slice(x, x + w)), arr.schema)
+    metas = run_sync(arr._visible_metas())
+    reads, _, skipped = plan_tile_reads(arr.schema, sel, metas, ["data"])
+    got = {(r.rank, r.tile_index, r.region) for r in reads}
+    assert got == _brute_force(arr.schema, sel, metas)
+    ranks = [r.rank for r in reads]
+    assert ranks == sorted(ranks)  # oldest first: newer cells are painted over older ones
+    np.testing.assert_array_equal(arr[y:y + h, x:x + w], model[y:y + h, x:x + w])
+
+
+def test_newest_cover_through_buckets_matches_a_scan() -> None:
+    arr = tessera.from_numpy("memory://findex-cover", np.zeros((100, 100), np.int32),
+                             tile=(10, 10))
+    rng = np.random.default_rng(1)
+    for i in range(2 * SCAN_BELOW):
+        y, x = rng.integers(0, 90, 2)
+        arr[y:y + 10, x:x + 10] = np.full((10, 10), i, np.int32)
+    arr[0:100, 60:100] = np.ones((100, 40), np.int32)  # a wide one: not bucketed
+    metas = run_sync(arr._visible_metas())
+    index = fragment_index(metas, arr.schema)
+    assert len(index) > SCAN_BELOW
+    for _ in range(300):
+        y, x = rng.integers(0, 95, 2)
+        box = ((int(y), int(x)), (int(y) + 4, int(x) + 4))
+        want = None
+        for rank in range(len(metas) - 1, -1, -1):
+            if intersect(meta_box(metas[rank]), box) is not None:
+                holds = intersect(meta_box(metas[rank]), box) == box
+                want = rank if holds else None
+                break
+        assert index.newest_cover(box) == want
+        assert index.meeting(box).tolist() == [
+            r for r in range(len(metas)) if intersect(meta_box(metas[r]), box) is not None]
+
+
+def test_an_open_after_consolidation_loads_only_live_bookkeeping(store_url) -> None:
+    url = f"{store_url[0]}/cons"
+    arr = tessera.from_numpy(url, np.zeros((40, 40), np.int32), tile=(10, 10),
+                             storage_options=store_url[1])
+    for i in range(12):
+        arr[i:i + 3, i:i + 3] = np.full((3, 3), i + 1, np.int32)
+    want = arr[:, :]
+    replaced = {m.name for m in run_sync(arr._visible_metas())}
+    consolidated = arr.consolidate()
+    assert consolidated is not None and consolidated.name.split("-")[1].startswith("r")
+    arr[39, 39] = 7  # a write after the consolidation stays live
+    want[39, 39] = 7
+    META_CACHE().clear()
+    fresh = tessera.open_array(url, storage_options=store_url[1])
+    np.testing.assert_array_equal(fresh[:, :], want)
+    assert not set(fresh._metas) & replaced  # none of the replaced bookkeeping was loaded
+    assert len(fresh._metas) == 2
+    # vacuum still sees everything it removes
+    assert arr.vacuum(orphan_grace_s=0, force=True) > 0
+    np.testing.assert_array_equal(tessera.open_array(url, storage_options=store_url[1])[:, :],
+                                  want)

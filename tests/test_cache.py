@@ -86,8 +86,8 @@ def test_every_engine_cache_is_the_one_cache() -> None:
     from tessera.array.commits import META_CACHE
     from tessera.images.cache import ColumnCache
     from tessera.server.cache import TileCache
-    from tessera.tables.reader import FOOTERS
     from tessera.tables.catalog import HEADER_ROWS as _HEADER_ROWS
+    from tessera.tables.reader import FOOTERS
 
     for cache in (META_CACHE(), ColumnCache(1), TileCache(1), FOOTERS(), _HEADER_ROWS()):
         assert isinstance(cache, LRUCache), cache

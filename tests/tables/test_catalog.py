@@ -81,3 +81,56 @@ def test_candidate_files() -> None:
     assert [f.path for f in candidate_files(files, {"e"})] == ["b", "n"]
     assert [f.path for f in candidate_files(files, {"b", "z"})] == ["a", "n"]
     assert candidate_files(files, set()) == []
+
+
+def test_own_appends_are_delta_commits_that_delta_rs_reads(tmp_path) -> None:
+    from deltalake import DeltaTable
+
+    url = (tmp_path / "t").as_uri()
+    a = TensorTable.create(url)
+    b = TensorTable.open(url, "w")  # a second writer at the same version
+    a.write_many({f"a/{i}": np.full(4, i, np.float32) for i in range(3)})
+    b.write_many({f"b/{i}": np.full(4, -i, np.float32) for i in range(2)})  # takes version 2
+    assert (a.version, b.version) == (1, 2)
+    delta = DeltaTable(str(tmp_path / "t"))
+    assert delta.version() == 2
+    assert [h["operation"] for h in delta.history()][:2] == ["WRITE", "WRITE"]
+    rows = delta.to_pyarrow_table(columns=["id", "kind"]).to_pylist()
+    assert sorted(r["id"] for r in rows if r["kind"] == "header") == [
+        "a/0", "a/1", "a/2", "b/0", "b/1"]
+    fresh = TensorTable.open(url)
+    np.testing.assert_array_equal(fresh["b/1"][:], np.full(4, -1, np.float32))
+    a.refresh()
+    assert a.ids() == fresh.ids()
+    a.delete("a/1")  # delta-rs's own commit after Tessera's: it reads them first
+    assert TensorTable.open(url).ids() == ["a/0", "a/2", "b/0", "b/1"]
+
+
+def test_an_append_refuses_to_pass_a_schema_change(tmp_path) -> None:
+    from deltalake import DeltaTable
+
+    from tessera.errors import CommitConflictError
+    from tessera.tables.append import _changes_table
+
+    url = (tmp_path / "t").as_uri()
+    t = TensorTable.create(url)
+    DeltaTable(str(tmp_path / "t")).alter.set_table_properties({"delta.logRetentionDuration":
+                                                                "interval 31 days"})
+    with pytest.raises(CommitConflictError, match="protocol or schema"):
+        t.write("x", np.ones(2, np.float32))
+    assert _changes_table(b'{"commitInfo":{}}\n{"metaData":{"id":"x"}}\n')
+    assert not _changes_table(b'{"add":{"path":"p"}}\n')
+    t.refresh()
+    t.write("x", np.ones(2, np.float32))  # at the new version: committed
+    assert "x" in TensorTable.open(url)
+
+
+def test_appends_checkpoint_every_hundred_versions(tmp_path) -> None:
+    url = (tmp_path / "t").as_uri()
+    t = TensorTable.create(url)
+    for c in range(100):
+        t.write(f"c/{c:03d}", np.full(2, c, np.float32))
+    assert (tmp_path / "t" / "_delta_log" / "00000000000000000100.checkpoint.parquet").exists()
+    fresh = TensorTable.open(url)
+    assert len(fresh) == 100 and fresh.version == 100
+    np.testing.assert_array_equal(fresh["c/042"][:], np.full(2, 42, np.float32))

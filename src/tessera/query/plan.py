@@ -217,6 +217,7 @@ def plan_needs(needs: list[TileNeed], *, url: StoreURL, method: str = "auto", ph
     prices = pricing or default_pricing(url)
     if now_bytes is not None:
         thread = CostModel(prof.calling_thread(), prices, phi)
+    if now_bytes is not None and least_bytes(needs) <= now_bytes:
         choices, requests, totals = _choose(needs, thread, method, cell_nbytes, False,
                                             max_request_bytes)
         if totals.nbytes <= now_bytes:
@@ -227,6 +228,19 @@ def plan_needs(needs: list[TileNeed], *, url: StoreURL, method: str = "auto", ph
     if now_bytes is not None and totals.nbytes <= now_bytes and not totals.pushdowns:
         model = thread  # made on the calling thread all the same
     return _plan(method, phi, prof, model, choices, requests, totals)
+
+
+def least_bytes(needs: list[TileNeed]) -> int:
+    """Bytes any plan without pushdown moves for ``needs`` at least: a compressed tile
+    whole, the encoded blocks of a blocked one, the selected cells of a raw one (a read
+    sure to move more than a calling-thread read may is planned for the event loop only).
+
+    >>> need = TileNeed("t", "k", 0, 100, True, np.array([[0, 40]]), 40)
+    >>> least_bytes([need, dataclasses.replace(need, raw=False)])
+    140
+    """
+    return sum(n.length if not n.raw else n.selected_bytes if n.pushdown_read_bytes is None
+               else n.pushdown_read_bytes for n in needs)
 
 
 def _plan(method: str, phi: float, prof: StoreProfile, model: CostModel,

@@ -24,7 +24,6 @@ import dataclasses
 import datetime as dt
 import functools
 import json
-import math
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -53,7 +52,7 @@ from tessera.errors import (
 from tessera.storage.blocking import Store, open_store
 from tessera.storage.forkguard import note_io
 from tessera.storage.stats import IOStats, collect_stats
-from tessera.tables.auto import choose
+from tessera.tables.append import append, can_append
 from tessera.tables.catalog import (
     candidate_files,
     file_header_rows,
@@ -61,8 +60,9 @@ from tessera.tables.catalog import (
     log_changes,
     newest_rows,
 )
+from tessera.tables.encode import checked_metadata, encode_tensor
 from tessera.tables.layouts import get_layout
-from tessera.tables.layouts.base import DataRow, EncodeOptions, Header, Need, parse_aux
+from tessera.tables.layouts.base import DataRow, Header, Need, parse_aux
 from tessera.tables.options import delta_location
 from tessera.tables.reader import (
     DataFile,
@@ -89,10 +89,12 @@ from tessera.tables.schema import (
     sql_string,
     writer_properties,
 )
-from tessera.tables.tensors import DENSE_ONLY, DTYPES, canonical
 from tessera.tables.versions import checked_version
 
 WRITE_MODES = ("error", "overwrite", "ignore")
+#: A checkpoint is written at every version that is a multiple of this (Delta's default
+#: ``delta.checkpointInterval``), after Tessera's own appends as delta-rs does after its.
+CHECKPOINT_EVERY = 100
 #: Commit attempts delta-rs makes for one write before giving up (appends retry safely).
 COMMIT_RETRIES = 1000
 T = TypeVar("T")
@@ -158,6 +160,8 @@ class TensorTable:
         self.store: Store = open_store(url, config=config.store, **self._options)
         self._pinned = version is not None
         self._dt = self._load(version)
+        #: The version this handle's own appends reached, while delta-rs has not read them.
+        self._ahead: int | None = None
         self._catalog: dict[str, Header] | None = None
         #: Headers looked up one by one at this version (None: no such tensor).
         self._found: dict[str, Header | None] = {}
@@ -246,7 +250,19 @@ class TensorTable:
     @property
     def version(self) -> int:
         """The table version this handle reads."""
-        return int(self._dt.version())
+        return self._ahead if self._ahead is not None else int(self._dt.version())
+
+    @property
+    def _delta(self) -> Any:
+        """The delta-rs table, first brought up to date if this handle's own appends went
+        ahead of it (delta-rs reads them then, once, for any operation of its own)."""
+        if self._ahead is not None:
+            ahead, self._ahead = self._ahead, None
+            note_io()
+            self._dt.update_incremental()
+            if self.version != ahead:  # others committed since: made again when needed
+                self._catalog = None
+        return self._dt
 
     def refresh(self) -> None:
         """See the newest version (a handle opened at a version keeps it)."""
@@ -254,16 +270,21 @@ class TensorTable:
             note_io()
             self._moved(self.version)
 
-    def _moved(self, old: int, changes: Mapping[str, Header | None] | None = None) -> None:
+    def _moved(self, old: int, changes: Mapping[str, Header | None] | None = None,
+               new: int | None = None) -> None:
         """Bring the handle from version ``old`` to the newest; what it knows moves
         along: its data files by the log entries in between, its catalogue and looked-up
         headers by ``changes`` (what this handle's own commit wrote, id -> header, or
         deleted, id -> None) when that commit is the only one in between; otherwise they
         are made again when next needed."""
         known = self._files
-        note_io()
-        self._dt.update_incremental()
-        new = self.version
+        if new is None:
+            self._ahead = None
+            note_io()
+            self._dt.update_incremental()
+            new = self.version
+        else:  # this handle's own append: delta-rs reads it when next needed
+            self._ahead = new
         if new == old:
             return
         self._files = None
@@ -294,7 +315,7 @@ class TensorTable:
         version = self.version
         if self._files is not None and self._files[0] == version:
             return list(self._files[1])
-        adds = pa.table(self._dt.get_add_actions(flatten=True))
+        adds = pa.table(self._delta.get_add_actions(flatten=True))
         names = adds.column_names
         rows = adds.to_pylist()
         files = [DataFile(r["path"], int(r["size_bytes"]),
@@ -426,7 +447,7 @@ class TensorTable:
             get_layout(format)  # the registry is the list of formats (FormatError names it)
         if mode not in WRITE_MODES:
             raise InvalidArgumentError(f"mode must be one of {WRITE_MODES}, got {mode!r}")
-        meta = _metadata(metadata)
+        meta = checked_metadata(metadata)
         for tensor_id in tensors:
             check_id(tensor_id)
         existing = self._lookup(set(tensors))
@@ -443,7 +464,7 @@ class TensorTable:
         rows, infos = [], []
         created = dt.datetime.now(dt.UTC)
         for tensor_id, x in todo:
-            layout, reason, tensor, enc = self._encode(x, format, options)
+            layout, reason, tensor, enc = encode_tensor(x, format, options, self.config)
             rows.append((tensor_id, uuid.uuid4().hex, layout, tensor.dtype, tensor.shape,
                          tensor.nnz, enc, meta))
             infos.append((tensor_id, layout, reason, tensor.shape, tensor.dtype, tensor.nnz,
@@ -455,39 +476,6 @@ class TensorTable:
         added = sum(f.size for f in self.files() if f.path not in before)
         version = self.version
         return [TensorInfo(*i, stored_bytes=added, version=version) for i in infos]
-
-    def _encode(self, x: Any, format: str, options: dict[str, Any]) -> tuple[str, str, Any,
-                                                                                Any]:
-        allowed = {"chunk_dim", "block_shape", "flatten_at", "mode_order", "optimize_for",
-                   "sparsity_threshold"}
-        unknown = sorted(set(options) - allowed)
-        if unknown:
-            raise InvalidArgumentError(f"unknown write option(s): {', '.join(unknown)}; "
-                                       f"known: {', '.join(sorted(allowed))}")
-        tensor = canonical(x)
-        hint = _layout_hint(x)
-        threshold = float(options.get("sparsity_threshold", self.config.sparsity_threshold))
-        reason = f"asked for {format}"
-        if format == "auto":
-            format, reason = choose(tensor, threshold, hint=hint,
-                                    optimize_for=options.get("optimize_for", "read"))
-        layout = get_layout(format)
-        if not layout.dense and tensor.dtype in DENSE_ONLY:
-            raise FormatError(f"{tensor.dtype} tensors are stored dense only (format='ftsf')")
-        row_bytes = self.config.chunk_bytes if layout.dense else self.config.sparse_row_bytes
-        opts = EncodeOptions(row_bytes, self.config.max_row_bytes,
-                             chunk_dim=options.get("chunk_dim"),
-                             block_shape=options.get("block_shape"),
-                             flatten_at=options.get("flatten_at"),
-                             mode_order=options.get("mode_order"))
-        enc = layout.encode(tensor, opts)
-        dense_bytes = math.prod(tensor.shape) * DTYPES[tensor.dtype].itemsize
-        if reason.endswith(format) and not layout.dense and enc.encoded_bytes >= dense_bytes:
-            enc = get_layout("ftsf").encode(tensor, dataclasses.replace(
-                opts, chunk_bytes=self.config.chunk_bytes))
-            format, reason = "ftsf", (f"{reason}, but {enc.encoded_bytes:,} sparse bytes >= "
-                                      f"{dense_bytes:,} dense -> ftsf")
-        return format, reason, tensor, enc
 
     def _commit(self, table: pa.Table, replaced: list[str], blob_bytes: int) -> None:
         note_io()
@@ -503,22 +491,31 @@ class TensorTable:
         # at the next version; its default of 15 tries ran out with 8 processes writing.
         commit = CommitProperties(max_commit_retries=COMMIT_RETRIES)
         old = self.version
+        protocol = self._dt.protocol()  # as of ``old``: append() checks later ones
+        heads = table.filter(pc.equal(table.column("kind"), "header")).select(HEADER_COLUMNS)
+        wrote = {r["id"]: header_of(r) for r in heads.to_pylist()}
+        if not replaced and can_append(protocol.min_writer_version, protocol.writer_features):
+            version, _ = self._run(append(self.store.aio, table, old, self.config.codec,
+                                          per_group, COMMIT_RETRIES))
+            self._moved(old, wrote, version)
+            if version % CHECKPOINT_EVERY == 0:  # as delta-rs does after its own commits
+                self._delta.create_checkpoint()
+            return
         try:
             if replaced:  # one commit replaces the old rows; every new row must match
                 predicate = "id IN (" + ", ".join(
                     sql_string(i) for i in sorted(set(table.column("id").to_pylist()))) + ")"
-                write_deltalake(self._dt, table, mode="overwrite", predicate=predicate,
+                write_deltalake(self._delta, table, mode="overwrite", predicate=predicate,
                                 writer_properties=props, commit_properties=commit,
                                 target_file_size=self.config.target_file_bytes)
             else:
-                write_deltalake(self._dt, table, mode="append", writer_properties=props,
+                write_deltalake(self._delta, table, mode="append", writer_properties=props,
                                 commit_properties=commit,
                                 target_file_size=self.config.target_file_bytes)
         except CommitFailedError as err:
             raise CommitConflictError(f"{self.url}: the write conflicted with a concurrent "
                                       f"commit ({err}); retry it") from None
-        heads = table.filter(pc.equal(table.column("kind"), "header")).select(HEADER_COLUMNS)
-        self._moved(old, {r["id"]: header_of(r) for r in heads.to_pylist()})
+        self._moved(old, wrote)
 
     def delete(self, tensor_id: str | None = None, *, prefix: str | None = None) -> int:
         """Remove a tensor (or every tensor whose id starts with ``prefix``) in one commit;
@@ -542,7 +539,7 @@ class TensorTable:
 
         old = self.version
         try:
-            self._dt.delete("id IN (" + ", ".join(sql_string(i) for i in gone) + ")")
+            self._delta.delete("id IN (" + ", ".join(sql_string(i) for i in gone) + ")")
         except CommitFailedError as err:
             raise CommitConflictError(f"{self.url}: delete conflicted with a concurrent "
                                       f"commit ({err}); retry it") from None
@@ -553,14 +550,14 @@ class TensorTable:
     def history(self) -> list[dict[str, Any]]:
         """The table's commits, newest first (version, timestamp, operation, ...)."""
         note_io()
-        return list(self._dt.history())
+        return list(self._delta.history())
 
     def restore(self, version: int | str | dt.datetime) -> None:
         """Make ``version``'s contents the newest version (one commit; history is kept)."""
         if self.mode != "w":
             raise ReadOnlyError(f"{self.url} is open read-only; open it with mode='w'")
         note_io()
-        self._dt.restore(checked_version(version, self._dt.version(), self.url))
+        self._delta.restore(checked_version(version, self._dt.version(), self.url))
         self._dt.update_incremental()
         self._catalog = None
 
@@ -569,7 +566,7 @@ class TensorTable:
         if self.mode != "w":
             raise ReadOnlyError(f"{self.url} is open read-only; open it with mode='w'")
         note_io()
-        metrics = self._dt.optimize.compact(
+        metrics = self._delta.optimize.compact(
             target_size=target_file_bytes or self.config.target_file_bytes,
             writer_properties=writer_properties(self.config.codec, 1))
         self._dt.update_incremental()
@@ -587,7 +584,7 @@ class TensorTable:
             raise InvalidArgumentError(f"retention_hours={retention_hours} is under Delta's "
                                        "168-hour minimum; pass force=True to vacuum anyway")
         note_io()
-        return list(self._dt.vacuum(retention_hours=int(retention_hours), dry_run=dry_run,
+        return list(self._delta.vacuum(retention_hours=int(retention_hours), dry_run=dry_run,
                                     enforce_retention_duration=not force))
 
     # -- reading rows -------------------------------------------------------------------
@@ -656,23 +653,6 @@ class TensorTable:
 
     def __repr__(self) -> str:
         return f"<tessera.TensorTable {self.url} version {self.version}>"
-
-
-def _metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:
-    out = dict(metadata or {})
-    bad = [k for k, v in out.items() if not isinstance(k, str) or not isinstance(v, str)]
-    if bad:
-        raise InvalidArgumentError(f"metadata must map strings to strings (as safetensors' "
-                                   f"__metadata__); not: {bad[:3]}")
-    return out
-
-
-def _layout_hint(x: Any) -> str | None:
-    if type(x).__module__.split(".")[0] == "torch":
-        import torch
-
-        return {torch.sparse_csr: "csr", torch.sparse_csc: "csc"}.get(x.layout)
-    return None
 
 
 def _create_only_works(store: Store) -> bool:

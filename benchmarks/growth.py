@@ -1,0 +1,300 @@
+"""How costs grow: reads, plans, consolidation, table commits and image-set opens against the
+size of what a user has (fragments, tiles, tensors, images), as log-log slopes.
+
+A cost that grows with the work (a whole read of twice the tiles) should grow with slope
+about 1; one that should not depend on history (a small read among more fragments, a table
+commit among more tensors) should stay flat (slope about 0). Each series grows one kind of
+data on a local folder, measures each operation (medians of ``--reps``), fits the slope of
+log(seconds) against log(size) by least squares and prints it beside the goal.
+
+    python benchmarks/growth.py            # full sizes (10 -> 1000 fragments, ...)
+    python benchmarks/growth.py --quick    # the spans shortened to 30x
+
+Writes ``benchmarks/results/growth.csv`` (every measurement), ``growth_slopes.csv`` and
+``growth.png`` (time against size on log-log axes, one line per operation, the goal slope
+drawn dashed from each line's first point).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+import tessera
+from _common import write_csv
+from tessera.array.commits import META_CACHE
+
+RESULTS = Path(__file__).parent / "results"
+
+#: Goal slopes (at most), per (series, operation).
+GOALS = {
+    ("fragments", "20x20 read"): 0.1,
+    ("fragments", "whole read"): 1.1,
+    ("fragments", "explain"): 1.1,
+    ("fragments", "consolidate"): 1.1,
+    ("fragments", "cold open after consolidate"): 0.2,
+    ("tiles", "whole read (first)"): 1.1,
+    ("tiles", "whole read (again)"): 1.1,
+    ("tiles", "explain (first)"): 1.1,
+    ("tiles", "explain (again)"): 1.1,
+    ("tensors", "commit of 10"): 0.15,
+    ("tensors", "cold open + one-tensor read"): 0.2,
+    ("tensors", "open at version 1 + read"): 0.3,
+    ("images", "first read after open"): 0.15,
+}
+
+
+def median_s(fn: Callable[[], Any], reps: int) -> float:
+    """Median wall time of ``reps`` calls."""
+    times = []
+    for _ in range(reps):
+        gc.collect()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def fragments_series(sizes: list[int], reps: int, root: Path) -> list[dict[str, Any]]:
+    """A 1000 x 1000 int32 array in 100 x 100 tiles and N box writes of 40 x 40 at random
+    places below row 100; the 20 x 20 reads fall in rows 0..99, which no write touches."""
+    rows = []
+    for n in sizes:
+        rows += _fragments(n, reps, (root / f"frag{n}").as_uri())
+        print(f"fragments {n}: done", flush=True)
+    return rows
+
+
+def _fragments(n: int, reps: int, url: str) -> list[dict[str, Any]]:
+    arr = tessera.from_numpy(url, np.zeros((1000, 1000), np.int32), tile=(100, 100))
+    rng = np.random.default_rng(n)
+    for i in range(n):
+        y, x = int(rng.integers(100, 960)), int(rng.integers(0, 960))
+        arr[y:y + 40, x:x + 40] = np.full((40, 40), i, np.int32)
+    arr = tessera.open_array(url, "w")
+    arr.reads = tessera.ReadConfig(refresh_s=float("inf"))
+    arr[:]  # the fragment list and bookkeeping loaded
+    pos = np.stack([rng.integers(0, 80, 400), rng.integers(0, 980, 400)], axis=1)
+
+    def small() -> None:
+        for y, x in pos:
+            arr[y:y + 20, x:x + 20]
+
+    def cold() -> None:
+        META_CACHE().clear()
+        _ = tessera.open_array(url).fragments
+
+    small()
+    rows = [_row("fragments", "20x20 read", n, median_s(small, reps) / len(pos)),
+            _row("fragments", "whole read", n, median_s(lambda: arr[:], reps)),
+            _row("fragments", "explain", n, median_s(arr.explain, reps))]
+    t0 = time.perf_counter()
+    arr.consolidate()
+    rows.append(_row("fragments", "consolidate", n, time.perf_counter() - t0))
+    rows.append(_row("fragments", "cold open after consolidate", n, median_s(cold, reps)))
+    return rows
+
+
+def tiles_series(sizes: list[int], reps: int, root: Path) -> list[dict[str, Any]]:
+    """One fragment of int8 in 16 x 16 tiles, 100 tiles a row: T tiles hold T x 256 bytes.
+    "first": a fresh handle (planning included); "again": the same handle once more."""
+    rows = []
+    for t in sizes:
+        url = (root / f"tiles{t}").as_uri()
+        tessera.from_numpy(url, np.zeros((16 * (t // 100), 1600), np.int8), tile=(16, 16))
+        for op, call in (("whole read", _whole), ("explain", _explain)):
+            rows += _tiles(t, url, op, call, reps)
+        print(f"tiles {t}: done", flush=True)
+    return rows
+
+
+def _whole(arr: tessera.Array) -> None:
+    arr[:]
+
+
+def _explain(arr: tessera.Array) -> None:
+    arr.explain()
+
+
+def _tiles(t: int, url: str, op: str, call: Callable[[tessera.Array], None],
+           reps: int) -> list[dict[str, Any]]:
+    times = []
+    arr = tessera.open_array(url)
+    for _ in range(reps):
+        arr = tessera.open_array(url)
+        arr.reads = tessera.ReadConfig(refresh_s=float("inf"))
+        _ = arr.fragments
+        t0 = time.perf_counter()
+        call(arr)
+        times.append(time.perf_counter() - t0)
+    return [_row("tiles", f"{op} (first)", t, statistics.median(times)),
+            _row("tiles", f"{op} (again)", t, median_s(lambda: call(arr), reps))]
+
+
+def tensors_series(sizes: list[int], reps: int, root: Path) -> list[dict[str, Any]]:
+    """One table grown by commits of 10 small tensors (8 x 8 float32) in id order."""
+    from tessera.tables import TensorTable
+
+    url = (root / "table").as_uri()
+    table = TensorTable.create(url)
+    x = np.arange(64, dtype=np.float32).reshape(8, 8)
+    rows: list[dict[str, Any]] = []
+    made = 0
+
+    def commit() -> None:
+        nonlocal made
+        table.write_many({f"t{made // 10:06d}/{i}": x for i in range(10)})
+        made += 10
+
+    commit()  # version 1
+    for n in sizes:
+        while made < n:
+            commit()
+        times = []
+        for _ in range(max(5, reps)):
+            t0 = time.perf_counter()
+            commit()
+            times.append(time.perf_counter() - t0)
+        rows.append(_row("tensors", "commit of 10", n, statistics.median(times)))
+        some = f"t{made // 20:06d}/3"
+        rows.append(_row("tensors", "cold open + one-tensor read", n,
+                         median_s(lambda s=some: _cold_table(url, None, s), reps)))
+        rows.append(_row("tensors", "open at version 1 + read", n,
+                         median_s(lambda: _cold_table(url, 1, "t000000/3"), reps)))
+        print(f"tensors {n}: done", flush=True)
+    return rows
+
+
+def _cold_table(url: str, version: int | None, tensor: str) -> None:
+    """Open a table (caches of footers and header rows emptied) and read one tensor."""
+    from tessera.tables import TensorTable
+    from tessera.tables.catalog import HEADER_ROWS
+    from tessera.tables.reader import FOOTERS
+
+    HEADER_ROWS().clear()
+    FOOTERS().clear()
+    TensorTable.open(url, version=version)[tensor][:]
+
+
+def images_series(sizes: list[int], reps: int, root: Path) -> list[dict[str, Any]]:
+    """One image set of 32 x 32 RGB images appended 250 at a time; the first read of one
+    image on a fresh handle (the process's bookkeeping and column caches emptied)."""
+    from tessera.images import ImageColumns
+
+    url = (root / "images").as_uri()
+    cols = ImageColumns.create(url, size=(32, 32), channels=3, cache=None)
+    rng = np.random.default_rng(0)
+    made = 0
+    rows = []
+    for n in sizes:
+        while made < n:
+            cols.append(rng.integers(0, 256, (250, 32, 32, 3), dtype=np.uint8))
+            made += 250
+
+        rows.append(_row("images", "first read after open", made,
+                         median_s(lambda m=made: _first_image(url, m // 2), reps)))
+        print(f"images {made}: done", flush=True)
+    return rows
+
+
+def _first_image(url: str, image: int) -> None:
+    """Open an image set (bookkeeping cache emptied) and read one image at k = 8."""
+    from tessera.images import ImageColumns
+
+    META_CACHE().clear()
+    ImageColumns.open(url, cache=None).read([image], k=8)
+
+
+def _row(series: str, op: str, size: int, seconds: float) -> dict[str, Any]:
+    return {"series": series, "operation": op, "size": size, "seconds": seconds}
+
+
+def slopes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Least-squares slope of log(seconds) against log(size) per operation."""
+    out = []
+    for series, op in dict.fromkeys((r["series"], r["operation"]) for r in rows):
+        pts = [(r["size"], r["seconds"]) for r in rows
+               if (r["series"], r["operation"]) == (series, op)]
+        xs = np.log([p[0] for p in pts])
+        ys = np.log([p[1] for p in pts])
+        slope = float(np.polyfit(xs, ys, 1)[0]) if len(pts) > 1 else float("nan")
+        goal = GOALS.get((series, op))
+        out.append({"series": series, "operation": op, "sizes": f"{pts[0][0]}-{pts[-1][0]}",
+                    "span": round(pts[-1][0] / pts[0][0], 1), "first_s": pts[0][1],
+                    "last_s": pts[-1][1], "slope": round(slope, 3), "goal": goal,
+                    "meets": None if goal is None else slope <= goal})
+    return out
+
+
+def plot(rows: list[dict[str, Any]], fits: list[dict[str, Any]], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = list(dict.fromkeys(r["series"] for r in rows))
+    fig, axes = plt.subplots(1, len(series), figsize=(5 * len(series), 4.5), squeeze=False)
+    for ax, s in zip(axes[0], series, strict=True):
+        for fit in (f for f in fits if f["series"] == s):
+            pts = [(r["size"], r["seconds"]) for r in rows
+                   if (r["series"], r["operation"]) == (s, fit["operation"])]
+            xs, ys = zip(*pts, strict=True)
+            line, = ax.loglog(xs, ys, "o-", label=f"{fit['operation']} ({fit['slope']:.2f})")
+            if fit["goal"] is not None:
+                goal = [ys[0] * (x / xs[0]) ** fit["goal"] for x in xs]
+                ax.loglog(xs, goal, "--", color=line.get_color(), alpha=0.5)
+        ax.set_title(f"against {s} (dashed: goal slope)")
+        ax.set_xlabel(s)
+        ax.set_ylabel("seconds")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="spans of 30x, fewer repetitions")
+    parser.add_argument("--reps", type=int, default=None, help="repetitions per measurement")
+    parser.add_argument("--only", nargs="*", default=None,
+                        choices=["fragments", "tiles", "tensors", "images"])
+    args = parser.parse_args()
+    reps = args.reps or (3 if args.quick else 5)
+    sizes = {
+        "fragments": [10, 30, 100, 300] if args.quick else [10, 30, 100, 300, 1000],
+        "tiles": [1000, 3000, 10000, 30000] if args.quick else [1000, 3000, 10000, 30000,
+                                                                  100000],
+        "tensors": [100, 300, 1000, 3000],
+        "images": [1500, 5000] if args.quick else [1500, 5000, 20000],
+    }
+    runs = {"fragments": fragments_series, "tiles": tiles_series,
+            "tensors": tensors_series, "images": images_series}
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.only or list(runs):
+            rows += runs[name](sizes[name], reps, Path(tmp))
+    fits = slopes(rows)
+    RESULTS.mkdir(exist_ok=True)
+    suffix = "_quick" if args.quick else ""
+    write_csv(RESULTS / f"growth{suffix}.csv", rows)
+    write_csv(RESULTS / f"growth_slopes{suffix}.csv", fits)
+    plot(rows, fits, RESULTS / f"growth{suffix}.png")
+    print(f"\n{'series':10} {'operation':30} {'sizes':>12} {'first':>9} {'last':>9} "
+          f"{'slope':>6} {'goal':>5}")
+    for f in fits:
+        verdict = "" if f["meets"] is None else ("ok" if f["meets"] else "MISSED")
+        print(f"{f['series']:10} {f['operation']:30} {f['sizes']:>12} {f['first_s']:9.4f} "
+              f"{f['last_s']:9.4f} {f['slope']:6.2f} {f['goal'] or '':>5} {verdict}")
+
+
+if __name__ == "__main__":
+    main()

@@ -116,3 +116,28 @@ def test_an_open_after_consolidation_loads_only_live_bookkeeping(store_url) -> N
     assert arr.vacuum(orphan_grace_s=0, force=True) > 0
     np.testing.assert_array_equal(tessera.open_array(url, storage_options=store_url[1])[:, :],
                                   want)
+
+
+def test_a_plan_too_large_for_the_cache_is_not_kept() -> None:
+    from tessera.query.need import TileNeed
+    from tessera.query.plan_cache import TILE_BYTES, PlanCache
+
+    cache = PlanCache(10 * TILE_BYTES)
+    made = []
+
+    def make(needs):
+        made.append(len(needs))
+        from tessera.query.plan import plan_needs
+        from tessera.storage.url import parse_store_url
+        return plan_needs(needs, url=parse_store_url("memory://x"))
+
+    def needs(n):
+        return [TileNeed(f"t{i}", "k", 64 * i, 64, True, np.array([[0, 64]]), 64)
+                for i in range(n)]
+
+    cache.plan(needs(11), ("auto",), make)
+    cache.plan(needs(11), ("auto",), make)
+    assert made == [11, 11] and cache.hits == 0 and len(cache._cache) == 0
+    cache.plan(needs(2), ("auto",), make)
+    cache.plan(needs(2), ("auto",), make)
+    assert cache.hits == 1

@@ -139,8 +139,11 @@ def test_a_small_read_is_planned_once(monkeypatch: pytest.MonkeyPatch) -> None:
     plan_mod.plan_needs([need], url=url, profile=prof, now_bytes=1 << 20)
     assert models == [8e-6]  # the calling thread's model only
     models.clear()
-    plan_mod.plan_needs([need], url=url, profile=prof, now_bytes=1000)
+    plan_mod.plan_needs([need], url=url, profile=prof, now_bytes=5000)
     assert models == [8e-6, 5e-6]  # the thread's plan moves too much: the loop's too
+    models.clear()
+    plan_mod.plan_needs([need], url=url, profile=prof, now_bytes=1000)
+    assert models == [5e-6]  # its 1600 selected bytes alone are too many: the loop's only
     models.clear()
     plan_mod.plan_needs([need], url=url, profile=prof)
     assert models == [5e-6]

@@ -153,6 +153,10 @@ def rebuild(template: Template, needs: list[TileNeed]) -> Plan:
                 requests, template.totals, template.estimate)
 
 
+#: The least a template holds per tile (see :attr:`Template.nbytes`).
+TILE_BYTES = 128
+
+
 class PlanCache:
     """Templates of the plans made for one array handle, by the shape of their needs and the
     planner's settings; bounded in bytes (``PlannerConfig.plan_cache_bytes``)."""
@@ -170,7 +174,11 @@ class PlanCache:
     def plan(self, needs: list[TileNeed], settings: Hashable,
              make: Callable[[list[TileNeed]], Plan]) -> Plan:
         """The plan for ``needs`` under ``settings`` (everything else the planner is given):
-        rebuilt from a template of the same shape, or made by ``make`` and kept."""
+        rebuilt from a template of the same shape, or made by ``make`` and kept. A plan
+        whose template could not fit in the cache is made and not kept (looking it up would
+        cost a key as long as the read, and keeping it would push out every other plan)."""
+        if len(needs) * TILE_BYTES > self._cache.capacity_bytes:
+            return make(needs)
         shape = (settings, shape_key(needs))
         found = self._cache.get(shape)
         exact = None

@@ -501,15 +501,17 @@ class TensorTable:
             if version % CHECKPOINT_EVERY == 0:  # as delta-rs does after its own commits
                 self._delta.create_checkpoint()
             return
+        delta = self._delta  # caught up with this handle's own appends first
+        old = self.version
         try:
             if replaced:  # one commit replaces the old rows; every new row must match
                 predicate = "id IN (" + ", ".join(
                     sql_string(i) for i in sorted(set(table.column("id").to_pylist()))) + ")"
-                write_deltalake(self._delta, table, mode="overwrite", predicate=predicate,
+                write_deltalake(delta, table, mode="overwrite", predicate=predicate,
                                 writer_properties=props, commit_properties=commit,
                                 target_file_size=self.config.target_file_bytes)
             else:
-                write_deltalake(self._delta, table, mode="append", writer_properties=props,
+                write_deltalake(delta, table, mode="append", writer_properties=props,
                                 commit_properties=commit,
                                 target_file_size=self.config.target_file_bytes)
         except CommitFailedError as err:
@@ -537,9 +539,10 @@ class TensorTable:
         note_io()
         from deltalake.exceptions import CommitFailedError
 
+        delta = self._delta  # caught up with this handle's own appends first
         old = self.version
         try:
-            self._delta.delete("id IN (" + ", ".join(sql_string(i) for i in gone) + ")")
+            delta.delete("id IN (" + ", ".join(sql_string(i) for i in gone) + ")")
         except CommitFailedError as err:
             raise CommitConflictError(f"{self.url}: delete conflicted with a concurrent "
                                       f"commit ({err}); retry it") from None

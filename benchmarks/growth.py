@@ -9,6 +9,7 @@ log(seconds) against log(size) by least squares and prints it beside the goal.
 
     python benchmarks/growth.py            # full sizes (10 -> 1000 fragments, ...)
     python benchmarks/growth.py --quick    # the spans shortened to 30x
+    python benchmarks/growth.py --only images   # one series again, the others kept
 
 Writes ``benchmarks/results/growth.csv`` (every measurement), ``growth_slopes.csv`` and
 ``growth.png`` (time against size on log-log axes, one line per operation, the goal slope
@@ -18,6 +19,7 @@ drawn dashed from each line's first point).
 from __future__ import annotations
 
 import argparse
+import csv
 import gc
 import statistics
 import sys
@@ -51,6 +53,7 @@ GOALS = {
     ("tensors", "cold open + one-tensor read"): 0.2,
     ("tensors", "open at version 1 + read"): 0.3,
     ("images", "first read after open"): 0.15,
+    ("images", "first read after consolidate"): 0.15,
 }
 
 
@@ -187,25 +190,26 @@ def _cold_table(url: str, version: int | None, tensor: str) -> None:
 
 
 def images_series(sizes: list[int], reps: int, root: Path) -> list[dict[str, Any]]:
-    """One image set of 32 x 32 RGB images appended 250 at a time; the first read of one
-    image on a fresh handle (the process's bookkeeping and column caches emptied)."""
+    """An image set of 32 x 32 RGB images per size, appended 250 at a time; the first read of
+    one image on a fresh handle (the process's bookkeeping cache emptied), before and after
+    ``consolidate()``."""
     from tessera.images import ImageColumns
 
-    url = (root / "images").as_uri()
-    cols = ImageColumns.create(url, size=(32, 32), channels=3, cache=None)
-    rng = np.random.default_rng(0)
-    made = 0
     rows = []
     for n in sizes:
-        while made < n:
+        url = (root / f"images{n}").as_uri()
+        cols = ImageColumns.create(url, size=(32, 32), channels=3, cache=None)
+        rng = np.random.default_rng(n)
+        for _ in range(0, n, 250):
             cols.append(rng.integers(0, 256, (250, 32, 32, 3), dtype=np.uint8))
-            made += 250
         ids = cols.ids()  # appends are padded to whole groups: the middle stored image
-
-        rows.append(_row("images", "first read after open", made,
-                         median_s(lambda i=int(ids[len(ids) // 2]): _first_image(url, i),
-                                  reps)))
-        print(f"images {made}: done", flush=True)
+        image = int(ids[len(ids) // 2])
+        rows.append(_row("images", "first read after open", n,
+                         median_s(lambda i=image, u=url: _first_image(u, i), reps)))
+        cols.consolidate()
+        rows.append(_row("images", "first read after consolidate", n,
+                         median_s(lambda i=image, u=url: _first_image(u, i), reps)))
+        print(f"images {n}: done", flush=True)
     return rows
 
 
@@ -288,10 +292,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.only or list(runs):
             rows += runs[name](sizes[name], reps, Path(tmp))
-    fits = slopes(rows)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     suffix = "_quick" if args.quick else "_tiny" if args.tiny else ""
+    earlier = out / f"growth{suffix}.csv"
+    if args.only and earlier.exists():  # keep the other series of the last run
+        with open(earlier, newline="") as f:
+            kept = [{**r, "size": int(r["size"]), "seconds": float(r["seconds"])}
+                    for r in csv.DictReader(f) if r["series"] not in args.only]
+        rows = kept + rows
+    fits = slopes(rows)
     write_csv(out / f"growth{suffix}.csv", rows)
     write_csv(out / f"growth_slopes{suffix}.csv", fits)
     plot(rows, fits, out / f"growth{suffix}.png")

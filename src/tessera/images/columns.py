@@ -215,6 +215,30 @@ class ImageColumns:
                         origin=(start,))
         return np.arange(start, start + n, dtype=np.int64)
 
+    def consolidate(self) -> None:
+        """Fold the set's appends into one fragment per column array (as an array's
+        :meth:`~tessera.Array.consolidate`), so that an open loads one fragment's
+        bookkeeping instead of every append's. Readers go on meanwhile and read the same
+        images; what was folded stays on storage until :meth:`vacuum`.
+
+        >>> import numpy as np
+        >>> from tessera.images import ImageColumns
+        >>> cols = ImageColumns.create("memory://doc-img-cons", size=(32, 32))
+        >>> for _ in range(3):
+        ...     _ = cols.append(np.zeros((2, 32, 32, 3), np.uint8))
+        >>> cols.consolidate()
+        >>> len(cols.coeffs.fragments), len(cols)
+        (1, 6)
+        """
+        self.coeffs.consolidate()
+        self.meta.consolidate()
+
+    def vacuum(self, orphan_grace_s: float = 3600, *, force: bool = False) -> int:
+        """Remove what :meth:`consolidate` folded (and stale objects of writers that died),
+        as an array's :meth:`~tessera.Array.vacuum`; returns the objects removed."""
+        return (self.coeffs.vacuum(orphan_grace_s=orphan_grace_s, force=force)
+                + self.meta.vacuum(orphan_grace_s=orphan_grace_s, force=force))
+
     def set_classes(self, names: Sequence[str]) -> None:
         """Record the names of the labels (label ``i`` is ``names[i]``)."""
         if isinstance(names, str) or not all(isinstance(x, str) for x in names):

@@ -91,7 +91,7 @@ def test_newest_cover_through_buckets_matches_a_scan() -> None:
                 want = rank if holds else None
                 break
         assert index.newest_cover(box) == want
-        assert index.meeting(box).tolist() == [
+        assert index.meeting(box) == [
             r for r in range(len(metas)) if intersect(meta_box(metas[r]), box) is not None]
 
 

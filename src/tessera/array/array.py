@@ -616,17 +616,18 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
         if replaced:
             await self._load_metas([n for n in names if n not in self._metas])
             return [self._metas[n] for n in names if n in self._metas]
-        await self._load_metas([n for n in names if n not in self._metas and
-                                replaces_others(n)])
+        newest = max((n for n in names if replaces_others(n)), default="")
+        # first those and what is named after all of them (which none of them can replace)
+        await self._load_metas([n for n in names if n not in self._metas
+                                and (replaces_others(n) or n > newest)])
         gone = {r for n in names if n in self._metas for r in self._metas[n].replaces}
         await self._load_metas([n for n in names if n not in self._metas and n not in gone])
         return [self._metas[n] for n in names if n in self._metas and n not in gone]
 
     async def _load_metas(self, names: list[str]) -> None:
         """Load the bookkeeping of committed fragments ``names`` (concurrently)."""
-        loaded = await asyncio.gather(*(load_meta(self._store.aio, n, self.uri)
-                                        for n in names))
-        for meta in loaded:
+        for meta in await asyncio.gather(*(load_meta(self._store.aio, n, self.uri)
+                                           for n in names)):
             if meta is not None:
                 check_against_schema(meta, self._created, self.uri)
                 self._metas[meta.name] = meta

@@ -16,7 +16,7 @@ tiles.
 >>> arr = tessera.from_numpy("memory://doc-findex", np.zeros((8, 8), np.int32), tile=(4, 4))
 >>> arr[0:2, 0:2] = np.ones((2, 2), np.int32)
 >>> index = fragment_index(run_sync(arr._visible_metas()), arr.schema)
->>> index.meeting(((0, 0), (1, 1))).tolist(), index.meeting(((6, 6), (7, 7))).tolist()
+>>> index.meeting(((0, 0), (1, 1))), index.meeting(((6, 6), (7, 7)))
 ([0, 1], [0])
 >>> index.newest_cover(((0, 0), (1, 1))), index.newest_cover(((1, 1), (2, 2)))
 (1, None)
@@ -112,23 +112,23 @@ class FragmentIndex:
     def __len__(self) -> int:
         return len(self.boxes)
 
-    def meeting(self, box: Box) -> np.ndarray:
-        """Ranks (ascending) of the fragments whose box meets ``box``."""
-        if not len(self.boxes):
-            return np.zeros(0, dtype=np.intp)
-        if len(self.boxes) >= SCAN_BELOW:
-            cands = self._candidates(box)
-            if cands is not None:
-                return np.array([r for r in cands if self._meets(r, box)], dtype=np.intp)
+    def meeting(self, box: Box) -> list[int]:
+        """Ranks (ascending) of the fragments whose box meets ``box``: a plain scan of a
+        few fragments, the buckets of the tiles a small box spans, else one vectorised
+        comparison."""
+        if len(self.boxes) < SCAN_BELOW:
+            return [r for r in range(len(self.boxes)) if self._meets(r, box)]
+        cands = self._candidates(box)
+        if cands is not None:
+            return [r for r in cands if self._meets(r, box)]
         lo = np.asarray(box[0], dtype=np.int64)
         hi = np.asarray(box[1], dtype=np.int64)
         hit = np.all((self.lo <= hi) & (self.hi >= lo), axis=1)
-        return np.flatnonzero(hit)
+        return [int(r) for r in np.flatnonzero(hit)]
 
     def newer_dense(self, box: Box, rank: int) -> list[Box]:
         """The boxes of the dense fragments newer than ``rank`` that meet ``box``."""
-        ranks = self.meeting(box)
-        return [self.boxes[r] for r in ranks[ranks > rank].tolist() if self._dense_list[r]]
+        return [self.boxes[r] for r in self.meeting(box) if r > rank and self._dense_list[r]]
 
     def newest_cover(self, box: Box) -> int | None:
         """The rank of the newest fragment touching ``box`` when it is dense and holds all

@@ -25,9 +25,6 @@ from tessera.format.layout import (
     tile_box,
     tile_position,
 )
-
-__all__ = ["FragmentIndex", "TileReads", "int_box", "meta_box", "plan_cells",
-           "plan_tile_reads", "tile_piece", "tile_read"]
 from tessera.format.schema import ArraySchema
 from tessera.format.selection import Selection
 from tessera.format.tile import (
@@ -35,6 +32,9 @@ from tessera.format.tile import (
     Piece,
     TileRead,
 )
+
+__all__ = ["FragmentIndex", "TileReads", "int_box", "meta_box", "plan_cells",
+           "plan_tile_reads", "tile_piece", "tile_read"]
 
 #: What :func:`plan_tile_reads` returns: the dense tile reads, the sparse data-tile reads and
 #: the number of fragments skipped.
@@ -56,7 +56,7 @@ def plan_tile_reads(schema: ArraySchema, sel: Selection, metas: list[FragmentMet
     plain = all(d.contiguous for d in sel.dims)  # every cell inside the bounds is selected
     bbox = sel.bounds()
     index = fragment_index(metas, schema)
-    ranks = index.meeting(bbox).tolist()
+    ranks = index.meeting(bbox)
     dense = [r for r in ranks if metas[r].is_dense]
     cell_reads: list[CellTileRead] = []
     used: set[int] = set()

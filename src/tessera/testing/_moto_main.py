@@ -19,6 +19,12 @@ Runs moto's S3 app on loopback with changes that matter for measuring, none for 
   Everything else (writes, lists, HEAD, conditional or versioned GETs, and every error such as
   a missing key or an unsatisfiable range) still goes through moto.
 
+And one change that matters for results, in both modes: **conditional puts are atomic**, as
+S3's are. moto checks ``If-None-Match: *`` (and ``If-Match``) by looking the key up and then
+writes it, so two create-only puts of one key racing in its thread pool could both succeed,
+the second silently replacing the first: writers committing at once (a Delta log entry
+each) lost commits. Here a conditional put holds one lock from its check to its write.
+
 ``python benchmarks/link_check.py`` measures these beside stock moto on this machine.
 
 ``--stock`` runs moto exactly as shipped (werkzeug, none of the above).
@@ -280,6 +286,22 @@ def _serve_fast(host: str, port: int, app: Any) -> _Serving:
     return _Serving(sock.getsockname()[1], thread, stop)
 
 
+def _install_atomic_conditional_puts() -> None:
+    """Make a PUT with ``If-None-Match`` or ``If-Match`` check and write under one lock."""
+    from moto.s3.responses import S3Response
+
+    lock = threading.Lock()
+    plain = S3Response.put_object
+
+    def put_object(self: Any) -> Any:
+        if self.headers.get("If-None-Match") or self.headers.get("If-Match"):
+            with lock:
+                return plain(self)
+        return plain(self)
+
+    S3Response.put_object = put_object
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
@@ -289,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    _install_atomic_conditional_puts()
     if not args.stock:
         _install_fast_ranges()
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app

@@ -134,3 +134,30 @@ def test_appends_checkpoint_every_hundred_versions(tmp_path) -> None:
     fresh = TensorTable.open(url)
     assert len(fresh) == 100 and fresh.version == 100
     np.testing.assert_array_equal(fresh["c/042"][:], np.full(2, 42, np.float32))
+
+
+def test_an_append_whose_answer_was_lost_is_committed_once(tmp_path) -> None:
+    """A create-only put that succeeded but answered "exists" (a retry after a lost answer,
+    inside the client) is this append's own entry: committed at that version, not again."""
+    import asyncio
+
+    import pyarrow as pa
+
+    import tessera
+    from tessera.errors import ObjectExistsError
+    from tessera.tables.append import append
+
+    store = tessera.open_store((tmp_path / "s").as_uri()).aio
+    real = store.put
+
+    async def put_then_say_exists(key, data, **kw):
+        await real(key, data, **kw)
+        if kw.get("mode") == "create":
+            raise ObjectExistsError("exists", url="file://x", key=key, op="put")
+
+    store.put = put_then_say_exists  # type: ignore[method-assign]
+    table = pa.table({"id": ["a"], "write_id": ["w"], "kind": ["header"], "part": [None]})
+    version, added = asyncio.run(append(store, table, 0, "zstd", 10, 5))
+    assert version == 1 and added.min_id == "a"
+    assert [i.key for i in tessera.open_store((tmp_path / "s").as_uri()).list("_delta_log")] \
+        == ["_delta_log/00000000000000000001.json"]

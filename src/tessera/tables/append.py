@@ -109,17 +109,22 @@ async def append(store: AsyncStore, table: pa.Table, after: int, codec: str,
         try:
             await store.put(f"{LOG}/{version:020d}.json", entry, mode="create")
         except ObjectExistsError:
+            found = bytes(await store.get(f"{LOG}/{version:020d}.json"))
+            if found == entry:  # this very entry: a retry whose first answer was lost
+                break
             # Another writer committed this version: appends commute, unless it changed
             # the table's protocol or schema (what this append was checked against).
-            if _changes_table(bytes(await store.get(f"{LOG}/{version:020d}.json"))):
+            if _changes_table(found):
                 raise CommitConflictError(
                     f"{store.url}: a concurrent commit (version {version}) changed the "
                     "table's protocol or schema; nothing was committed (the data file "
                     f"{path} is left for vacuum): open the table again and retry") from None
             version += 1
             continue
-        return version, DataFile(path, len(data), stats["minValues"].get("id"),
-                                 stats["maxValues"].get("id"))
-    raise CommitConflictError(f"{store.url}: {retries} versions in a row were taken by "
-                              "concurrent commits; the append was not committed (its data "
-                              f"file {path} is left for vacuum); retry it")
+        break
+    else:
+        raise CommitConflictError(f"{store.url}: {retries} versions in a row were taken by "
+                                  "concurrent commits; the append was not committed (its "
+                                  f"data file {path} is left for vacuum); retry it")
+    return version, DataFile(path, len(data), stats["minValues"].get("id"),
+                             stats["maxValues"].get("id"))

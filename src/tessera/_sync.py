@@ -79,7 +79,7 @@ def _stop_at_exit() -> None:
     (``call_soon_threadsafe``) and then needs the GIL once more; if the interpreter starts
     finalising in that instant, CPython ends the thread with ``pthread_exit``, which a Rust
     thread cannot survive, and the process aborts (SIGABRT) although all its work completed
-    (pyo3-async-runtimes issue 40). Stopping the loop and then sleeping briefly, GIL
+    (a known limitation of pyo3-async-runtimes). Stopping the loop and then sleeping briefly, GIL
     released, lets those threads finish first.
     """
     with _lock:

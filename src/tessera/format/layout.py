@@ -24,6 +24,17 @@ def tile_range(schema: ArraySchema, box: Box) -> tuple[np.ndarray, np.ndarray]:
     return ((np.array(box[0]) - low) // ext, (np.array(box[1]) - low) // ext)
 
 
+def tile_spans(lower: tuple[int, ...], tile_shape: tuple[int, ...], box: Box) -> list[range]:
+    """The space tiles a box touches, per dimension, as ranges of tile indices (plain
+    Python: per-tile planning calls it for small boxes).
+
+    >>> tile_spans((0, 0), (10, 10), ((5, 0), (25, 9)))
+    [range(0, 3), range(0, 1)]
+    """
+    return [range((a - lw) // e, (b - lw) // e + 1)
+            for a, b, lw, e in zip(box[0], box[1], lower, tile_shape, strict=True)]
+
+
 def tile_box(schema: ArraySchema, index: tuple[int, ...]) -> Box:
     """Inclusive coordinate box of space tile ``index`` (padded: may pass the domain end)."""
     lo = tuple(int(lw + i * e) for lw, i, e in zip(schema.lower, index, schema.tile_shape,

@@ -31,7 +31,7 @@ from collections import OrderedDict
 import numpy as np
 
 from tessera.array.fragment import FragmentMeta
-from tessera.format.layout import Box
+from tessera.format.layout import Box, intersect, tile_spans
 from tessera.format.schema import ArraySchema
 
 #: Lists of fragments whose index is kept (a handle reads with one list at a time; a few
@@ -52,7 +52,6 @@ class FragmentIndex:
     Attributes:
         lo: ``(fragments, ndim)`` first cell of each fragment's box.
         hi: ``(fragments, ndim)`` last cell (inclusive).
-        dense: per fragment, whether it is dense (only dense fragments hide older cells).
         boxes: the same boxes as tuples of Python ints, for per-tile arithmetic.
     """
 
@@ -64,15 +63,9 @@ class FragmentIndex:
         shape = (len(self.boxes), len(lower))
         self.lo = np.array([b[0] for b in self.boxes], dtype=np.int64).reshape(shape)
         self.hi = np.array([b[1] for b in self.boxes], dtype=np.int64).reshape(shape)
-        self.dense = np.array([m.is_dense for m in metas], dtype=bool)
-        self._dense_list = [bool(d) for d in self.dense]
+        self._dense = [m.is_dense for m in metas]
         self._buckets: dict[tuple[int, ...], list[int]] | None = None
         self._wide: list[int] = []
-
-    def _spans(self, box: Box) -> list[range]:
-        """The space tiles ``box`` spans, per dimension."""
-        return [range((a - lw) // e, (b - lw) // e + 1) for a, b, lw, e in
-                zip(box[0], box[1], self.lower, self.tile_shape, strict=True)]
 
     def _bucketed(self) -> dict[tuple[int, ...], list[int]]:
         """Per space tile, the ranks (ascending) of the fragments spanning at most
@@ -82,7 +75,7 @@ class FragmentIndex:
             buckets: dict[tuple[int, ...], list[int]] = {}
             wide = []
             for rank, box in enumerate(self.boxes):
-                spans = self._spans(box)
+                spans = tile_spans(self.lower, self.tile_shape, box)
                 if math.prod(len(s) for s in spans) > BUCKET_TILES:
                     wide.append(rank)
                     continue
@@ -95,7 +88,7 @@ class FragmentIndex:
         """Ranks (ascending) of fragments that may meet ``box`` (a superset), from the
         buckets of the tiles it spans; ``None`` when it spans too many tiles for that to
         pay (then scan)."""
-        spans = self._spans(box)
+        spans = tile_spans(self.lower, self.tile_shape, box)
         if math.prod(len(s) for s in spans) > BUCKET_TILES:
             return None
         buckets = self._bucketed()
@@ -128,7 +121,7 @@ class FragmentIndex:
 
     def newer_dense(self, box: Box, rank: int) -> list[Box]:
         """The boxes of the dense fragments newer than ``rank`` that meet ``box``."""
-        return [self.boxes[r] for r in self.meeting(box) if r > rank and self._dense_list[r]]
+        return [self.boxes[r] for r in self.meeting(box) if r > rank and self._dense[r]]
 
     def newest_cover(self, box: Box) -> int | None:
         """The rank of the newest fragment touching ``box`` when it is dense and holds all
@@ -151,20 +144,18 @@ class FragmentIndex:
                     holds = False
             if not touches:
                 continue
-            return rank if holds and self._dense_list[rank] else None
+            return rank if holds and self._dense[rank] else None
         return None
 
-    def per_tile(self, ranks: list[int], tile_shape: tuple[int, ...],
-                 lower: tuple[int, ...], clip: Box) -> dict[tuple[int, ...], list[int]]:
+    def per_tile(self, ranks: list[int], clip: Box) -> dict[tuple[int, ...], list[int]]:
         """For each space tile that fragments ``ranks`` (ascending) meet inside ``clip``,
         those ranks, newest first: one pass per fragment over the tiles its box spans."""
         out: dict[tuple[int, ...], list[int]] = {}
         for rank in reversed(ranks):
-            flo, fhi = self.boxes[rank]
-            spans = [range((max(a, c0) - lw) // e, (min(b, c1) - lw) // e + 1)
-                     for a, b, c0, c1, lw, e in zip(flo, fhi, clip[0], clip[1], lower,
-                                                     tile_shape, strict=True)]
-            for index in itertools.product(*spans):
+            part = intersect(self.boxes[rank], clip)
+            if part is None:
+                continue
+            for index in itertools.product(*tile_spans(self.lower, self.tile_shape, part)):
                 got = out.get(index)
                 if got is None:
                     out[index] = [rank]

@@ -24,6 +24,7 @@ from tessera.format.layout import (
     subtract,
     tile_box,
     tile_position,
+    tile_spans,
 )
 from tessera.format.schema import ArraySchema
 from tessera.format.selection import Selection
@@ -80,8 +81,7 @@ def plan_tile_reads(schema: ArraySchema, sel: Selection, metas: list[FragmentMet
         per_rank[rank] = [(i, r) for i, r in _tiles_of(schema, fbox)
                           if plain or _selects_any(sel, r)]
     elif dense:
-        for tile, cands in index.per_tile(dense, schema.tile_shape, schema.lower,
-                                          bbox).items():
+        for tile, cands in index.per_tile(dense, bbox).items():
             region_box = intersect(tile_box(schema, tile), bbox)
             assert region_box is not None
             for rank, region in _visible_parts(index.boxes, cands, region_box):
@@ -110,10 +110,7 @@ def _tiles_of(schema: ArraySchema, box: Box) -> Iterator[tuple[tuple[int, ...], 
     Plain Python on these few numbers: a read of one small box should not pay for numpy
     calls (each costs tens of microseconds when its code is out of the cache, as it is
     between the steps of a training loop)."""
-    ext = schema.tile_shape
-    low = schema.lower
-    spans = [range((a - lw) // e, (b - lw) // e + 1)
-             for a, b, lw, e in zip(box[0], box[1], low, ext, strict=True)]
+    spans = tile_spans(schema.lower, schema.tile_shape, box)
     for index in itertools.product(*spans):
         region = intersect(tile_box(schema, index), box)
         if region is not None:

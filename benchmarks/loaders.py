@@ -115,12 +115,12 @@ def main() -> None:
         loaders: list[tuple[str, Any]] = [
             ("TensorTableDataset", DataLoader(
                 tables, batch_size=BATCH, num_workers=args.workers,
-                sampler=DistributedGroupSampler.for_dataset(tables, num_replicas=1, rank=0,
+                sampler=DistributedGroupSampler(tables, num_replicas=1, rank=0,
                                                             buffer_groups=4),
                 multiprocessing_context=context, persistent_workers=args.workers > 0)),
             ("ArrayDataset", DataLoader(
                 arrays, batch_size=BATCH, num_workers=args.workers,
-                sampler=DistributedGroupSampler.for_dataset(arrays, num_replicas=1, rank=0,
+                sampler=DistributedGroupSampler(arrays, num_replicas=1, rank=0,
                                                             buffer_groups=4),
                 multiprocessing_context=context, persistent_workers=args.workers > 0)),
             (".npy object per sample + np.load", DataLoader(

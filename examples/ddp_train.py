@@ -85,7 +85,7 @@ def inputs(dataset_name: str, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
 
 def rank_batches(dataset: Any, job: Job, world: int, rank: int, epoch: int) -> list[list[int]]:
     """The positions of each of ``rank``'s batches in ``epoch``."""
-    sampler = DistributedGroupSampler.for_dataset(dataset, num_replicas=world, rank=rank,
+    sampler = DistributedGroupSampler(dataset, num_replicas=world, rank=rank,
                                                   seed=job.seed)
     sampler.set_epoch(epoch)
     return [list(b) for b in BatchSampler(sampler, job.batch, drop_last=False)]

@@ -66,6 +66,7 @@ from tessera.errors import (
     TesseraWarning,
     TransientStorageError,
     UnsupportedStoreError,
+    WorkerError,
 )
 from tessera.format.selection import Hyperslabs, Points
 from tessera.pushdown.client import PushdownClient
@@ -146,6 +147,7 @@ __all__ = [
     "TesseraWarning",
     "TransientStorageError",
     "UnsupportedStoreError",
+    "WorkerError",
     "WriteConfig",
     "__version__",
     "collect_stats",

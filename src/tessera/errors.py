@@ -27,7 +27,14 @@ class ConfigError(TesseraError, ValueError):
 
 class ForkSafetyError(TesseraError, RuntimeError):
     """I/O was attempted in a process forked after its parent had done Tessera I/O (the
-    I/O runtime does not survive fork); start workers with ``spawn`` or ``forkserver``."""
+    I/O runtime does not survive fork); start workers with ``spawn`` (as every
+    ``tessera.torch`` loader does) or ``forkserver``."""
+
+
+class WorkerError(TesseraError, RuntimeError):
+    """A DataLoader worker could not start or died; the message says what Tessera could see
+    (most often: the main script runs its work again in every worker because it lacks an
+    ``if __name__ == "__main__":`` guard)."""
 
 
 class InvalidURLError(TesseraError, ValueError):

@@ -23,7 +23,7 @@ from tessera.torch import (  # noqa: E402
 
 
 def _ranks(keys, world, **kw):
-    return [list(DistributedGroupSampler(keys, num_replicas=world, rank=r, **kw))
+    return [list(DistributedGroupSampler(keys=keys, num_replicas=world, rank=r, **kw))
             for r in range(world)]
 
 
@@ -55,15 +55,15 @@ def test_ranks_share_groups_never_and_cover_every_sample(keys, world, drop_last,
 
 def test_epochs_reshuffle_from_one_seed_and_the_plain_sampler_still_works() -> None:
     keys = [i // 4 for i in range(64)]
-    s = DistributedGroupSampler(keys, num_replicas=2, rank=0, seed=7)
+    s = DistributedGroupSampler(keys=keys, num_replicas=2, rank=0, seed=7)
     first = list(s)
     s.set_epoch(1)
     second = list(s)
     assert first != second  # groups dealt anew each epoch
-    again = DistributedGroupSampler(keys, num_replicas=2, rank=0, seed=7)
+    again = DistributedGroupSampler(keys=keys, num_replicas=2, rank=0, seed=7)
     assert list(again) == first  # the same seed and epoch: the same order on every run
     assert len(s) == 32
-    ordered = DistributedGroupSampler(keys, num_replicas=2, rank=1, shuffle=False)
+    ordered = DistributedGroupSampler(keys=keys, num_replicas=2, rank=1, shuffle=False)
     assert list(ordered)[:4] == [4, 5, 6, 7]  # group 1, in order
     plain = torch.utils.data.DistributedSampler(range(64), num_replicas=2, rank=0)
     assert len(list(plain)) == 32
@@ -71,16 +71,16 @@ def test_epochs_reshuffle_from_one_seed_and_the_plain_sampler_still_works() -> N
 
 def test_resume_mid_epoch_hands_out_the_rest_only() -> None:
     keys = [i // 3 for i in range(30)]
-    s = DistributedGroupSampler(keys, num_replicas=2, rank=1, seed=3)
+    s = DistributedGroupSampler(keys=keys, num_replicas=2, rank=1, seed=3)
     s.set_epoch(2)
     whole = list(s)
-    s2 = DistributedGroupSampler(keys, num_replicas=2, rank=1, seed=3)
+    s2 = DistributedGroupSampler(keys=keys, num_replicas=2, rank=1, seed=3)
     s2.set_epoch(2)
     it = iter(s2)
     done = [next(it) for _ in range(5)]
     state = s2.state_dict()
     assert state["consumed"] == 5 and state["epoch"] == 2
-    restarted = DistributedGroupSampler(keys, num_replicas=2, rank=1, seed=3)
+    restarted = DistributedGroupSampler(keys=keys, num_replicas=2, rank=1, seed=3)
     restarted.load_state_dict(state)
     rest = list(restarted)
     assert done + rest == whole
@@ -89,9 +89,9 @@ def test_resume_mid_epoch_hands_out_the_rest_only() -> None:
     restarted.load_state_dict(trained)
     assert list(restarted) == whole[2:]
     with pytest.raises(InvalidArgumentError, match="num_replicas=2"):
-        DistributedGroupSampler(keys, num_replicas=4, rank=1, seed=3).load_state_dict(state)
+        DistributedGroupSampler(keys=keys, num_replicas=4, rank=1, seed=3).load_state_dict(state)
     with pytest.raises(InvalidArgumentError, match=r"rank must be 0\.\.1"):
-        DistributedGroupSampler(keys, num_replicas=2, rank=2)
+        DistributedGroupSampler(keys=keys, num_replicas=2, rank=2)
     with pytest.raises(InvalidArgumentError, match="not a DistributedGroupSampler state"):
         restarted.load_state_dict({"epoch": 1})
     with pytest.raises(InvalidArgumentError, match="not a DistributedGroupSampler state"):
@@ -113,7 +113,7 @@ def test_datasets_say_their_groups(tmp_path, monkeypatch) -> None:
     tt.write("x", np.zeros((10, 4), np.float32))
     keys = TensorTableDataset(table_url).group_keys()
     assert keys[:5] == [("x", 0)] * 4 + [("x", 1)]
-    sampler = DistributedGroupSampler.for_dataset(ArrayDataset(url), num_replicas=2, rank=0)
+    sampler = DistributedGroupSampler(ArrayDataset(url), num_replicas=2, rank=0)
     assert len(sampler) == 6  # groups of 4, 4 and 2 samples: 4 + 2 on one rank, padded
 
 
@@ -130,10 +130,10 @@ def test_a_job_killed_after_k_batches_resumes_with_the_rest_of_its_epoch(tmp_pat
         batches = list(torch.utils.data.BatchSampler(sampler, 3, drop_last=False))
         return batches, torch.utils.data.DataLoader(ds, batch_sampler=batches)
 
-    whole = DistributedGroupSampler.for_dataset(ds, num_replicas=2, rank=1, seed=5)
+    whole = DistributedGroupSampler(ds, num_replicas=2, rank=1, seed=5)
     whole.set_epoch(3)
     everything = [p for b in loader(whole)[0] for p in b]
-    job = DistributedGroupSampler.for_dataset(ds, num_replicas=2, rank=1, seed=5)
+    job = DistributedGroupSampler(ds, num_replicas=2, rank=1, seed=5)
     job.set_epoch(3)
     batches, dl = loader(job)
     trained = []
@@ -143,7 +143,7 @@ def test_a_job_killed_after_k_batches_resumes_with_the_rest_of_its_epoch(tmp_pat
         if k == 1:  # killed after 2 batches; the checkpoint says what training used
             state = job.state_dict(consumed=len(trained))
             break
-    restarted = DistributedGroupSampler.for_dataset(ds, num_replicas=2, rank=1, seed=5)
+    restarted = DistributedGroupSampler(ds, num_replicas=2, rank=1, seed=5)
     restarted.load_state_dict(state)
     rest = [p for b in loader(restarted)[0] for p in b]
     assert trained + rest == everything and len(rest) == len(everything) - 6

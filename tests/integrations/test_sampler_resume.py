@@ -19,7 +19,7 @@ from tessera.torch import DistributedGroupSampler
 def _sampler(keys, **kw) -> DistributedGroupSampler:
     kw.setdefault("num_replicas", 2)
     kw.setdefault("rank", 0)
-    return DistributedGroupSampler(keys, **kw)
+    return DistributedGroupSampler(keys=keys, **kw)
 
 
 def test_a_state_of_a_later_epoch_is_checked_against_that_epoch():
@@ -53,12 +53,12 @@ def test_a_legitimate_resume_continues_exactly(group_sizes, world, epoch, seed, 
     setup = dict(seed=seed, shuffle=shuffle, drop_last=drop_last, buffer_groups=buffer_groups,
                  num_replicas=world)
     rank = data.draw(st.integers(0, world - 1))
-    s = DistributedGroupSampler(keys, rank=rank, **setup)
+    s = DistributedGroupSampler(keys=keys, rank=rank, **setup)
     s.set_epoch(epoch)
     whole = list(s)
     consumed = data.draw(st.integers(0, len(whole)))
     state = s.state_dict(consumed=consumed)
-    resumed = DistributedGroupSampler(keys, rank=rank, **setup)
+    resumed = DistributedGroupSampler(keys=keys, rank=rank, **setup)
     resumed.load_state_dict(json.loads(json.dumps(state)))
     assert resumed.epoch == epoch
     assert whole[:consumed] + list(resumed) == whole or consumed == len(whole)

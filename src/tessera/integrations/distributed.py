@@ -14,8 +14,9 @@ defines the epoch's order (seed, world size, shuffle, drop_last, buffer_groups a
 fingerprint of the dataset's groups), so a restarted job resumes mid-epoch with exactly the
 remaining samples, and a changed setup is refused instead of repeating or skipping samples.
 
->>> s = DistributedGroupSampler([0, 0, 1, 1, 2, 2, 3, 3], num_replicas=2, rank=0, seed=1)
->>> t = DistributedGroupSampler([0, 0, 1, 1, 2, 2, 3, 3], num_replicas=2, rank=1, seed=1)
+>>> keys = [0, 0, 1, 1, 2, 2, 3, 3]   # or a dataset: DistributedGroupSampler(dataset, ...)
+>>> s = DistributedGroupSampler(keys=keys, num_replicas=2, rank=0, seed=1)
+>>> t = DistributedGroupSampler(keys=keys, num_replicas=2, rank=1, seed=1)
 >>> a, b = list(s), list(t)
 >>> sorted(a + b), {p // 2 for p in a} & {p // 2 for p in b}
 ([0, 1, 2, 3, 4, 5, 6, 7], set())
@@ -31,7 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 from torch.utils.data import Sampler
 
-from tessera.errors import InvalidArgumentError, TesseraWarning
+from tessera.errors import InvalidArgumentError, InvalidTypeError, TesseraWarning
 
 
 class Grouped(Protocol):
@@ -43,11 +44,15 @@ class Grouped(Protocol):
 
 
 class DistributedGroupSampler(Sampler[int]):
-    """Sample positions of one rank's share of the groups (see the module docs).
+    """Sample positions of one rank's share of a dataset's groups (see the module docs).
+
+    Written as PyTorch's ``DistributedSampler`` is: ``DistributedGroupSampler(dataset,
+    num_replicas, rank, shuffle, seed, drop_last)``.
 
     Args:
-        keys: one group key per dataset position (``dataset.group_keys()``; see
-            :meth:`for_dataset`).
+        dataset: a dataset that says which samples share stored data (``group_keys()``:
+            every ``tessera.torch`` dataset). Anything else is refused: it cannot be
+            sharded by group (use ``torch.utils.data.DistributedSampler`` for it).
         num_replicas, rank: the job's world size and this process's rank (default: from
             ``torch.distributed`` when it is initialised, else 1 and 0).
         shuffle: shuffle the groups each epoch and the samples within a window; False keeps
@@ -55,14 +60,16 @@ class DistributedGroupSampler(Sampler[int]):
         seed: the shuffle's seed; the same on every rank.
         drop_last: cut every rank's list to the shortest one instead of padding to the
             longest with the rank's own first samples.
+        keys: instead of a dataset, one group key per sample position (by keyword only).
         buffer_groups: groups whose samples are mixed at a time (the memory a loader's
             cache needs to hold: about this many groups).
     """
 
-    def __init__(self, keys: Sequence[Hashable] | np.ndarray, *,
-                 num_replicas: int | None = None, rank: int | None = None,
-                 shuffle: bool = True, seed: int = 0, drop_last: bool = False,
+    def __init__(self, dataset: Grouped | None = None, num_replicas: int | None = None,
+                 rank: int | None = None, shuffle: bool = True, seed: int = 0,
+                 drop_last: bool = False, *, keys: Sequence[Hashable] | np.ndarray | None = None,
                  buffer_groups: int = 16) -> None:
+        keys = _group_keys(dataset, keys)
         if num_replicas is None or rank is None:
             world, me = _world()
             num_replicas = world if num_replicas is None else num_replicas
@@ -93,10 +100,11 @@ class DistributedGroupSampler(Sampler[int]):
 
     @classmethod
     def for_dataset(cls, dataset: Grouped, **kwargs: Any) -> DistributedGroupSampler:
-        """A sampler over ``dataset``'s groups (``FrequencyDataset``: image-column groups;
-        ``ArrayDataset`` / ``RegionDataset``: tile rows along the sample dimension;
-        ``TensorTableDataset``: row groups of each tensor)."""
-        return cls(dataset.group_keys(), **kwargs)
+        """Deprecated: ``DistributedGroupSampler(dataset, ...)`` does the same."""
+        warnings.warn("DistributedGroupSampler.for_dataset(dataset, ...) is deprecated: "
+                      "write DistributedGroupSampler(dataset, ...)", DeprecationWarning,
+                      stacklevel=2)
+        return cls(dataset, **kwargs)
 
     def set_epoch(self, epoch: int) -> None:
         """Shuffle differently in ``epoch`` (as ``DistributedSampler.set_epoch``); the new
@@ -223,6 +231,37 @@ def _count(value: Any, name: str) -> int:
         raise InvalidArgumentError(f"the sampler state's {name} must be an integer >= 0, got "
                                    f"{value!r:.40}")
     return int(value)
+
+
+def _group_keys(dataset: Any, keys: Sequence[Hashable] | np.ndarray | None,
+                ) -> Sequence[Hashable] | np.ndarray:
+    """The group key of every sample position, from a dataset or from ``keys=``.
+
+    Groups: ``FrequencyDataset``'s image-column groups, ``ArrayDataset`` /
+    ``RegionDataset``'s tile rows along the sample dimension, ``TensorTableDataset``'s row
+    groups of each tensor."""
+    if keys is not None:
+        if dataset is not None:
+            raise InvalidArgumentError("give DistributedGroupSampler a dataset or keys=, not "
+                                       "both")
+        return keys
+    if dataset is None:
+        raise InvalidArgumentError("DistributedGroupSampler needs a dataset (one with "
+                                   "group_keys(), as every tessera.torch dataset has) or "
+                                   "keys=[one group key per sample]")
+    if callable(getattr(dataset, "group_keys", None)):
+        return dataset.group_keys()  # type: ignore[no-any-return]
+    if isinstance(dataset, (list, tuple, np.ndarray)):
+        warnings.warn("passing group keys as DistributedGroupSampler's first argument is "
+                      "deprecated: the first argument is the dataset, as in PyTorch's "
+                      "DistributedSampler; pass keys=[...] for a list of group keys",
+                      DeprecationWarning, stacklevel=3)
+        return dataset
+    raise InvalidTypeError(
+        f"DistributedGroupSampler cannot shard a {type(dataset).__name__} by group: it has "
+        "no group_keys() saying which samples share stored data. Use a tessera.torch "
+        "dataset, pass keys=[one group key per sample], or use "
+        "torch.utils.data.DistributedSampler, which shards samples one by one")
 
 
 def _hashable(key: Hashable) -> Hashable:

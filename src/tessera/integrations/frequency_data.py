@@ -11,7 +11,7 @@ and moves a group's ``Sf_k`` for every image drawn from it.
 
 The dataset pins a snapshot (the time it was made), so every worker and epoch sees the same
 images; it pickles as its URL and options and reopens the set in each worker (start workers
-with ``forkserver`` or ``spawn``; :meth:`FrequencyDataset.loader` does).
+with ``spawn``, as :meth:`FrequencyDataset.loader` does).
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import Dataset, Sampler
 
 from tessera.errors import InvalidArgumentError
 from tessera.images.cache import ColumnCache
 from tessera.images.columns import SHARED, ImageColumns
+from tessera.integrations.loading import Loader
 
 KSchedule = int | str | Callable[[int], int]
 
@@ -181,16 +182,15 @@ class FrequencyDataset(Dataset[Any]):
                                    seed=seed)
 
     def loader(self, batch_size: int = 256, *, num_workers: int = 0, buffer_groups: int = 64,
-               seed: int = 0, **kwargs: Any) -> DataLoader[Any]:
+               seed: int = 0, **kwargs: Any) -> Loader:
         """A DataLoader whose default sampler is a :class:`GroupShuffleSampler` (pass
-        ``sampler=`` for another) and whose workers start with ``forkserver``."""
-        if num_workers > 0:
-            kwargs.setdefault("multiprocessing_context", "forkserver")
+        ``sampler=`` for another), whose workers start with ``spawn`` and whose worker
+        deaths are explained (:class:`~tessera.integrations.loading.Loader`)."""
         if "sampler" not in kwargs:
             sampler = self.sampler(buffer_groups=buffer_groups, seed=seed)
             sampler.set_epoch(self.epoch)
             kwargs["sampler"] = sampler
-        return DataLoader(self, batch_size=batch_size, num_workers=num_workers, **kwargs)
+        return Loader(self, batch_size=batch_size, num_workers=num_workers, **kwargs)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

@@ -23,9 +23,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from tessera.errors import InvalidArgumentError
+from tessera.integrations.loading import Loader
 from tessera.tables import TensorTable
 from tessera.tables.tensors import DTYPES
 
@@ -151,12 +152,11 @@ class TensorTableDataset(Dataset[Any]):
                                   dense=self.dense, storage_options=self.storage_options)
 
     def loader(self, batch_size: int = 32, *, shuffle: bool = False, num_workers: int = 0,
-               **kwargs: Any) -> DataLoader[Any]:
-        """A DataLoader whose workers start with ``spawn``."""
-        if num_workers > 0:
-            kwargs.setdefault("multiprocessing_context", "spawn")
-        return DataLoader(self, batch_size=batch_size, shuffle=shuffle,
-                          num_workers=num_workers, **kwargs)
+               **kwargs: Any) -> Loader:
+        """A DataLoader whose workers start with ``spawn`` and whose worker deaths are
+        explained (:class:`~tessera.integrations.loading.Loader`)."""
+        return Loader(self, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers,
+                      **kwargs)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

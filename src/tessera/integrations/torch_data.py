@@ -12,9 +12,9 @@ read needs no listing of fragments.
 
 Worker processes: the datasets pickle as references (URI, options, snapshot) and reopen
 the array in each worker. obstore's I/O runtime does not survive ``fork`` once the parent
-has done I/O, so start workers with ``forkserver`` or ``spawn``; :meth:`loader` does that
-for you (a forked worker raises :class:`~tessera.errors.ForkSafetyError` instead of
-hanging).
+has done I/O, so :meth:`loader` starts workers with ``spawn`` and explains a worker that
+dies (:mod:`tessera.integrations.loading`); a forked worker raises
+:class:`~tessera.errors.ForkSafetyError` instead of hanging.
 """
 
 from __future__ import annotations
@@ -28,12 +28,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from tessera.array.array import Array
 from tessera.errors import InvalidArgumentError, InvalidTypeError, NameNotFoundError, SelectionError
 from tessera.format.selection import Hyperslabs, normalize_selection
 from tessera.integrations.handle import ArrayRef
+from tessera.integrations.loading import Loader
 from tessera.storage.stats import IOStats
 
 Box = tuple[Any, ...]
@@ -109,17 +110,16 @@ class _ArraySamples(Dataset[Any]):
         return tensor if self.transform is None else self.transform(tensor)
 
     def loader(self, batch_size: int = 32, *, shuffle: bool = False, num_workers: int = 0,
-               **kwargs: Any) -> DataLoader[Any]:
-        """A DataLoader over this dataset whose workers start safely (``forkserver``).
+               **kwargs: Any) -> Loader:
+        """A DataLoader over this dataset whose workers start safely (``spawn``; a worker
+        that dies is explained: :class:`~tessera.integrations.loading.Loader`).
 
         Every batch is read as one plan (``__getitems__``). Other keyword arguments go to
-        :class:`torch.utils.data.DataLoader` (``sampler=DistributedSampler(...)``,
+        :class:`torch.utils.data.DataLoader` (``sampler=DistributedGroupSampler(self)``,
         ``collate_fn``, ``pin_memory``, ...).
         """
-        if num_workers > 0:
-            kwargs.setdefault("multiprocessing_context", "forkserver")
-        return DataLoader(self, batch_size=batch_size, shuffle=shuffle,
-                          num_workers=num_workers, **kwargs)
+        return Loader(self, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers,
+                      **kwargs)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

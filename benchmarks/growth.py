@@ -186,7 +186,7 @@ def _cold_table(url: str, version: int | None, tensor: str) -> None:
 
     HEADER_ROWS().clear()
     FOOTERS().clear()
-    TensorTable.open(url, version=version)[tensor][:]
+    TensorTable.open(url, at=version)[tensor][:]
 
 
 def images_series(sizes: list[int], reps: int, root: Path) -> list[dict[str, Any]]:

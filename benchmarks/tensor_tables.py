@@ -262,12 +262,12 @@ def sparse_part(b: Bench, nnz: int, reps: int, rng: np.random.Generator) -> list
             block_shape=str(tt.header("uber").block_shape or ""))
         reader = TensorTable.open(url, storage_options=b.options)
         ref = reader["uber"]
-        whole = b.measure(lambda ref=ref: ref.read(out="sparse"), max(1, reps // 2))
+        whole = b.measure(lambda ref=ref: ref.read(output="sparse"), max(1, reps // 2))
         assert whole["result"].nnz == nnz
         row(fmt.upper(), "read all", whole)
         results = []
         for d, expect in zip(days, day_nnz, strict=True):
-            m = b.measure(lambda ref=ref, d=d: ref.read((d,), out="sparse"), 1)
+            m = b.measure(lambda ref=ref, d=d: ref.read((d,), output="sparse"), 1)
             assert m["result"].nnz == expect
             stats = reader.last_read.stats
             m.update(iostats_requests=stats.requests, iostats_bytes=stats.bytes_received)

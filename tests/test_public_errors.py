@@ -36,7 +36,7 @@ Call = tuple[str, Callable[[], Any], type[BaseException], str]
 def calls(arr: tessera.Array, folder: Path) -> list[Call]:
     store = arr.store
     uri = arr.uri
-    naive = dt.datetime(2026, 1, 1)  # no tzinfo: the point of the call
+    naive = dt.datetime(2026, 1, 1)  # no tzinfo: UTC, before the array was made
     h5_url = f"memory://errors-h5-{uuid.uuid4().hex[:8]}"
     sparse = tessera.create_array(f"memory://errors-sparse-{uuid.uuid4().hex[:8]}",
                                   tessera.ArraySchema([tessera.Dim("x", (0.0, 9.0), 5.0),
@@ -59,10 +59,12 @@ def calls(arr: tessera.Array, folder: Path) -> list[Call]:
         ("server config", lambda: ServerConfig(max_items=0), ValueError, "max_items"),
         ("cache budget", lambda: TileCache(-1), ValueError, "cache budget"),
         ("array mode", lambda: tessera.open_array(uri, mode="a"), ValueError, "mode"),
-        ("naive timestamp", lambda: tessera.open_array(uri, timestamp=naive), ValueError,
-         "timezone"),
-        ("timestamp type", lambda: tessera.open_array(uri, timestamp="yesterday"),  # type: ignore[arg-type]
-         TypeError, "timestamp"),
+        ("time before the first commit", lambda: tessera.open_array(uri, at=naive),
+         LookupError, "before its first commit"),
+        ("timestamp text", lambda: tessera.open_array(uri, at="yesterday"),
+         ValueError, "not a point in time"),
+        ("timestamp type", lambda: tessera.open_array(uri, at=1.5),  # type: ignore[arg-type]
+         TypeError, "at must be"),
         ("pushdown type", lambda: tessera.open_array(uri, pushdown=5), TypeError, "pushdown"),
         ("no array", lambda: tessera.open_array(uri + "-missing"), FileNotFoundError, ""),
         ("selection out of range", lambda: arr[100], IndexError, "100"),
@@ -135,7 +137,7 @@ def table_calls(folder: Path) -> list[Call]:
         ("negative table version", lambda: TensorTable.open(url, version=-1), LookupError,
          "no version -1"),
         ("table version text", lambda: TensorTable.open(url, version="yesterday"), ValueError,
-         "RFC 3339"),
+         "version=.yesterday. is not a point in time"),
         ("table version type", lambda: TensorTable.open(url, version=1.5),  # type: ignore[arg-type]
          TypeError, "float"),
     ]

@@ -16,6 +16,8 @@ ObjectNotFoundError
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class TesseraError(Exception):
     """Root of every error raised by Tessera."""
@@ -153,6 +155,11 @@ class ArrayNotFoundError(TesseraError, FileNotFoundError):
     """No array (no schema object) at that URI."""
 
 
+class DataNotFoundError(TesseraError, FileNotFoundError):
+    """``tessera.open`` found no array, tensor table, image set or tessera.h5 file at a
+    URL; the message says what is there instead."""
+
+
 class ReadOnlyError(TesseraError, PermissionError):
     """A write was attempted through an array handle opened with mode='r'."""
 
@@ -185,6 +192,15 @@ class CorruptDataError(TesseraError):
 
 class HistoryVacuumedError(TesseraError, LookupError):
     """Time travel asked for a moment whose fragments were vacuumed after a consolidation."""
+
+
+class BeforeFirstCommitError(TesseraError, LookupError):
+    """An array, table or image set was opened at a point in time before its first commit;
+    ``first_commit`` (an aware datetime) says when that was."""
+
+    def __init__(self, message: str, first_commit: Any = None) -> None:
+        super().__init__(message)
+        self.first_commit = first_commit
 
 
 class TableExistsError(TesseraError, FileExistsError):

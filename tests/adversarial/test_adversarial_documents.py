@@ -81,7 +81,9 @@ def test_impossible_table_versions_are_tessera_errors(tmp_path: Path) -> None:
         TensorTable.open(table.url, version=-1)
     with pytest.raises(TableVersionError, match="no version 2"):
         TensorTable.open(table.url, version=2)
-    for bad in (True, 1.5, "yesterday", "2026-01-01T00:00:00"):
+    with pytest.raises(tessera.BeforeFirstCommitError, match="before its first commit"):
+        TensorTable.open(table.url, at="2026-01-01T00:00:00")  # UTC without a zone
+    for bad in (True, 1.5, "yesterday"):
         with pytest.raises(TesseraError) as caught:
             TensorTable.open(table.url, version=bad)  # type: ignore[arg-type]
         assert isinstance(caught.value, (ValueError, TypeError)), bad

@@ -37,7 +37,7 @@ def _fragment_value(uri: str, options: dict, info: tessera.FragmentInfo) -> int:
     """The value a fragment holds, read through a snapshot at its timestamp; its row must be
     uniform (a partial fragment could not be)."""
     (r0, _), _ = info.nonempty_domain
-    row = tessera.open_array(uri, timestamp=info.timestamp, storage_options=options)[r0]
+    row = tessera.open_array(uri, at=info.timestamp, storage_options=options)[r0]
     assert len(set(row.tolist())) == 1, f"fragment {info.name} is partial: {row[:5]}"
     return int(row[0])
 

@@ -169,7 +169,7 @@ def _check(url: str, options: dict, history, methods: tuple[str, ...] = ("auto",
                 np.testing.assert_array_equal(got[name],
                                               _model_select(model[name], sel, schema))
     for ts, past in snapshots:  # time travel to every earlier write
-        old = tessera.open_array(arr.uri, timestamp=ts, storage_options=options)
+        old = tessera.open_array(arr.uri, at=ts, storage_options=options)
         try:
             got = old.read(..., attrs=names)
         except tessera.HistoryVacuumedError:

@@ -105,14 +105,15 @@ def test_time_travel_and_fragment_info(store_url) -> None:
     assert second.nonempty_domain == ((0, 3), (0, 3)) and second.cell_count == 16
     assert first.cell_count == 256 and first.nbytes > 0
     _, options = store_url
-    old = tessera.open_array(arr.uri, timestamp=first.timestamp, storage_options=options)
+    old = tessera.open_array(arr.uri, at=first.timestamp, storage_options=options)
     assert old[0, 0] == 0 and old[1, 1] == 17 and len(old.fragments) == 1
     assert arr[1, 1] == 0
     import datetime as dt
 
     before_all = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
-    empty = tessera.open_array(arr.uri, timestamp=before_all, storage_options=options)
-    assert (empty[:, :] == 0).all() and empty.fragments == []
+    with pytest.raises(tessera.BeforeFirstCommitError, match="before its first commit") as err:
+        tessera.open_array(arr.uri, at=before_all, storage_options=options)
+    assert err.value.first_commit == dt.datetime.fromtimestamp(first.timestamp / 1e9, dt.UTC)
 
 
 def test_fully_covered_fragments_are_not_fetched(store_url) -> None:
@@ -192,7 +193,7 @@ def test_an_empty_dimension_is_an_array_like_any_other(tmp_path):
     with pytest.raises(tessera.errors.SelectionError):
         arr[0]
     assert arr.consolidate() is None and arr.vacuum() == 0
-    again = tessera.open_array(url, timestamp=2**62)
+    again = tessera.open_array(url, at=2**62)
     assert again.shape == (0, 3) and again[...].shape == (0, 3)
     assert tessera.from_numpy((tmp_path / "n").as_uri(), np.zeros((0,), np.int8))[:].shape == (0,)
     with pytest.raises(tessera.errors.SchemaError, match="hi is below lo"):

@@ -51,7 +51,7 @@ def test_append_resize_and_time_travel() -> None:
     arr.append(np.full((1, 8), 2, np.int64))  # appends go after the shrunk end
     assert arr[:, 0].tolist() == [0, 0, 0, 1, 2]
     for t, shape in ((t3, (3, 8)), (t5, (5, 8))):
-        old = tessera.open_array("memory://grow-basic", timestamp=t)
+        old = tessera.open_array("memory://grow-basic", at=t)
         assert old.shape == shape and old[:, 0].tolist() == [0] * 3 + [1] * (shape[0] - 3)
     other = tessera.open_array("memory://grow-basic")
     assert other.shape == (5, 8)

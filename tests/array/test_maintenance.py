@@ -36,10 +36,10 @@ def test_consolidate_all_then_vacuum(store_url) -> None:
     np.testing.assert_array_equal(arr[:, :], states[-1])
     for ts, state in zip(old, states, strict=True):  # history stays readable until vacuum
         np.testing.assert_array_equal(
-            tessera.open_array(arr.uri, timestamp=ts, storage_options=options)[:, :], state)
+            tessera.open_array(arr.uri, at=ts, storage_options=options)[:, :], state)
     # a timestamped handle lists its fragments once: one that read before the vacuum
     # still says why its fragments are gone
-    before = tessera.open_array(arr.uri, timestamp=old[1], storage_options=options)
+    before = tessera.open_array(arr.uri, at=old[1], storage_options=options)
     np.testing.assert_array_equal(before[:, :], states[1])
     removed = arr.vacuum(orphan_grace_s=0, force=True)
     with pytest.raises(tessera.HistoryVacuumedError, match="consolidated and vacuumed"):
@@ -50,8 +50,8 @@ def test_consolidate_all_then_vacuum(store_url) -> None:
     assert len(arr.store.list("__commits")) == 1
     np.testing.assert_array_equal(arr[:, :], states[-1])
     with pytest.raises(tessera.HistoryVacuumedError, match="consolidated and vacuumed"):
-        tessera.open_array(arr.uri, timestamp=old[1], storage_options=options)[:, :]
-    at_c = tessera.open_array(arr.uri, timestamp=info.timestamp, storage_options=options)
+        tessera.open_array(arr.uri, at=old[1], storage_options=options)[:, :]
+    at_c = tessera.open_array(arr.uri, at=info.timestamp, storage_options=options)
     np.testing.assert_array_equal(at_c[:, :], states[-1])
     assert arr.vacuum(orphan_grace_s=0, force=True) == 0  # nothing left to do
 

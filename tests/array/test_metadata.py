@@ -83,13 +83,13 @@ def test_time_travel_sees_the_metadata_of_its_time() -> None:
     del arr.metadata["gone-later"]
     t2 = time.time_ns()
     arr.metadata["added"] = "late"
-    at = {t: tessera.open_array("memory://meta-travel", timestamp=t).metadata.to_dict()
+    at = {t: tessera.open_array("memory://meta-travel", at=t).metadata.to_dict()
           for t in (t1, t2)}
     assert at[t1] == {"version": 1, "gone-later": True}
     assert at[t2] == {"version": 2}
     assert arr.metadata.to_dict() == {"version": 2, "added": "late"}
     with pytest.raises(ReadOnlyError, match="past timestamp"):
-        tessera.open_array("memory://meta-travel", mode="w", timestamp=t1).metadata["x"] = 1
+        tessera.open_array("memory://meta-travel", mode="w", at=t1).metadata["x"] = 1
 
 
 def test_consolidation_keeps_the_newest_and_vacuum_ends_old_time_travel() -> None:
@@ -100,7 +100,7 @@ def test_consolidation_keeps_the_newest_and_vacuum_ends_old_time_travel() -> Non
     del arr.metadata["other"]
     t_before = time.time_ns()
     arr.metadata["w"] = "last"
-    middle = tessera.open_array("memory://meta-consolidate", timestamp=t_before)
+    middle = tessera.open_array("memory://meta-consolidate", at=t_before)
     assert middle.metadata.to_dict() == {"v": 4}
     arr.consolidate()  # fragments and metadata
     objects = arr.store.list("__meta/")
@@ -111,12 +111,12 @@ def test_consolidation_keeps_the_newest_and_vacuum_ends_old_time_travel() -> Non
     assert stats.by_method["get"].requests == 1  # only the consolidated object is read
     # before vacuum, time travel into the consolidated span still works
     assert tessera.open_array("memory://meta-consolidate",
-                              timestamp=t_before).metadata.to_dict() == {"v": 4}
+                              at=t_before).metadata.to_dict() == {"v": 4}
     assert arr.vacuum() >= 8
     assert len(arr.store.list("__meta/")) == 1
     assert arr.metadata.to_dict() == {"v": 4, "w": "last"}
     with pytest.raises(HistoryVacuumedError, match="consolidated and vacuumed"):
-        tessera.open_array("memory://meta-consolidate", timestamp=t_before).metadata.to_dict()
+        tessera.open_array("memory://meta-consolidate", at=t_before).metadata.to_dict()
     # a consolidated object is consolidated again with the changes after it
     arr.metadata["v"] = 5
     arr.consolidate()

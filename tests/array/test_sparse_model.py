@@ -110,7 +110,7 @@ def _check(url: str, options: dict, history) -> None:
             assert (global_order(schema, stacked) == np.arange(len(got))).all()
     for ts, past in snapshots:
         try:
-            got = tessera.open_array(arr.uri, timestamp=ts, storage_options=options)[...]
+            got = tessera.open_array(arr.uri, at=ts, storage_options=options)[...]
         except tessera.HistoryVacuumedError:
             continue
         keys = [tuple(c[i].item() for c in got.coords) for i in range(len(got))]

@@ -35,7 +35,7 @@ def _maintain(url: str) -> None:
 def test_a_handle_at_a_timestamp_lists_again_after_a_vacuum(tmp_path, how):
     url = _array(tmp_path)
     newest = tessera.open_array(url).fragments[-1].timestamp
-    old = tessera.open_array(url, timestamp=newest)
+    old = tessera.open_array(url, at=newest)
     want = np.repeat(np.arange(1, 4), 10).tolist()
     reads = {"box": lambda a: a[0:30].tolist(),
              "points": lambda a: a.vindex[np.arange(30)].tolist(),
@@ -49,7 +49,7 @@ def test_a_handle_at_a_timestamp_lists_again_after_a_vacuum(tmp_path, how):
 def test_a_sparse_handle_at_a_timestamp_lists_again_after_a_vacuum(tmp_path):
     url = _array(tmp_path, sparse=True)
     newest = tessera.open_array(url).fragments[-1].timestamp
-    old = tessera.open_array(url, timestamp=newest)
+    old = tessera.open_array(url, at=newest)
     before = old[0:30]
     _maintain(url)
     after = old[0:30]
@@ -59,7 +59,7 @@ def test_a_sparse_handle_at_a_timestamp_lists_again_after_a_vacuum(tmp_path):
 def test_a_handle_inside_the_vacuumed_history_says_so(tmp_path):
     url = _array(tmp_path)
     first = tessera.open_array(url).fragments[0].timestamp
-    old = tessera.open_array(url, timestamp=first)
+    old = tessera.open_array(url, at=first)
     assert old[0:10].tolist() == [1] * 10
     _maintain(url)
     with pytest.raises(HistoryVacuumedError):

@@ -63,7 +63,7 @@ def test_overwrites_consolidation_and_time_travel_keep_their_meaning() -> None:
     assert all(np.array_equal(arr.read(attrs=[n])[n], expected[n]) for n in expected)
     assert arr.consolidate() is not None
     assert all(np.array_equal(arr.read(attrs=[n])[n], expected[n]) for n in expected)
-    old = tessera.open_array("memory://tm-history", timestamp=t1)
+    old = tessera.open_array("memory://tm-history", at=t1)
     assert all(np.array_equal(old.read(attrs=[n])[n], first[n]) for n in first)
 
 

@@ -22,7 +22,7 @@ def test_a_zero_d_array(tmp_path, codec):
     assert arr[()] == 4.5 and type(arr[()]) is np.float64
     assert isinstance(arr[...], np.ndarray) and arr[...].shape == ()   # numpy: x[...] is 0-d
     assert np.asarray(arr).shape == () and float(np.asarray(arr)) == 4.5
-    assert tessera.open_array(url, timestamp=first)[()] == 3.5          # time travel
+    assert tessera.open_array(url, at=first)[()] == 3.5          # time travel
     info = arr.consolidate()
     assert info is not None and info.nonempty_domain == () and info.cell_count == 1
     assert arr.vacuum(orphan_grace_s=0, force=True) > 0

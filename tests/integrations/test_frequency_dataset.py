@@ -53,8 +53,9 @@ def test_a_batch_is_one_call_and_one_request_per_group(image_set) -> None:
     batch = ds.__getitems__([4, 5, 6, 7, 8, 9])  # groups 1 and 2
     assert [y for _, y in batch] == [4, 5, 6, 7, 8, 9]
     stats = ds.columns.last_read.stats
-    assert sum(stats.by_method[m].requests for m in ("get", "range")
-               if m in stats.by_method) == 2
+    assert set(stats.by_method) <= {"get", "range"}  # the snapshot was listed at open
+    # one request per group, or one for the two neighbouring groups merged
+    assert 1 <= sum(stats.by_method[m].requests for m in stats.by_method) <= 2
 
 
 def test_the_sampler_keeps_groups_together_and_reshuffles_per_epoch() -> None:

@@ -49,7 +49,7 @@ t = TensorTable.create(url)
 t.write("a", np.ones(4))
 t.write("a", np.zeros(4), mode="overwrite")
 t.vacuum(retention_hours=0, dry_run=False, force=True)
-old = TensorTable.open(url, version=1)
+old = TensorTable.open(url, at=1)
 try:
     old["a"].numpy()
 except HistoryVacuumedError as err:

@@ -27,7 +27,8 @@ from tessera._sync import run_sync
 from tessera.array.bookkeeping import check_against_schema
 from tessera.array.calling_thread import CallingThreadReads, UnionPlan
 from tessera.array.commits import list_committed, load_meta
-from tessera.array.fragment import FragmentInfo, FragmentMeta, replaces_others
+from tessera.array.face import ArrayFace
+from tessera.array.fragment import FragmentMeta, name_timestamp, replaces_others
 from tessera.array.growth import load_extent
 from tessera.array.maintenance import (
     TimestampLike,
@@ -89,21 +90,23 @@ from tessera.query.plan_cache import PlanCache
 from tessera.query.profiler import load_profile
 from tessera.storage.blocking import Store
 from tessera.storage.window import ByteWindow
+from tessera.when import first_commit_error
 
 T = TypeVar("T")
 
 
 
-class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
+class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
     """An open array. Get one with :func:`open_array`, :func:`create_array` or
     :func:`from_numpy`.
 
-    A handle opened without ``timestamp`` sees the fragments committed when it last listed
+    A handle opened without ``at`` sees the fragments committed when it last listed
     the commit markers: it lists again at a read once ``reads.refresh_s`` (1 s by default)
     has passed since, and at once after any handle of this process wrote to or vacuumed the
     array (:meth:`refresh` asks for it too). With ``refresh_s=0`` every read lists and sees
-    every fragment committed before it began. A handle opened with ``timestamp=t`` sees
-    exactly the fragments committed at or before ``t``.
+    every fragment committed before it began. A handle opened with ``at=t`` sees
+    exactly the fragments committed at or before ``t`` (``t`` before the first commit:
+    :class:`~tessera.errors.BeforeFirstCommitError`).
 
     ``planner`` (:class:`~tessera.config.PlannerConfig`), ``reads``
     (:class:`~tessera.config.ReadConfig`) and ``writes`` (:class:`~tessera.config.WriteConfig`)
@@ -221,30 +224,6 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
             self._metadata = ArrayMetadata(self._store, self.uri, self.timestamp,
                                            self._check_writable)
         return self._metadata
-
-    def stored_bytes(self) -> dict[str, int]:
-        """Stored (encoded) bytes per attribute over the fragments this handle sees, from
-        their bookkeeping: no data is read.
-
-        >>> import numpy as np, tessera
-        >>> tessera.from_numpy("memory://doc-stored", np.zeros((4, 4), np.int32),
-        ...                    tile=(2, 2)).stored_bytes()
-        {'data': 64}
-        """
-        totals = {a.name: 0 for a in self.schema.attrs}
-        for meta in run_sync(self._visible_metas()):
-            for name, tiles in meta.attrs.items():
-                if name in totals:
-                    totals[name] += int(tiles.sizes.sum())
-        return totals
-
-    @property
-    def fragments(self) -> list[FragmentInfo]:
-        """The fragments this handle sees, oldest first."""
-        return [m.info for m in run_sync(self._visible_metas())]
-
-    def __repr__(self) -> str:
-        return f"<tessera.Array {self.uri} shape={self.shape} mode={self.mode!r}>"
 
     # -- reads -----------------------------------------------------------------------------
     def __getitem__(self, sel: Any) -> Any:
@@ -612,7 +591,10 @@ class Array(NumpyConventions, ArrayWrites, CallingThreadReads):
         unless ``replaced`` is false: then the fragments that replace others (their names
         say so) are loaded first, and those they replace are not loaded at all (readers
         never use them; an open after a consolidation loads only the live bookkeeping)."""
-        names = visible_at(await list_committed(self._store.aio), self.timestamp)
+        everything = await list_committed(self._store.aio)
+        names = visible_at(everything, self.timestamp)
+        if everything and not names:
+            raise first_commit_error(self.uri, name_timestamp(everything[0]), self.timestamp)
         if replaced:
             await self._load_metas([n for n in names if n not in self._metas])
             return [self._metas[n] for n in names if n in self._metas]

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from tessera._sync import run_sync
 from tessera.array.array import Array
 from tessera.array.fragment import SCHEMA_KEY
 from tessera.array.maintenance import TimestampLike
@@ -15,6 +16,7 @@ from tessera.config import Config
 from tessera.errors import (
     ArrayExistsError,
     ArrayNotFoundError,
+    InvalidTypeError,
     ObjectExistsError,
     ObjectNotFoundError,
     SchemaError,
@@ -24,12 +26,13 @@ from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.pushdown.client import PushdownClient
 from tessera.pushdown.fleet import PushdownFleet
 from tessera.storage.blocking import open_store
+from tessera.when import At, at_ns, renamed
 
 
-def create_array(uri: str, schema: ArraySchema, *,
-                 storage_options: dict[str, Any] | None = None,
-                 maxshape: Any = None, config: Config | None = None) -> Array:
-    """Create an empty array at ``uri`` and return it open for writing.
+def create_array(url: str, schema: ArraySchema, *,
+                 storage_options: dict[str, Any] | None = None, config: Config | None = None,
+                 maxshape: Any = None) -> Array:
+    """Create an empty array at ``url`` and return it open for writing.
 
     ``maxshape``: the most cells per dimension the array may grow to (``None`` entries:
     unbounded), as :func:`from_numpy`'s and h5py's; it replaces the schema's ``maxshape``.
@@ -47,22 +50,26 @@ def create_array(uri: str, schema: ArraySchema, *,
         schema = dataclasses.replace(schema, maxshape=tuple(
             None if m is None else int(m) for m in maxshape))
     settings = config or Config.from_env()
-    store = open_store(uri, config=settings.store, **(storage_options or {}))
+    store = open_store(url, config=settings.store, **(storage_options or {}))
     if store.list():
-        raise ArrayExistsError(f"cannot create an array at {uri}: objects already exist there")
+        raise ArrayExistsError(f"cannot create an array at {url}: objects already exist there")
     try:
         store.put(SCHEMA_KEY, schema.to_json().encode(), mode="create")
     except ObjectExistsError:
-        raise ArrayExistsError(f"an array was created at {uri} concurrently") from None
+        raise ArrayExistsError(f"an array was created at {url} concurrently") from None
     return Array(store, schema, mode="w", config=settings)
 
 
-def open_array(uri: str, mode: str = "r", timestamp: TimestampLike = None, *,
-               storage_options: dict[str, Any] | None = None, pushdown: Any = None,
-               pushdown_token: str | None = None, refresh_s: float | None = None,
-               config: Config | None = None) -> Array:
-    """Open the array at ``uri``; ``timestamp`` (ns since the epoch, or an aware datetime)
-    reads it as it was then.
+def open_array(url: str, mode: str = "r", *legacy: Any,
+               storage_options: dict[str, Any] | None = None, config: Config | None = None,
+               at: At = None, pushdown: Any = None, pushdown_token: str | None = None,
+               refresh_s: float | None = None, timestamp: TimestampLike = None) -> Array:
+    """Open the array at ``url``, read-only unless ``mode="w"``.
+
+    ``at``: open it as it was then: a datetime, an ISO-8601 string or a commit time in
+    nanoseconds since the epoch (``arr.history()`` lists them); a point before the first
+    commit raises :class:`~tessera.errors.BeforeFirstCommitError` naming that commit's
+    time. (``timestamp=`` is the older name of ``at=``.)
 
     ``refresh_s``: how long the handle may reuse its list of committed fragments before a
     read lists the commit markers again (default ``TESSERA_READ_REFRESH_S``, else 1 s; 0:
@@ -80,6 +87,13 @@ def open_array(uri: str, mode: str = "r", timestamp: TimestampLike = None, *,
     :class:`~tessera.config.Config` snapshot: the environment is read once for all of them;
     default: read now).
     """
+    if legacy:
+        if len(legacy) > 1:
+            raise InvalidTypeError(f"open_array takes url and mode positionally, got "
+                                   f"{2 + len(legacy)} positional arguments")
+        at = renamed("a third positional argument (the timestamp)", "at", legacy[0], at)
+    said = "at" if timestamp is None else "timestamp"  # errors name it as it was written
+    at = renamed("timestamp", "at", timestamp, at)
     settings = config or Config.from_env()
     if pushdown is None:
         pushdown = settings.pushdown.url or None
@@ -89,19 +103,21 @@ def open_array(uri: str, mode: str = "r", timestamp: TimestampLike = None, *,
         pushdown = PushdownClient(pushdown, pushdown_token, config=settings.pushdown)
     elif isinstance(pushdown, (list, tuple)):
         pushdown = PushdownFleet(pushdown, pushdown_token, config=settings.pushdown)
-    store = open_store(uri, config=settings.store, **(storage_options or {}))
+    store = open_store(url, config=settings.store, **(storage_options or {}))
     try:
         text = bytes(store.get(SCHEMA_KEY))
     except ObjectNotFoundError:
-        raise ArrayNotFoundError(f"no array at {uri} (no {SCHEMA_KEY})") from None
-    arr = Array(store, ArraySchema.from_json(text), mode=mode, timestamp=timestamp,
+        raise ArrayNotFoundError(f"no array at {url} (no {SCHEMA_KEY})") from None
+    arr = Array(store, ArraySchema.from_json(text), mode=mode, timestamp=at_ns(at, said),
                 pushdown=pushdown, config=settings)
     if refresh_s is not None:
         arr.reads = dataclasses.replace(arr.reads, refresh_s=refresh_s)
+    if arr.timestamp is not None:  # what it sees is fixed: list it now (a point before
+        run_sync(arr._visible_metas())  # the first commit is an error here, not later)
     return arr
 
 
-def from_numpy(uri: str, ndarray: Any, tile: Any = None, codec: str | None = None,
+def from_numpy(url: str, ndarray: Any, tile: Any = None, codec: str | None = None,
                attr: str = "data", *, storage_options: dict[str, Any] | None = None,
                maxshape: Any = None, config: Config | None = None) -> Array:
     """Create an array from an ndarray (domains ``[0, n-1]``) and write it as one fragment.
@@ -122,7 +138,7 @@ def from_numpy(uri: str, ndarray: Any, tile: Any = None, codec: str | None = Non
     dims = [Dim(f"d{i}", (0, n - 1), int(t) if g else max(1, min(int(t), n))) for i, (n, t, g) in
             enumerate(zip(data.shape, extents, grows, strict=True))]
     schema = ArraySchema(dims, [Attr(attr, data.dtype.str, None, codec)], maxshape=maxshape)
-    arr = create_array(uri, schema, storage_options=storage_options, config=config)
+    arr = create_array(url, schema, storage_options=storage_options, config=config)
     if data.size:  # an empty start (a growable array) has nothing to write
         arr.write(data)
     return arr

@@ -142,7 +142,7 @@ class FragmentInfo:
 
     Attributes:
         name: unique, time-sortable name.
-        timestamp: commit time in ns since the epoch; ``open_array(timestamp=...)`` takes it.
+        timestamp: commit time in ns since the epoch; ``open_array(at=...)`` takes it.
         kind: ``dense`` (later also ``sparse``, ``delete``, ``consolidated``).
         nonempty_domain: inclusive ``(lo, hi)`` per dimension of the cells it writes.
         cell_count: cells written.

@@ -31,8 +31,6 @@ import contextlib
 import datetime as dt
 import json
 
-import numpy as np
-
 from tessera.array.commits import list_committed
 from tessera.array.fragment import (
     COMMITS,
@@ -45,14 +43,13 @@ from tessera.array.fragment import (
 )
 from tessera.errors import (
     HistoryVacuumedError,
-    InvalidArgumentError,
-    InvalidTypeError,
     ObjectExistsError,
 )
 from tessera.storage.store import AsyncStore
+from tessera.when import at_ns
 
 #: What a handle may be opened at: int nanoseconds, an aware datetime, or None (now).
-TimestampLike = int | dt.datetime | None
+TimestampLike = int | str | dt.datetime | None
 
 
 def apply_replacements(metas: list[FragmentMeta]) -> list[FragmentMeta]:
@@ -216,13 +213,6 @@ def visible_at(names: list[str], timestamp: int | None) -> list[str]:
 
 
 def timestamp_ns(ts: TimestampLike) -> int | None:
-    """A handle's timestamp (int nanoseconds or an aware datetime) in nanoseconds."""
-    if ts is None:
-        return None
-    if isinstance(ts, dt.datetime):
-        if ts.tzinfo is None:
-            raise InvalidArgumentError("timestamp datetimes must be timezone-aware")
-        return int(ts.timestamp() * 1e9)
-    if isinstance(ts, (int, np.integer)) and not isinstance(ts, bool):
-        return int(ts)
-    raise InvalidTypeError(f"timestamp must be int nanoseconds or an aware datetime, got {ts!r}")
+    """A handle's point in time (int nanoseconds, a datetime, an ISO-8601 string; see
+    :mod:`tessera.when`) in nanoseconds."""
+    return at_ns(ts)

@@ -131,8 +131,10 @@ def stat(
 @app.command("info")
 def info(
     uri: Annotated[str, typer.Argument(help="Array URI, e.g. s3://bucket/arrays/images")],
-    timestamp: Annotated[int | None, typer.Option(
-        help="Show the array as of this timestamp (ns since the epoch).")] = None,
+    at: Annotated[str | None, typer.Option(
+        "--at", "--timestamp",
+        help="Show the array as it was then: a date and time (2026-11-27T17:49:49, UTC "
+             "unless a zone is given) or a commit time in ns since the epoch.")] = None,
     endpoint: EndpointOpt = None,
     region: RegionOpt = None,
     allow_http: AllowHttpOpt = False,
@@ -141,10 +143,10 @@ def info(
     """Print an array's schema, its metadata and its fragments (or a tensor table's
     summary)."""
     opts = _options(endpoint, region, allow_http, option)
-    if timestamp is None and is_table(tessera.open_store(uri, **opts)):
+    if at is None and is_table(tessera.open_store(uri, **opts)):
         print_summary(uri, None, opts)
         return
-    arr = tessera.open_array(uri, timestamp=timestamp, storage_options=opts)
+    arr = tessera.open_array(uri, at=at, storage_options=opts)
     schema = arr.schema
     kind = "sparse" if schema.sparse else "dense"
     out.print(f"[bold]{uri}[/]  {kind}, cell order {schema.cell_order}, tile order "

@@ -22,7 +22,7 @@ VersionOpt = Annotated[int | None, typer.Option(help="Read the table as of this 
 def _open(url: str, version: int | None, mode: str, opts: dict[str, Any]) -> Any:
     from tessera.tables import TensorTable
 
-    return TensorTable.open(url, mode, version, storage_options=opts)
+    return TensorTable.open(url, mode, at=version, storage_options=opts)
 
 
 def is_table(store: Any) -> bool:

@@ -7,8 +7,10 @@ the per-process cache of fetched columns (:mod:`tessera.images.cache`). Needs th
 """
 
 from tessera.images.cache import ColumnCache, shared_cache
-from tessera.images.columns import ImageColumns, ImageWriter
+from tessera.images.columns import ImageColumns, create_images, open_images
 from tessera.images.frequency import FrequencyFormat, psnr
+from tessera.images.writer import ImageWriter
 
-__all__ = ["ColumnCache", "FrequencyFormat", "ImageColumns", "ImageWriter", "psnr",
+__all__ = ["ColumnCache", "FrequencyFormat", "ImageColumns", "ImageWriter", "create_images",
+           "open_images", "psnr",
            "shared_cache"]

@@ -42,9 +42,11 @@ from tessera._threads import submit
 from tessera.array.array import Array
 from tessera.array.factories import create_array, open_array
 from tessera.array.read.report import ReadReport, combined
+from tessera.config import Config
 from tessera.errors import (
     ArrayExistsError,
     ArrayNotFoundError,
+    BeforeFirstCommitError,
     CorruptDataError,
     InvalidArgumentError,
     ObjectExistsError,
@@ -55,12 +57,15 @@ from tessera.errors import (
 from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.images.cache import ColumnCache, shared_cache
 from tessera.images.decode import concatenate, decode_concatenated
+from tessera.images.face import ImageFace
 from tessera.images.frequency import FrequencyFormat, psnr
 from tessera.images.header import HEADER_KEY, SetHeader
 from tessera.images.inputs import FITS, Batch, prepare
 from tessera.images.pipeline import read_decoded
+from tessera.images.writer import ImageWriter, checked_labels
 from tessera.query.plan import Plan
 from tessera.storage.blocking import Store, open_store
+from tessera.when import At, at_ns, first_commit_error, renamed
 
 META_TILE = 4096
 META_CAPACITY = 2**40  # image ids the meta array can address (its domain; never scanned)
@@ -69,7 +74,7 @@ CLASSES_KEY = "__classes.json"
 SHARED = "shared"
 
 
-class ImageColumns:
+class ImageColumns(ImageFace):
     """A set of images stored by frequency. Make one with :meth:`create`, open it with
     :meth:`open`."""
 
@@ -97,7 +102,7 @@ class ImageColumns:
     def create(cls, url: str, *, size: tuple[int, int], channels: int = 3,
                fmt: FrequencyFormat | None = None, group: int = 32, codec: str = "zstd:9",
                fit: str = "error", crop_tile: tuple[int, int] | None = None,
-               storage_options: dict[str, Any] | None = None,
+               storage_options: dict[str, Any] | None = None, config: Config | None = None,
                cache: ColumnCache | str | None = SHARED) -> ImageColumns:
         """A new, empty image set at ``url`` for images of ``size`` (height, width; multiples
         of the block) with ``channels`` (3: RGB), stored in groups of ``group`` images.
@@ -106,8 +111,9 @@ class ImageColumns:
         ``"pad"``, ``"resize"``; :mod:`tessera.images.inputs`). ``crop_tile`` (blocks
         ``(ty, tx)``) splits each image into tiles, so that a ``crop=`` read fetches only
         the tiles under the crop (more, smaller requests for whole images). ``cache``: see
-        :meth:`open`."""
+        :meth:`open`; ``config``: as :meth:`open`'s."""
         fmt = fmt or FrequencyFormat()
+        settings = config or Config.from_env()
         h, w = _size(size, fmt.block)
         if channels != 3:
             raise SchemaError(f"channels must be 3 (RGB images; colour='gray' stores one), "
@@ -118,7 +124,7 @@ class ImageColumns:
             raise SchemaError(f"fit must be one of {FITS}, got {fit!r}")
         by, bx = h // fmt.block, w // fmt.block
         tiles = _crop_tile(crop_tile, (by, bx))
-        store = open_store(url, **(storage_options or {}))
+        store = open_store(url, config=settings.store, **(storage_options or {}))
         header = SetHeader.new(size=(h, w), channels=channels, colour=fmt.colour,
                                block=fmt.block, q=fmt.q, group=group, codec=codec, fit=fit,
                                crop_tile=None if crop_tile is None else tiles,
@@ -140,27 +146,36 @@ class ImageColumns:
                             Attr("label", "i4", fill=-1, codec="zstd")])
         options = storage_options or {}
         return cls(store, header, create_array(store.url.child("coeffs"), coeffs,
-                                               storage_options=options),
-                   create_array(store.url.child("meta"), meta, storage_options=options), cache)
+                                               storage_options=options, config=settings),
+                   create_array(store.url.child("meta"), meta, storage_options=options,
+                                config=settings), cache)
 
     @classmethod
-    def open(cls, url: str, *, mode: str = "r", timestamp: int | None = None,
-             storage_options: dict[str, Any] | None = None, fmt: FrequencyFormat | None = None,
-             cache: ColumnCache | str | None = SHARED) -> ImageColumns:
-        """The image set at ``url`` (``mode="w"`` to append; ``timestamp`` to travel back).
+    def open(cls, url: str, mode: str = "r", *, storage_options: dict[str, Any] | None = None,
+             config: Config | None = None, at: At = None, fmt: FrequencyFormat | None = None,
+             cache: ColumnCache | str | None = SHARED, timestamp: int | None = None,
+             ) -> ImageColumns:
+        """The image set at ``url`` (``mode="w"`` to append).
 
+        ``at``: open the set as it was then (a datetime, an ISO-8601 string or a commit
+        time in ns; ``history()`` lists them; ``timestamp=`` is its older name); a point
+        before the first append raises :class:`~tessera.errors.BeforeFirstCommitError`.
+        ``config``: a :class:`~tessera.config.Config` snapshot (default: read now).
         ``fmt``: the format the caller expects; a set stored otherwise is refused (a
         ``SchemaError`` naming the field). ``cache``: ``"shared"`` (the process's
         :func:`~tessera.images.cache.shared_cache`), a
         :class:`~tessera.images.cache.ColumnCache` of your own, or None (every read
         fetches)."""
-        store = open_store(url, **(storage_options or {}))
+        when = at_ns(renamed("timestamp", "at", timestamp, at))
+        settings = config or Config.from_env()
         options = storage_options or {}
+        store = open_store(url, config=settings.store, **options)
         # The header and both arrays are fetched at once (three round trips become one); the
         # header's verdict comes first, so a missing set is reported as such.
         # (on the process's pool: the waits are short and the pool is made once)
-        arrays = [submit(open_array, store.url.child(name), mode, timestamp,
-                         storage_options=options) for name in ("coeffs", "meta")]
+        arrays = [submit(open_array, store.url.child(name), mode, at=when,
+                         storage_options=options, config=settings)
+                  for name in ("coeffs", "meta")]
         try:
             header = _header(store, url)
             if fmt is not None:
@@ -170,6 +185,11 @@ class ImageColumns:
                                           f"{getattr(header, field)!r}, the format given has "
                                           f"{getattr(fmt, field)!r}; open it without fmt= to "
                                           "read it as stored")
+            concurrent.futures.wait(arrays)
+            early = [e for f in arrays if isinstance(e := f.exception(), BeforeFirstCommitError)]
+            if early:  # the set's first append is complete when both arrays have it
+                raise first_commit_error(f"image set {url}",
+                                         max(e.first_commit for e in early), when)
         except BaseException:
             for future in arrays:
                 future.cancel()
@@ -185,7 +205,7 @@ class ImageColumns:
         append is padded to whole groups (the padding is holes: height 0, never returned by
         :meth:`ids`)."""
         batch = prepare(images, self.size, self.header.fit)
-        return self._write(batch, _labels(labels, len(batch)))
+        return self._write(batch, checked_labels(labels, len(batch)))
 
     def writer(self, flush_images: int = 4096) -> ImageWriter:
         """A streaming appender: ``with cols.writer() as w: w.append(batch, labels)`` keeps
@@ -572,8 +592,10 @@ class ImageColumns:
         end = self.coeffs.shape[0]
         bad = (arr < 0) | (arr >= end)
         if bad.any():
-            raise SelectionError(f"image id {int(arr[bad][0])} does not exist (ids are 0.."
-                                 f"{end - 1})")
+            held = self.ids()
+            span = f", ids {held[0]}..{held[-1]}" if len(held) else ""
+            raise SelectionError(f"image id {int(arr[bad][0])} does not exist: the set holds "
+                                 f"{len(held)} image(s){span}")
         return arr.astype(np.int64)
 
     @staticmethod
@@ -582,55 +604,24 @@ class ImageColumns:
             raise SelectionError(f"image id {int(chosen[heights == 0][0])} is a hole (padding "
                                  "of an append to whole groups), not an image")
 
-    def __repr__(self) -> str:
-        return (f"<tessera.ImageColumns {self.coeffs.uri.rsplit('/coeffs', 1)[0]} "
-                f"{self.size[0]}x{self.size[1]}, group {self.group}>")
+
+def open_images(url: str, mode: str = "r", *, storage_options: dict[str, Any] | None = None,
+                config: Config | None = None, at: At = None,
+                cache: ColumnCache | str | None = SHARED) -> ImageColumns:
+    """The image set at ``url`` (:meth:`ImageColumns.open`). ``at``: a datetime, an
+    ISO-8601 string or a commit time in ns."""
+    return ImageColumns.open(url, mode, storage_options=storage_options, config=config,
+                             at=at, cache=cache)
 
 
-class ImageWriter:
-    """Streaming appends to an image set (:meth:`ImageColumns.writer`)."""
-
-    def __init__(self, cols: ImageColumns, flush_images: int) -> None:
-        if isinstance(flush_images, bool) or not isinstance(flush_images, int) \
-                or flush_images < 1:
-            raise InvalidArgumentError(f"flush_images must be a positive number of images, "
-                                       f"got {flush_images!r}")
-        self.cols, self.flush_images = cols, flush_images
-        self._waiting: list[tuple[Batch, np.ndarray | None]] = []
-        self._count = 0
-        self._ids: list[np.ndarray] = []
-
-    @property
-    def ids(self) -> np.ndarray:
-        """Ids of the images stored so far (waiting images have none yet)."""
-        return np.concatenate(self._ids) if self._ids else np.zeros(0, np.int64)
-
-    def append(self, images: Any, labels: Sequence[int] | np.ndarray | None = None) -> None:
-        """Queue ``images`` (checked and fitted now, so a bad image fails here) and store
-        the queue once ``flush_images`` are waiting."""
-        batch = prepare(images, self.cols.size, self.cols.header.fit)
-        self._waiting.append((batch, _labels(labels, len(batch))))
-        self._count += len(batch)
-        if self._count >= self.flush_images:
-            self.flush()
-
-    def flush(self) -> None:
-        """Store the waiting images as one append."""
-        if not self._waiting:
-            return
-        waiting, self._waiting, self._count = self._waiting, [], 0
-        batch = Batch.concat([b for b, _ in waiting])
-        labels = None
-        if any(lab is not None for _, lab in waiting):
-            labels = np.concatenate([np.full(len(b), -1, np.int32) if lab is None else lab
-                                     for b, lab in waiting])
-        self._ids.append(self.cols._write(batch, labels))
-
-    def __enter__(self) -> ImageWriter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.flush()  # images given before an error are stored too: nothing given is lost
+def create_images(url: str, *, size: tuple[int, int],
+                  storage_options: dict[str, Any] | None = None, config: Config | None = None,
+                  **options: Any) -> ImageColumns:
+    """A new, empty image set at ``url`` for images of ``size`` (height, width)
+    (:meth:`ImageColumns.create`: ``group``, ``fmt``, ``codec``, ``fit``, ``crop_tile``,
+    ``cache`` go there)."""
+    return ImageColumns.create(url, size=size, storage_options=storage_options,
+                               config=config, **options)
 
 
 def _cache(cache: ColumnCache | str | None) -> ColumnCache | None:
@@ -640,18 +631,6 @@ def _cache(cache: ColumnCache | str | None) -> ColumnCache | None:
         shared = shared_cache()
         return shared if shared.capacity_bytes > 0 else None
     raise InvalidArgumentError(f"cache must be 'shared', a ColumnCache or None, got {cache!r}")
-
-
-def _labels(labels: Sequence[int] | np.ndarray | None, n: int) -> np.ndarray | None:
-    if labels is None:
-        return None
-    arr = np.asarray(labels)
-    if arr.shape != (n,) or (arr.size and arr.dtype.kind not in "iu"):
-        raise InvalidArgumentError(f"labels must be {n} integers (one per image), got shape "
-                                   f"{arr.shape} of {arr.dtype}")
-    if arr.size and (arr.min() < -1 or arr.max() > np.iinfo(np.int32).max):
-        raise InvalidArgumentError("labels must be in -1 (none) .. 2**31-1")
-    return arr.astype(np.int32)
 
 
 def _crop_tile(crop_tile: Any, blocks: tuple[int, int]) -> tuple[int, int]:

@@ -48,7 +48,7 @@ class ImageSource:
 
     def _columns(self) -> ImageColumns:
         if self._cols is None or self._pid != os.getpid():
-            self._cols = ImageColumns.open(self.url, timestamp=self.timestamp,
+            self._cols = ImageColumns.open(self.url, at=self.timestamp,
                                            storage_options=self.storage_options)
             self._pid = os.getpid()
         return self._cols

@@ -48,7 +48,7 @@ class TensorSource:
 
     def _ref(self) -> Any:
         if self._table is None or self._pid != os.getpid():
-            self._table = TensorTable.open(self.url, version=self.version,
+            self._table = TensorTable.open(self.url, at=self.version,
                                            storage_options=self.storage_options)
             self._pid = os.getpid()
         return self._table[self.tensor_id]
@@ -73,7 +73,7 @@ def from_tensor(url: str, tensor_id: str, *, chunks: Any = None, version: int | 
                 storage_options: dict[str, Any] | None = None) -> da.Array:
     """A dask array of tensor ``tensor_id`` of the table at ``url``; ``chunks`` as dask
     takes them (default: whole trailing dimensions, leading slices of about 64 MiB)."""
-    table = TensorTable.open(url, version=version, storage_options=storage_options)
+    table = TensorTable.open(url, at=version, storage_options=storage_options)
     source = TensorSource(url, tensor_id, table.version, dict(storage_options or {}))
     if chunks is None:
         per_lead = math.prod(source.shape[1:]) * source.dtype.itemsize if source.shape else 1

@@ -125,7 +125,7 @@ class FrequencyDataset(Dataset[Any]):
             cache: ColumnCache | str | None = (
                 SHARED if self.cache_bytes is None
                 else ColumnCache(self.cache_bytes) if self.cache_bytes else None)
-            self._cols = ImageColumns.open(self.url, timestamp=self.timestamp,
+            self._cols = ImageColumns.open(self.url, at=self.timestamp,
                                            storage_options=self.storage_options, cache=cache)
             self._pid = os.getpid()
         return self._cols

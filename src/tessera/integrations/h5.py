@@ -9,7 +9,7 @@ dataset is a Tessera array (a folder holding ``__schema.json``, its chunks as ti
 attributes of a group live in its ``__attrs.json``, a dataset's in its array's metadata
 (:attr:`tessera.Array.metadata`); JSON either way, numbers and arrays keep their dtype, never
 pickled. Dataset writes add fragments, so earlier versions stay readable with
-``tessera.open_array(uri, timestamp=...)``.
+``tessera.open_array(url, at=...)``.
 
 Selections, creation arguments, attributes, groups and file modes follow h5py, refusals
 and exception classes included (as Tessera errors that are also h5py's built-in classes;

@@ -93,7 +93,7 @@ class ArrayRef:
     def array(self) -> Array:
         """The open array, opened on first use in this process."""
         if self._array is None or self._pid != os.getpid():
-            self._array = open_array(self.uri, self.mode, self.timestamp,
+            self._array = open_array(self.uri, self.mode, at=self.timestamp,
                                      storage_options=self.storage_options,
                                      pushdown=self.pushdown,
                                      pushdown_token=self.pushdown_token)

@@ -51,7 +51,7 @@ class TensorTableDataset(Dataset[Any]):
         self.whole_tensors, self.transform, self.dense = whole_tensors, transform, dense
         self._table: TensorTable | None = None
         self._pid: int | None = None
-        table = TensorTable.open(url, version=version, storage_options=self.storage_options)
+        table = TensorTable.open(url, at=version, storage_options=self.storage_options)
         self.version = table.version
         self._table, self._pid = table, os.getpid()
         known = table.ids()
@@ -78,7 +78,7 @@ class TensorTableDataset(Dataset[Any]):
     def table(self) -> TensorTable:
         """The table, opened in this process at the dataset's version."""
         if self._table is None or self._pid != os.getpid():
-            self._table = TensorTable.open(self.url, version=self.version,
+            self._table = TensorTable.open(self.url, at=self.version,
                                            storage_options=self.storage_options)
             self._pid = os.getpid()
         return self._table
@@ -104,7 +104,7 @@ class TensorTableDataset(Dataset[Any]):
         for tensor_id, leads in wanted.items():
             unique = sorted(set(leads))
             ref = self.table[tensor_id]
-            values = ref.read((unique,), out=out_kind if ref.layout == "ftsf" or self.dense
+            values = ref.read((unique,), output=out_kind if ref.layout == "ftsf" or self.dense
                               else "torch", force=self.dense)
             for n, lead in enumerate(unique):
                 got[(tensor_id, lead)] = values[n]
@@ -113,7 +113,7 @@ class TensorTableDataset(Dataset[Any]):
             key = self.index[int(p)]
             if key not in got:  # a whole tensor (or a 0-d one)
                 ref = self.table[key[0]]
-                got[key] = ref.read((), out=out_kind if ref.layout == "ftsf" or self.dense
+                got[key] = ref.read((), output=out_kind if ref.layout == "ftsf" or self.dense
                                     else "torch", force=self.dense)
             value = got[key]
             if not isinstance(value, torch.Tensor):

@@ -63,6 +63,7 @@ class Plan:
         requests: the requests to issue (neighbouring tiles may share one).
         totals: requests and bytes of the whole plan; ``estimate``: its seconds, dollars
             and cost.
+        subject: what is read, when not an array's tiles (a tensor of a table).
     """
 
     method: str
@@ -73,6 +74,7 @@ class Plan:
     requests: list[PlannedRequest]
     totals: RequestMix
     estimate: Estimate
+    subject: str = ""
 
     @property
     def methods(self) -> dict[str, int]:
@@ -102,7 +104,8 @@ class Plan:
     def table(self, max_rows: int = 40) -> Table:
         """The plan as a rich table: one row per tile (up to ``max_rows``), then the totals
         and, in the caption, the estimated seconds and dollars of the whole read."""
-        t = Table(title=f"read plan: method={self.method}, phi={self.phi:g}, "
+        t = Table(title=f"{self.subject + ': ' if self.subject else ''}read plan: "
+                        f"method={self.method}, phi={self.phi:g}, "
                         f"profile={self.profile}, pricing={self.pricing}",
                   caption=f"estimated {self.estimate.seconds:.4g} s and "
                           f"${self.estimate.dollars:.3g} for {len(self.requests)} requests, "
@@ -124,6 +127,51 @@ class Plan:
         out = io.StringIO()
         Console(file=out, width=120, highlight=False).print(self.table())
         return out.getvalue()
+
+    def _repr_html_(self) -> str:
+        """The plan's table as HTML (notebooks)."""
+        console = Console(record=True, file=io.StringIO(), width=120, highlight=False)
+        console.print(self.table())
+        return console.export_html(inline_styles=True, code_format="<pre>{code}</pre>")
+
+    def to_dict(self) -> dict[str, object]:
+        """The plan's summary as JSON-ready values: method asked for, profile and price
+        table, tiles per chosen method, requests, bytes and the estimate.
+
+        >>> import numpy as np, tessera
+        >>> arr = tessera.from_numpy("memory://doc-plan-dict", np.zeros((4, 4)), tile=(2, 2))
+        >>> d = arr.explain((slice(0, 2), slice(None))).to_dict()
+        >>> d["requests"], d["bytes"], d["methods"]
+        (1, 64, {'get': 2})
+        """
+        return {"method": self.method, "phi": self.phi, "profile": self.profile,
+                "pricing": self.pricing, "methods": self.methods,
+                "tiles": len(self.choices), "requests": len(self.requests),
+                "bytes": self.totals.nbytes, "seconds": self.estimate.seconds,
+                "dollars": self.estimate.dollars}
+
+
+def ranged_plan(url: StoreURL, parts: list[tuple[str, str, np.ndarray]],
+                subject: str = "") -> Plan:
+    """The plan of reads whose byte ranges are already fixed (a tensor table's row groups:
+    ``parts`` holds per part its label, the object's key and its ``[start, stop)`` ranges,
+    each one request), estimated under the store's default profile and price table;
+    ``subject`` names what is read in the printed plan."""
+    prof = default_profile(url)
+    model = CostModel(prof, default_pricing(url))
+    choices, requests = [], []
+    for label, key, spans in parts:
+        spans = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+        nbytes = int((spans[:, 1] - spans[:, 0]).sum())
+        lo, hi = (int(spans[:, 0].min()), int(spans[:, 1].max())) if len(spans) else (0, 0)
+        need = TileNeed(label, key, lo, hi - lo, True, spans - lo, nbytes)
+        mix = RequestMix(range_requests=len(spans), range_bytes=nbytes)
+        choices.append(TileChoice(need, "range", spans, mix))
+        requests += [PlannedRequest("range", key, int(a), int(b), (len(choices) - 1,))
+                     for a, b in spans]
+    totals = sum((c.mix for c in choices), RequestMix())
+    return dataclasses.replace(_plan("auto", 0.0, prof, model, choices, requests, totals),
+                               subject=subject)
 
 
 def tile_label(read: TileRead) -> str:

@@ -10,11 +10,14 @@ survive between calls, so a table there would vanish.
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 from typing import Any
 
-from tessera.config import StoreConfig
-from tessera.errors import ConfigError
+from tessera.config import Config, StoreConfig, TablesConfig
+from tessera.errors import ConfigError, ObjectExistsError
 from tessera.storage.backends import canonical_option
+from tessera.storage.blocking import Store
 from tessera.storage.url import parse_store_url
 
 #: Tessera's S3 option names -> delta-rs keys (aliases are mapped to these names by the
@@ -61,3 +64,25 @@ def delta_location(url: str, options: dict[str, Any] | None = None,
     out.setdefault("timeout", f"{int(cfg.request_timeout_s)}s")
     out.setdefault("connect_timeout", f"{int(cfg.connect_timeout_s)}s")
     return str(parsed), out
+
+
+def create_only_works(store: Store) -> bool:
+    """Whether the store refuses a second create-only put of one key."""
+    key = f"_tessera/probe-{uuid.uuid4().hex}"
+    store.put(key, b"1", mode="create")
+    try:
+        store.put(key, b"2", mode="create")
+    except ObjectExistsError:
+        return True
+    finally:
+        store.delete(key)
+    return False
+
+
+def table_settings(config: Config | TablesConfig | None) -> Config:
+    """One :class:`~tessera.config.Config` snapshot for a table handle: the one given, one
+    read now with the given tables' settings in it, or one read now."""
+    if isinstance(config, Config):
+        return config
+    settings = Config.from_env()
+    return settings if config is None else dataclasses.replace(settings, tables=config)

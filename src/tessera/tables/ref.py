@@ -23,12 +23,15 @@ import numpy as np
 from tessera.config import TablesConfig
 from tessera.errors import FormatError, MemoryLimitError
 from tessera.format.selection import TENSOR_RULES, normalize_shape
+from tessera.query.plan import Plan, ranged_plan
+from tessera.storage.blocking import Store
 from tessera.storage.stats import IOStats
 from tessera.tables.layouts import get_layout
 from tessera.tables.layouts.base import DataRow, Header, Need, Selection
 from tessera.tables.reader import DataFile, TableRead, chunk_ranges, merge_ranges
 from tessera.tables.schema import DATA_COLUMNS
 from tessera.tables.tensors import DTYPES, CooTensor, DenseTensor, Tensor
+from tessera.when import renamed
 
 OUTPUTS = ("numpy", "torch", "sparse")
 
@@ -77,6 +80,7 @@ class RowSource(Protocol):
 
     config: TablesConfig
     last_read: TableRead | None
+    store: Store
 
     def aux(self, header: Header) -> Header: ...
 
@@ -132,13 +136,15 @@ class TensorRef:
         out: np.ndarray = self.read(sel)
         return out
 
-    def read(self, sel: Any = (), out: str = "numpy", *, force: bool = False) -> Any:
-        """The selection as ``out``: ``numpy`` (dense), ``torch`` (dense for FTSF, a sparse
-        COO tensor for sparse formats) or ``sparse`` (a :class:`SparseTensor`). Dense
+    def read(self, sel: Any = (), output: str = "numpy", *, force: bool = False,
+             out: str | None = None) -> Any:
+        """The selection as ``output``: ``numpy`` (dense), ``torch`` (dense for FTSF, a
+        sparse COO tensor for sparse formats) or ``sparse`` (a :class:`SparseTensor`). Dense
         results of sparse formats above the table's ``max_dense_bytes`` are refused unless
-        ``force``."""
+        ``force``. (``out=`` is the older name of ``output=``.)"""
+        out = renamed("out", "output", out, output, "numpy")
         if out not in OUTPUTS:
-            raise FormatError(f"out must be one of {OUTPUTS}, got {out!r}")
+            raise FormatError(f"output must be one of {OUTPUTS}, got {out!r}")
         index, dropped = normalize(sel, self.shape)
         layout = get_layout(self.header.layout)
         size = math.prod(len(i) for i in index) * DTYPES[self.dtype].itemsize
@@ -148,7 +154,8 @@ class TensorRef:
             raise MemoryLimitError(
                 f"tensor {self.id!r} {self.shape}: the selection is {size:,} bytes dense, over "
                 f"max_dense_bytes ({self.table.config.max_dense_bytes:,}); read it with "
-                "out='sparse' (or out='torch'), narrow the selection, or pass force=True")
+                "output='sparse' (or output='torch'), narrow the selection, or pass "
+                "force=True")
         if out == "numpy":
             _no_bfloat16_numpy(self.dtype)
         tensor = self._fetch(index)
@@ -182,28 +189,23 @@ class TensorRef:
         result: SparseTensor = self.read((), "sparse")
         return result
 
-    def explain(self, sel: Any = ()) -> str:
-        """Which files, row groups and byte ranges a read of ``sel`` takes first (formats
-        that follow pointers, CSF, read deeper levels after these), without reading data
-        (footers are read once and kept)."""
+    def explain(self, sel: Any = ()) -> Plan:
+        """The plan of a read of ``sel``: which files, row groups and byte ranges it takes
+        first (one row per file; formats that follow pointers, CSF, read deeper levels
+        after these), with requests, bytes, seconds and dollars, without reading data
+        (footers are read once and kept). Prints as a table; ``.to_dict()`` summarises."""
         index, _ = normalize(sel, self.shape)
         header = self.table.aux(self.header)
         needs = get_layout(header.layout).needs(header, index)
         plan = self.table.plan(header, needs) if needs else []
-        lines = [f"tensor {self.id!r} {self.shape} {self.dtype} as {self.layout}: "
-                 f"{len(plan)} file(s)"]
-        total_bytes = total_requests = 0
-        for f, meta, groups in plan:
-            spans = merge_ranges(chunk_ranges(meta, groups, DATA_COLUMNS))
-            nbytes = sum(n for _, n in spans)
-            total_bytes += nbytes
-            total_requests += len(spans)
-            lines.append(f"  {f.path}: row groups {_short(groups)}, {len(spans)} range(s), "
-                         f"{nbytes:,} bytes")
-        lines.append(f"  total: {total_requests} request(s), {total_bytes:,} bytes"
-                     + ("" if get_layout(header.layout).dense or header.layout != "csf"
-                        else " (then deeper CSF levels)"))
-        return "\n".join(lines)
+        return ranged_plan(self.table.store.url, [
+            (f"{f.path}: row groups {_short(groups)}", f.path,
+             np.array([(o, o + n) for o, n in merge_ranges(chunk_ranges(meta, groups,
+                                                                         DATA_COLUMNS))]))
+            for f, meta, groups in plan],
+            f"tensor {self.id!r} {self.shape} {self.dtype} as {self.layout}"
+            + ("" if get_layout(header.layout).dense or header.layout != "csf"
+               else " (then deeper CSF levels)"))
 
     def __repr__(self) -> str:
         return (f"<tessera.TensorRef {self.id!r} {self.shape} {self.dtype} {self.layout}, "
@@ -245,5 +247,5 @@ def _torch_values(values: np.ndarray, dtype: str) -> Any:
 
 def _no_bfloat16_numpy(dtype: str) -> None:
     if dtype == "bfloat16":
-        raise FormatError("numpy has no bfloat16: read this tensor with out='torch' (or "
-                          "out='sparse' and its values as uint16 bits)")
+        raise FormatError("numpy has no bfloat16: read this tensor with output='torch' (or "
+                          "output='sparse' and its values as uint16 bits)")

@@ -38,7 +38,6 @@ from tessera.errors import (
     FormatError,
     HistoryVacuumedError,
     InvalidArgumentError,
-    ObjectExistsError,
     ObjectNotFoundError,
     ReadOnlyError,
     SchemaError,
@@ -49,6 +48,7 @@ from tessera.errors import (
     TensorNotFoundError,
     UnsupportedStoreError,
 )
+from tessera.query.plan import Plan
 from tessera.storage.blocking import Store, open_store
 from tessera.storage.forkguard import note_io
 from tessera.storage.stats import IOStats, collect_stats
@@ -61,9 +61,10 @@ from tessera.tables.catalog import (
     newest_rows,
 )
 from tessera.tables.encode import checked_metadata, encode_tensor
+from tessera.tables.face import TableFace
 from tessera.tables.layouts import get_layout
 from tessera.tables.layouts.base import DataRow, Header, Need, parse_aux
-from tessera.tables.options import delta_location
+from tessera.tables.options import create_only_works, delta_location, table_settings
 from tessera.tables.reader import (
     DataFile,
     RowGroupRead,
@@ -90,6 +91,7 @@ from tessera.tables.schema import (
     writer_properties,
 )
 from tessera.tables.versions import checked_version
+from tessera.when import At, first_commit_error, moment, renamed
 
 WRITE_MODES = ("error", "overwrite", "ignore")
 #: A checkpoint is written at every version that is a multiple of this (Delta's default
@@ -145,7 +147,7 @@ class TableStats:
     encoded_bytes: int
 
 
-class TensorTable:
+class TensorTable(TableFace):
     """A tensor table. Make one with :meth:`create`, open one with :meth:`open`."""
 
     def __init__(self, url: str, options: dict[str, Any] | None, mode: str,
@@ -182,14 +184,14 @@ class TensorTable:
         (only ever one writer). ``config``: a :class:`~tessera.config.Config` snapshot (its
         ``tables`` and ``store`` parts), or just the tables' settings; default: read from the
         environment once, now."""
-        settings = _settings(config)
+        settings = table_settings(config)
         uri, delta_options = delta_location(url, storage_options, settings.store)
         store = open_store(url, config=settings.store, **(storage_options or {}))
         found = store.list()
         if found:
             raise TableExistsError(f"{url} is not empty ({len(found)} object(s), e.g. "
                                    f"{found[0].key}); a tensor table needs an empty place")
-        if not _create_only_works(store) and not allow_unsafe_single_writer:
+        if not create_only_works(store) and not allow_unsafe_single_writer:
             raise UnsupportedStoreError(
                 f"{url}: the store accepted a second create-only put of one key, so Delta "
                 "commits (create-only puts) from concurrent writers could be lost silently; "
@@ -203,15 +205,25 @@ class TensorTable:
         return cls(url, storage_options, "w", None, settings)
 
     @classmethod
-    def open(cls, url: str, mode: str = "r", version: int | str | dt.datetime | None = None,
-             *, storage_options: dict[str, Any] | None = None,
-             config: Config | TablesConfig | None = None) -> TensorTable:
-        """The tensor table at ``url``; ``version`` (a number, a datetime or an RFC 3339
-        string) opens it as it was then. ``config``: as :meth:`create`'s."""
-        if version is not None and mode == "w":
+    def open(cls, url: str, mode: str = "r", *legacy: Any,
+             storage_options: dict[str, Any] | None = None,
+             config: Config | TablesConfig | None = None, at: At = None,
+             version: int | str | dt.datetime | None = None) -> TensorTable:
+        """The tensor table at ``url``, read-only unless ``mode="w"``. ``at`` opens it as it
+        was then: a version number, a datetime or an ISO-8601 string (``history()`` lists
+        them; ``version=`` is its older name); a time before the table was created raises
+        :class:`~tessera.errors.BeforeFirstCommitError`. ``config``: as :meth:`create`'s."""
+        if legacy:
+            if len(legacy) > 1:
+                raise InvalidArgumentError(f"open takes url and mode positionally, got "
+                                           f"{2 + len(legacy)} positional arguments")
+            at = renamed("a third positional argument (the version)", "at", legacy[0], at)
+        when = moment(renamed("version", "at", version, at),
+                      "at" if version is None else "version")
+        if when is not None and mode == "w":
             raise InvalidArgumentError("a table opened at a past version is read-only: "
                                        "open it with mode='r'")
-        return cls(url, storage_options, mode, version, _settings(config))
+        return cls(url, storage_options, mode, when, table_settings(config))
 
     def _load(self, version: int | str | dt.datetime | None) -> Any:
         note_io()
@@ -236,6 +248,11 @@ class TensorTable:
         if stored > FORMAT_VERSION:
             raise SchemaError(f"{self.url} has tensor-table format version {stored}, newer "
                               f"than this Tessera understands ({FORMAT_VERSION}); upgrade")
+        if isinstance(version, dt.datetime):
+            first = dt.datetime.fromtimestamp(table.history()[-1]["timestamp"] / 1e3,
+                                              dt.UTC)
+            if version < first:
+                raise first_commit_error(f"tensor table {self.url}", first, version)
         if version is not None:
             latest = table.version()
             version = checked_version(version, latest, self.url)
@@ -414,7 +431,7 @@ class TensorTable:
         """A lazy reference to ``tensor_id``: nothing is read until it is sliced."""
         return TensorRef(self, self.header(tensor_id))
 
-    def explain(self, tensor_id: str, sel: Any = ()) -> str:
+    def explain(self, tensor_id: str, sel: Any = ()) -> Plan:
         """The files, row groups and byte ranges a read of ``sel`` of ``tensor_id`` takes
         (:meth:`TensorRef.explain`)."""
         return self[tensor_id].explain(sel)
@@ -550,11 +567,6 @@ class TensorTable:
         return len(gone)
 
     # -- history and maintenance -------------------------------------------------------------------
-    def history(self) -> list[dict[str, Any]]:
-        """The table's commits, newest first (version, timestamp, operation, ...)."""
-        note_io()
-        return list(self._delta.history())
-
     def restore(self, version: int | str | dt.datetime) -> None:
         """Make ``version``'s contents the newest version (one commit; history is kept)."""
         if self.mode != "w":
@@ -654,38 +666,19 @@ class TensorTable:
         """A context collecting the data plane's requests."""
         return collect_stats()
 
-    def __repr__(self) -> str:
-        return f"<tessera.TensorTable {self.url} version {self.version}>"
+
+def create_table(url: str, *, storage_options: dict[str, Any] | None = None,
+                 config: Config | TablesConfig | None = None,
+                 allow_unsafe_single_writer: bool = False) -> TensorTable:
+    """A new, empty tensor table at ``url`` (:meth:`TensorTable.create`)."""
+    return TensorTable.create(url, storage_options=storage_options, config=config,
+                              allow_unsafe_single_writer=allow_unsafe_single_writer)
 
 
-def _create_only_works(store: Store) -> bool:
-    """Whether the store refuses a second create-only put of one key."""
-    key = f"_tessera/probe-{uuid.uuid4().hex}"
-    store.put(key, b"1", mode="create")
-    try:
-        store.put(key, b"2", mode="create")
-    except ObjectExistsError:
-        return True
-    finally:
-        store.delete(key)
-    return False
-
-
-def create_table(url: str, **kwargs: Any) -> TensorTable:
-    """:meth:`TensorTable.create`."""
-    return TensorTable.create(url, **kwargs)
-
-
-def open_table(url: str, mode: str = "r", version: int | str | dt.datetime | None = None,
-               **kwargs: Any) -> TensorTable:
-    """:meth:`TensorTable.open`."""
-    return TensorTable.open(url, mode, version, **kwargs)
-
-
-def _settings(config: Config | TablesConfig | None) -> Config:
-    """One :class:`~tessera.config.Config` snapshot for a table handle: the one given, one
-    read now with the given tables' settings in it, or one read now."""
-    if isinstance(config, Config):
-        return config
-    settings = Config.from_env()
-    return settings if config is None else dataclasses.replace(settings, tables=config)
+def open_table(url: str, mode: str = "r", *legacy: Any,
+               storage_options: dict[str, Any] | None = None,
+               config: Config | TablesConfig | None = None, at: At = None,
+               version: int | str | dt.datetime | None = None) -> TensorTable:
+    """The tensor table at ``url`` (:meth:`TensorTable.open`)."""
+    return TensorTable.open(url, mode, *legacy, storage_options=storage_options,
+                            config=config, at=at, version=version)

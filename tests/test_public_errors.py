@@ -137,7 +137,7 @@ def table_calls(folder: Path) -> list[Call]:
         ("negative table version", lambda: TensorTable.open(url, version=-1), LookupError,
          "no version -1"),
         ("table version text", lambda: TensorTable.open(url, version="yesterday"), ValueError,
-         "version=.yesterday. is not a point in time"),
+         "version='yesterday' is not a point in time"),
         ("table version type", lambda: TensorTable.open(url, version=1.5),  # type: ignore[arg-type]
          TypeError, "float"),
     ]

@@ -65,9 +65,11 @@ def ns(when: dt.datetime) -> int:
 
 
 def at_ns(at: Any, name: str = "at") -> int | None:
-    """``at`` for kinds whose marker is a time in nanoseconds (arrays, image sets)."""
+    """``at`` for kinds whose marker is a time in nanoseconds (arrays, image sets). A
+    datetime covers its whole microsecond (its last nanosecond is taken), so the ``when``
+    of a commit in ``history()`` sees that commit."""
     when = moment(at, name)
-    return ns(when) if isinstance(when, dt.datetime) else when
+    return ns(when) + 999 if isinstance(when, dt.datetime) else when
 
 
 def iso(t_ns: int) -> str:

@@ -39,6 +39,7 @@ class ImageFace:
     :class:`~tessera.images.columns.ImageColumns`'s)."""
 
     coeffs: Array
+    meta: Array
     size: tuple[int, int]
     group: int
 
@@ -66,18 +67,24 @@ class ImageFace:
 
     def history(self) -> History:
         """Every append and consolidation this handle can see, oldest first, with the
-        images each added (padding to whole groups left out) and the bytes it stored."""
-        metas = run_sync(self.coeffs._committed_metas())
-        heights = self._all_heights() if metas and self.coeffs.shape[0] else np.zeros(0)
+        images each added (padding to whole groups left out) and the bytes it stored. An
+        append is complete when its sizes and labels are written, after its pixels: that is
+        its time (``at=`` that time sees it)."""
+        bookkeeping = run_sync(self.meta._committed_metas())
+        stored: dict[Any, int] = {}
+        for m in run_sync(self.coeffs._committed_metas()):
+            span = m.info.nonempty_domain[0]
+            stored[span] = stored.get(span, 0) + m.info.nbytes
+        heights = self._all_heights() if bookkeeping and self.coeffs.shape[0] else np.zeros(0)
         out = History()
-        for m in metas:
+        for m in bookkeeping:
             info = m.info
             lo, hi = info.nonempty_domain[0]
             consolidated = bool(m.replaces) or replaces_others(m.name)
             out.append(Commit(dt.datetime.fromtimestamp(info.timestamp / 1e9, dt.UTC),
                               info.timestamp, "consolidate" if consolidated else "append",
                               0 if consolidated else int(np.count_nonzero(heights[lo:hi + 1])),
-                              0, "images", info.nbytes))
+                              0, "images", info.nbytes + stored.get((lo, hi), 0)))
         return out
 
     def _describe(self) -> str:

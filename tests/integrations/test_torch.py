@@ -165,7 +165,7 @@ def test_datasets_pickle_as_references(images):
     ds = RegionDataset(uri, random_regions(data, 3, seed=3), storage_options=options)
     ds[0]
     clone = pickle.loads(pickle.dumps(ds))
-    assert clone.ref._array is None
+    assert clone.ref._handle is None
     for i in range(3):
         np.testing.assert_array_equal(clone[i].numpy(), ds[i].numpy())
 

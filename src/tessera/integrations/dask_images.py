@@ -16,7 +16,7 @@ is picklable and pinned to the set as it was when the dask array was made).
 
 from __future__ import annotations
 
-import os
+import functools
 import time
 from typing import Any
 
@@ -25,6 +25,7 @@ import numpy as np
 
 from tessera.errors import InvalidArgumentError
 from tessera.images import ImageColumns
+from tessera.integrations.handle import PerProcess
 
 
 class ImageSource:
@@ -34,8 +35,8 @@ class ImageSource:
                  storage_options: dict[str, Any]) -> None:
         self.url, self.k, self.output, self.scale = url, k, output, scale
         self.timestamp, self.storage_options = timestamp, storage_options
-        self._cols: ImageColumns | None = None
-        self._pid: int | None = None
+        self._cols = PerProcess(functools.partial(  # reopened where a task runs
+            ImageColumns.open, url, at=timestamp, storage_options=storage_options))
         cols = self._columns()
         self.ids = np.asarray(cols.ids(), dtype=np.int64)
         first = cols.read(self.ids[:1], k=k, output=output, scale=scale) if len(self.ids) \
@@ -47,11 +48,7 @@ class ImageSource:
         self.group = cols.group
 
     def _columns(self) -> ImageColumns:
-        if self._cols is None or self._pid != os.getpid():
-            self._cols = ImageColumns.open(self.url, at=self.timestamp,
-                                           storage_options=self.storage_options)
-            self._pid = os.getpid()
-        return self._cols
+        return self._cols.get()
 
     def __getitem__(self, key: Any) -> np.ndarray:
         items = key if isinstance(key, tuple) else (key,)
@@ -64,11 +61,6 @@ class ImageSource:
         out = self._columns().read(ids, k=self.k, output=self.output, scale=self.scale)
         picked: np.ndarray = out[(slice(None), *rest)]
         return picked[0] if one else picked
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_cols"], state["_pid"] = None, None  # reopened where the task runs
-        return state
 
 
 def from_images(url: str, k: int | str = 8, *, output: str = "pixels", scale: float = 1.0,

@@ -15,14 +15,15 @@ chunk (each chunk under the table's ``max_dense_bytes``).
 
 from __future__ import annotations
 
+import functools
 import math
-import os
 from typing import Any
 
 import dask.array as da
 import numpy as np
 
 from tessera.errors import FormatError
+from tessera.integrations.handle import PerProcess
 from tessera.tables import TensorTable
 from tessera.tables.tensors import DTYPES
 
@@ -37,8 +38,8 @@ class TensorSource:
                  storage_options: dict[str, Any]) -> None:
         self.url, self.tensor_id, self.version = url, tensor_id, version
         self.storage_options = storage_options
-        self._table: TensorTable | None = None
-        self._pid: int | None = None
+        self._table = PerProcess(functools.partial(
+            TensorTable.open, url, at=version, storage_options=storage_options))
         ref = self._ref()
         if ref.dtype == "bfloat16":
             raise FormatError(f"tensor {tensor_id!r} is bfloat16, which numpy (and so dask) "
@@ -47,11 +48,7 @@ class TensorSource:
         self.dtype = DTYPES[ref.dtype]
 
     def _ref(self) -> Any:
-        if self._table is None or self._pid != os.getpid():
-            self._table = TensorTable.open(self.url, at=self.version,
-                                           storage_options=self.storage_options)
-            self._pid = os.getpid()
-        return self._table[self.tensor_id]
+        return self._table.get()[self.tensor_id]
 
     def __getitem__(self, key: Any) -> np.ndarray:
         items = key if isinstance(key, tuple) else (key,)
@@ -62,11 +59,6 @@ class TensorSource:
             return np.zeros(shape, self.dtype)  # dask asks for empty blocks (meta)
         out: np.ndarray = self._ref().read(key, force=True)
         return out
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_table"], state["_pid"] = None, None  # reopened where the task runs
-        return state
 
 
 def from_tensor(url: str, tensor_id: str, *, chunks: Any = None, version: int | None = None,

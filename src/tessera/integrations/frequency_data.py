@@ -16,7 +16,7 @@ with ``spawn``, as :meth:`FrequencyDataset.loader` does).
 
 from __future__ import annotations
 
-import os
+import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -28,6 +28,7 @@ from torch.utils.data import Dataset, Sampler
 from tessera.errors import InvalidArgumentError
 from tessera.images.cache import ColumnCache
 from tessera.images.columns import SHARED, ImageColumns
+from tessera.integrations.handle import PerProcess
 from tessera.integrations.loading import Loader
 
 KSchedule = int | str | Callable[[int], int]
@@ -103,8 +104,8 @@ class FrequencyDataset(Dataset[Any]):
         self.timestamp = time.time_ns() if timestamp is None else int(timestamp)
         self.output, self.scale, self.transform, self.with_labels = (output, scale, transform,
                                                                      labels)
-        self._cols: ImageColumns | None = None
-        self._pid: int | None = None
+        self._cols = PerProcess(functools.partial(  # reopened in each worker
+            _open_set, url, self.timestamp, self.storage_options, cache_bytes))
         self._schedule = k
         self.epoch = 0
         cols = self.columns
@@ -121,14 +122,7 @@ class FrequencyDataset(Dataset[Any]):
     @property
     def columns(self) -> ImageColumns:
         """The image set, opened in this process at the dataset's snapshot."""
-        if self._cols is None or self._pid != os.getpid():
-            cache: ColumnCache | str | None = (
-                SHARED if self.cache_bytes is None
-                else ColumnCache(self.cache_bytes) if self.cache_bytes else None)
-            self._cols = ImageColumns.open(self.url, at=self.timestamp,
-                                           storage_options=self.storage_options, cache=cache)
-            self._pid = os.getpid()
-        return self._cols
+        return self._cols.get()
 
     def _resolve(self, k: KSchedule) -> int:
         value = k(self.epoch) if callable(k) else k
@@ -192,7 +186,11 @@ class FrequencyDataset(Dataset[Any]):
             kwargs["sampler"] = sampler
         return Loader(self, batch_size=batch_size, num_workers=num_workers, **kwargs)
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_cols"], state["_pid"] = None, None  # reopened in the worker
-        return state
+
+def _open_set(url: str, timestamp: int, storage_options: dict[str, Any],
+              cache_bytes: int | None) -> ImageColumns:
+    """The image set at its snapshot, reading through the process's shared cache
+    (``cache_bytes=None``), a cache of its own, or none (0)."""
+    cache: ColumnCache | str | None = (SHARED if cache_bytes is None else
+                                       ColumnCache(cache_bytes) if cache_bytes else None)
+    return ImageColumns.open(url, at=timestamp, storage_options=storage_options, cache=cache)

@@ -1,10 +1,12 @@
-"""A picklable reference to an array, reopened once per process.
+"""Handles reopened once per process: :class:`PerProcess` for any kind (a table, an image
+set), :class:`ArrayRef` for arrays.
 
 Worker processes (PyTorch DataLoader workers, Dask workers) must not share an open handle
 with their parent: obstore's I/O runtime does not survive ``fork`` and sockets must not be
-shared. An :class:`ArrayRef` carries only what it takes to open the array (URI, storage
-options, snapshot timestamp, pushdown server URL) and opens it lazily in whichever process
-uses it.
+shared. A :class:`PerProcess` carries only the call that opens its handle (a picklable
+``functools.partial``) and makes it at most once in whichever process uses it; copies and
+pickles carry no open handle. An :class:`ArrayRef` is the array's (URL, storage options,
+snapshot timestamp, pushdown server URL), with the snapshot pinning datasets need.
 
 >>> import copy, numpy as np, tessera
 >>> from tessera.integrations.handle import ArrayRef
@@ -12,7 +14,7 @@ uses it.
 >>> ref = ArrayRef("memory://doc-ref")
 >>> ref.array[1].tolist()
 [3, 4, 5]
->>> copy.deepcopy(ref)._array is None      # copies (and pickles) carry no open handle
+>>> copy.deepcopy(ref)._handle is None     # copies (and pickles) carry no open handle
 True
 """
 
@@ -20,11 +22,39 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from tessera.array.array import Array
 from tessera.array.factories import open_array
 from tessera.errors import InvalidTypeError
+
+T = TypeVar("T")
+
+
+class PerProcess(Generic[T]):
+    """A handle made by ``opener`` at most once per process (again in a worker process,
+    never shared with the parent); ``first`` is a handle already open in this process.
+
+    >>> import functools, numpy as np, pickle, tessera
+    >>> _ = tessera.from_numpy("memory://doc-per-process", np.arange(3))
+    >>> handle = PerProcess(functools.partial(tessera.open_array, "memory://doc-per-process"))
+    >>> int(handle.get()[2]), pickle.loads(pickle.dumps(handle))._value is None
+    (2, True)
+    """
+
+    def __init__(self, opener: Callable[[], T], first: T | None = None) -> None:
+        self._opener = opener
+        self._value, self._pid = first, (os.getpid() if first is not None else None)
+
+    def get(self) -> T:
+        """The handle, opened in this process on first use."""
+        if self._value is None or self._pid != os.getpid():
+            self._value, self._pid = self._opener(), os.getpid()
+        return self._value
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_opener": self._opener, "_value": None, "_pid": None}
 
 
 @dataclasses.dataclass
@@ -46,8 +76,8 @@ class ArrayRef:
     pushdown: str | None = None
     pushdown_token: str | None = None
     mode: str = "r"
-    _array: Array | None = dataclasses.field(default=None, repr=False, compare=False)
-    _pid: int | None = dataclasses.field(default=None, repr=False, compare=False)
+    _handle: PerProcess[Array] | None = dataclasses.field(default=None, repr=False,
+                                                          compare=False)
 
     @classmethod
     def of(cls, arr: Array, *, storage_options: dict[str, Any] | None = None,
@@ -70,7 +100,7 @@ class ArrayRef:
                   client.url if client is not None else None,
                   (client.config.token or None) if client is not None else None, arr.mode)
         if timestamp == arr.timestamp:  # else the pinned snapshot opens on first use
-            ref._array, ref._pid = arr, os.getpid()
+            ref._handle = PerProcess(ref._open, arr)
         return ref
 
     @classmethod
@@ -92,16 +122,16 @@ class ArrayRef:
     @property
     def array(self) -> Array:
         """The open array, opened on first use in this process."""
-        if self._array is None or self._pid != os.getpid():
-            self._array = open_array(self.uri, self.mode, at=self.timestamp,
-                                     storage_options=self.storage_options,
-                                     pushdown=self.pushdown,
-                                     pushdown_token=self.pushdown_token)
-            self._pid = os.getpid()
-        return self._array
+        if self._handle is None:
+            self._handle = PerProcess(self._open)
+        return self._handle.get()
+
+    def _open(self) -> Array:
+        return open_array(self.uri, self.mode, at=self.timestamp,
+                          storage_options=self.storage_options, pushdown=self.pushdown,
+                          pushdown_token=self.pushdown_token)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_array"] = None
-        state["_pid"] = None
+        state["_handle"] = None  # reopened where it is used
         return state

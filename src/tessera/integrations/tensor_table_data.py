@@ -16,8 +16,8 @@ with ``spawn`` (delta-rs panics in a forked child).
 
 from __future__ import annotations
 
+import functools
 import math
-import os
 import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,6 +26,7 @@ import torch
 from torch.utils.data import Dataset
 
 from tessera.errors import InvalidArgumentError
+from tessera.integrations.handle import PerProcess
 from tessera.integrations.loading import Loader
 from tessera.tables import TensorTable
 from tessera.tables.tensors import DTYPES
@@ -49,11 +50,11 @@ class TensorTableDataset(Dataset[Any]):
                  storage_options: dict[str, Any] | None = None) -> None:
         self.url, self.storage_options = url, dict(storage_options or {})
         self.whole_tensors, self.transform, self.dense = whole_tensors, transform, dense
-        self._table: TensorTable | None = None
-        self._pid: int | None = None
         table = TensorTable.open(url, at=version, storage_options=self.storage_options)
         self.version = table.version
-        self._table, self._pid = table, os.getpid()
+        self._table = PerProcess(functools.partial(  # reopened in each worker
+            TensorTable.open, url, at=self.version, storage_options=self.storage_options),
+            table)
         known = table.ids()
         if ids is None:
             chosen = known
@@ -77,11 +78,7 @@ class TensorTableDataset(Dataset[Any]):
     @property
     def table(self) -> TensorTable:
         """The table, opened in this process at the dataset's version."""
-        if self._table is None or self._pid != os.getpid():
-            self._table = TensorTable.open(self.url, at=self.version,
-                                           storage_options=self.storage_options)
-            self._pid = os.getpid()
-        return self._table
+        return self._table.get()
 
     def __len__(self) -> int:
         return len(self.index)
@@ -157,8 +154,3 @@ class TensorTableDataset(Dataset[Any]):
         explained (:class:`~tessera.integrations.loading.Loader`)."""
         return Loader(self, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers,
                       **kwargs)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_table"], state["_pid"] = None, None  # reopened in the worker
-        return state

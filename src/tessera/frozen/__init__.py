@@ -14,5 +14,44 @@ beside the store and the client trains on what comes back.
 
 Training: :class:`tessera.torch.SplitTrainer`. Needs the ``frozen`` extra (torch,
 safetensors); importing :mod:`tessera` never imports torch, nor does this package: its
-modules import it when used.
+public names (``tessera.frozen.FrozenModel`` and those below) are imported on first use.
 """
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tessera.frozen.materialize import materialize
+    from tessera.frozen.models import (
+        CheckedModel,
+        check_models,
+        checked_models,
+        init_model,
+        register,
+    )
+    from tessera.frozen.planner import SplitPlan, SplitProfile, choose, static_split
+    from tessera.frozen.profile import SplitProfiler, profile_split
+    from tessera.frozen.remote import Features, FrozenModel
+
+#: Public name -> the module that defines it.
+_PUBLIC = {"FrozenModel": "remote", "Features": "remote", "SplitPlan": "planner",
+           "SplitProfile": "planner", "choose": "planner", "static_split": "planner",
+           "SplitProfiler": "profile", "profile_split": "profile", "materialize": "materialize",
+           "CheckedModel": "models", "check_models": "models", "checked_models": "models",
+           "init_model": "models", "register": "models"}
+
+__all__ = ["CheckedModel", "Features", "FrozenModel", "SplitPlan", "SplitProfile",
+           "SplitProfiler", "check_models", "checked_models", "choose", "init_model",
+           "materialize", "profile_split", "register", "static_split"]
+
+
+def __getattr__(name: str) -> Any:
+    """The public names, imported on first use (they need torch: the ``frozen`` extra)."""
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'tessera.frozen' has no attribute {name!r}")
+    try:
+        module = importlib.import_module(f"tessera.frozen.{_PUBLIC[name]}")
+    except ImportError as err:
+        raise ImportError(f"tessera.frozen.{name} needs the 'frozen' extra ({err}): pip "
+                          "install 'tessera[frozen]'") from err
+    return getattr(module, name)

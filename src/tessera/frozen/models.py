@@ -5,11 +5,14 @@ convert`` are these functions."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import torch
 
+from tessera.errors import ConfigError
 from tessera.frozen.arch import build
+from tessera.frozen.inventory import LayerInfo, layer_infos
 from tessera.frozen.manifest import InputSpec, ModelSpec, add_to_manifest, read_manifest
 from tessera.frozen.weights import WeightsReport, check_weights, save_weights, sha256_file
 
@@ -51,4 +54,32 @@ def register(folder: str | Path, name: str, arch: str, weights: str, *,
 def check_models(folder: str | Path) -> list[tuple[ModelSpec, WeightsReport]]:
     """Every model of ``folder``'s manifest with its checked weights; the first problem
     raises :class:`~tessera.errors.ConfigError` naming the file."""
-    return [(spec, check_weights(spec, folder)) for spec in read_manifest(folder)]
+    return [(c.spec, c.weights) for c in checked_models(folder)]
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckedModel:
+    """A model of a folder, checked: its weights' report, its layers (with their output
+    shapes for the manifest's input size) and the last layer a split may stop at."""
+
+    spec: ModelSpec
+    weights: WeightsReport
+    layers: tuple[LayerInfo, ...]
+    max_split: int
+
+
+def checked_models(folder: str | Path) -> list[CheckedModel]:
+    """Every model of ``folder``'s manifest, checked (weights' hash, names and shapes; a
+    ``max_split`` within the layers); the first problem raises
+    :class:`~tessera.errors.ConfigError` naming the file and the model."""
+    out = []
+    for spec in read_manifest(folder):
+        report = check_weights(spec, folder)
+        infos = tuple(layer_infos(spec.arch, spec.num_classes, spec.input.sample_shape))
+        last = len(infos) - 1
+        if spec.max_split is not None and spec.max_split > last:
+            raise ConfigError(f"{Path(folder) / 'models.json'}: model {spec.name!r} has "
+                              f"max_split {spec.max_split}, but {spec.arch} has {len(infos)} "
+                              f"layers (at most {last})")
+        out.append(CheckedModel(spec, report, infos, spec.max_split or last))
+    return out

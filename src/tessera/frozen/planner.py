@@ -524,15 +524,32 @@ def _first_batch_scale(p: SplitProfile, batch: int, request: int, samples: int,
     return hi
 
 
-def _pick(cands: tuple[Candidate, ...], rule: str, p: SplitProfile, phi: float = 0.0) -> int:
-    ok = [c for c in cands if c.feasible]
+def static_split(rule: str | int, freeze: int, out_bytes: Sequence[int]) -> int | None:
+    """The split a rule picks without a profile, or ``None`` (``"auto"``, ``"sum"``): a
+    layer index as given, ``"nosplit"`` 0, ``"freeze"`` ``freeze``, ``"min"`` the layer in
+    ``1..freeze`` with the smallest output (``out_bytes[s - 1]``: layer ``s``'s), earliest
+    on ties.
+
+    >>> static_split("min", 3, [40, 8, 8, 2]), static_split("auto", 3, [40, 8, 8, 2])
+    (2, None)
+    """
+    if isinstance(rule, int) and not isinstance(rule, bool):
+        return rule
     if rule == "nosplit":
         return 0
     if rule == "freeze":
-        return p.freeze
+        return freeze
     if rule == "min":
-        inner = [c for c in cands if c.split >= 1]
-        return min(inner, key=lambda c: (c.out_bytes, c.split)).split
+        sizes = list(out_bytes[:freeze])
+        return sizes.index(min(sizes)) + 1
+    return None
+
+
+def _pick(cands: tuple[Candidate, ...], rule: str, p: SplitProfile, phi: float = 0.0) -> int:
+    ok = [c for c in cands if c.feasible]
+    fixed = static_split(rule, p.freeze, [c.out_bytes for c in cands if c.split >= 1])
+    if fixed is not None:
+        return fixed
     if rule == "sum":  # Neurosurgeon never falls back to NoSplit (paper section 5.4)
         inner = [c for c in ok if c.split >= 1] or [c for c in cands if c.split >= 1]
         return min(inner, key=lambda c: (c.sum_s, -c.split)).split

@@ -19,6 +19,7 @@ from __future__ import annotations
 import concurrent.futures
 import copy
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -153,10 +154,12 @@ class SplitProfiler:
     def timed_layers(self, h: torch.Tensor, first: int) -> torch.Tensor:
         """Layers ``first..F`` on ``h``, each one's seconds per sample noted."""
         n = h.shape[0]
-        for k in range(first, self.freeze + 1):
-            t = time.perf_counter()
-            h = self.net.forward_range(h, k, k)
-            self.note(f"client{k}", (time.perf_counter() - t) / n)
+        ks = range(first, self.freeze + 1)
+        seconds = [0.0] * len(ks)
+        h = timed_layers([functools.partial(self.net.forward_range, first=k, last=k)
+                          for k in ks], h, seconds)
+        for k, s in zip(ks, seconds, strict=True):
+            self.note(f"client{k}", s / n)
         return h
 
     def probe_link(self, remote: Callable[[list[int], int, str], list[Features]]) -> None:
@@ -389,3 +392,14 @@ def profile_split(net: FrozenModel, data: Any, freeze: int, *, samples: int,
     schedule = profiler.schedule(len(batches))
     times = run_pipelined(batches, schedule, prefetch, fetch, compute)
     return profiler.profile(times), n, time.perf_counter() - t0
+
+
+def timed_layers(layers: Sequence[Callable[[Any], Any]], h: Any, seconds: list[float]) -> Any:
+    """Run ``layers`` in turn on ``h`` and return the output, adding each layer's wall
+    seconds to ``seconds[k]`` (the one per-layer timing of client profiles and of the
+    server's answers with layer timings)."""
+    for k, fn in enumerate(layers):
+        t = time.perf_counter()
+        h = fn(h)
+        seconds[k] += time.perf_counter() - t
+    return h

@@ -43,7 +43,7 @@ from tessera.errors import (
 )
 from tessera.frozen.emulate import Emulation
 from tessera.frozen.inputs import cropped_inputs
-from tessera.frozen.planner import SplitPlan, SplitProfile, choose
+from tessera.frozen.planner import SplitPlan, SplitProfile, choose, static_split
 from tessera.frozen.profile import SplitProfiler, TrainedTail, run_pipelined
 from tessera.frozen.remote import (
     Features,
@@ -308,14 +308,8 @@ class SplitTrainer:
 
     # -- splits -----------------------------------------------------------------------------
     def _static_split(self) -> int:
-        if isinstance(self.rule, int):
-            return self.rule
-        if self.rule == "nosplit":
-            return 0
-        if self.rule == "min":
-            sizes = [i.nbytes for i in self.net.layers[:self.freeze]]
-            return sizes.index(min(sizes)) + 1
-        return self.freeze  # freeze; auto/sum until profiled
+        fixed = static_split(self.rule, self.freeze, [i.nbytes for i in self.net.layers])
+        return self.freeze if fixed is None else fixed  # auto/sum: freeze until profiled
 
     def _replan(self) -> None:
         assert self.profile is not None

@@ -46,7 +46,7 @@ from tessera.errors import (
     WeightsMismatchError,
 )
 from tessera.frozen.inputs import crop_boxes, prepare, read_crops
-from tessera.frozen.manifest import ModelSpec, read_manifest, writable_warning
+from tessera.frozen.manifest import ModelSpec, writable_warning
 from tessera.pushdown.infer_items import InferHeader, InferRequest
 from tessera.storage.blocking import Store
 
@@ -81,8 +81,7 @@ class ModelRegistry:
     file at fault, so ``tessera serve`` does not start)."""
 
     def __init__(self, folder: str | Path) -> None:
-        from tessera.frozen.inventory import layer_infos
-        from tessera.frozen.weights import check_weights
+        from tessera.frozen.models import checked_models
 
         self.folder = Path(folder)
         if not self.folder.is_dir():
@@ -90,18 +89,11 @@ class ModelRegistry:
         if (warning := writable_warning(self.folder)) is not None:
             log.warning(json.dumps({"event": "warning", "message": warning}))
         self.models: dict[str, HostedModel] = {}
-        for spec in read_manifest(self.folder):
-            report = check_weights(spec, self.folder)
-            infos = layer_infos(spec.arch, spec.num_classes, spec.input.sample_shape)
-            last = len(infos) - 1
-            if spec.max_split is not None and spec.max_split > last:
-                raise ConfigError(f"{self.folder / 'models.json'}: model {spec.name!r} has "
-                                  f"max_split {spec.max_split}, but {spec.arch} has {len(infos)} "
-                                  f"layers (at most {last})")
-            st = (self.folder / spec.weights).stat()
-            self.models[spec.name] = HostedModel(spec, infos, spec.max_split or last,
-                                                 report.parameters,
-                                                 (st.st_size, st.st_mtime_ns, st.st_ino))
+        for model in checked_models(self.folder):
+            st = (self.folder / model.spec.weights).stat()
+            self.models[model.spec.name] = HostedModel(
+                model.spec, model.layers, model.max_split, model.weights.parameters,
+                (st.st_size, st.st_mtime_ns, st.st_ino))
 
     def get(self, name: str) -> HostedModel:
         """The model ``name``, or :class:`UnknownModelError` (404) listing the hosted ones."""
@@ -339,6 +331,8 @@ class InferService:
         layer) gathers seconds per layer."""
         import torch
 
+        from tessera.frozen.profile import timed_layers
+
         start = 0
         while start < x.shape[0]:
             try:
@@ -347,10 +341,8 @@ class InferService:
                     if per_layer is None:
                         h = model.forward_to(h, req.split)
                     else:
-                        for k, (_, fn) in enumerate(model.layers()[:req.split]):
-                            t = time.perf_counter()
-                            h = fn(h)
-                            per_layer[k] += time.perf_counter() - t
+                        h = timed_layers([fn for _, fn in model.layers()[:req.split]], h,
+                                         per_layer)
             except RuntimeError as err:
                 if "alloc" not in str(err).lower():
                     raise

@@ -76,16 +76,16 @@ def copy_slabs(source: Any, target: Array, label: str, report: ImportReport,
     report.nbytes += done
 
 
-def import_npy(path: str | Path, uri: str, *, tile: tuple[int, ...] | None = None,
+def import_npy(source: str | Path, url: str, *, tile: tuple[int, ...] | None = None,
                codec: str | None = None, storage_options: dict[str, Any] | None = None,
                progress: Progress | None = None) -> ImportReport:
-    """Import a ``.npy`` file as one array at ``uri`` (memory-mapped, copied in slabs), or a
+    """Import a ``.npy`` file as one array at ``url`` (memory-mapped, copied in slabs), or a
     ``.npz`` file as a tessera.h5 file with one dataset per member."""
-    report = ImportReport(url=uri)
-    path = Path(path)
-    if path.suffix == ".npz":
-        with np.load(path, allow_pickle=False) as npz, \
-                th5.File(uri, "w-", storage_options=storage_options) as f:
+    report = ImportReport(url=url)
+    source = Path(source)
+    if source.suffix == ".npz":
+        with np.load(source, allow_pickle=False) as npz, \
+                th5.File(url, "w-", storage_options=storage_options) as f:
             for name in npz.files:
                 values = npz[name]
                 reason = _skip_reason(values.shape, values.dtype)
@@ -98,32 +98,32 @@ def import_npy(path: str | Path, uri: str, *, tile: tuple[int, ...] | None = Non
                 report.imported.append("/" + name)
         return report
     try:
-        values = np.load(path, mmap_mode="r", allow_pickle=False)
+        values = np.load(source, mmap_mode="r", allow_pickle=False)
     except ValueError as err:
-        raise InvalidArgumentError(f"cannot import {path}: {err} Tessera imports numeric "
+        raise InvalidArgumentError(f"cannot import {source}: {err} Tessera imports numeric "
                                    "arrays and never unpickles (object arrays are pickles)"
                                    ) from None
     reason = _skip_reason(values.shape, values.dtype)
     if reason:
-        raise InvalidArgumentError(f"cannot import {path}: {reason}")
+        raise InvalidArgumentError(f"cannot import {source}: {reason}")
     extents = tile or default_tile(values.shape, values.dtype.itemsize)
     schema = ArraySchema([Dim(f"d{i}", (0, n - 1), min(int(t), n)) for i, (n, t) in
                           enumerate(zip(values.shape, extents, strict=True))],
                          [Attr("data", values.dtype.newbyteorder("<").str, None, codec)])
-    arr = create_array(uri, schema, storage_options=storage_options)
-    copy_slabs(values, arr, path.name, report, progress)
+    arr = create_array(url, schema, storage_options=storage_options)
+    copy_slabs(values, arr, source.name, report, progress)
     report.imported.append("/")
     return report
 
 
-def import_hdf5(path: str | Path, uri: str, *, storage_options: dict[str, Any] | None = None,
+def import_hdf5(source: str | Path, url: str, *, storage_options: dict[str, Any] | None = None,
                 progress: Progress | None = None) -> ImportReport:
-    """Import every dataset (and group) of an HDF5 file into a tessera.h5 file at ``uri``."""
+    """Import every dataset (and group) of an HDF5 file into a tessera.h5 file at ``url``."""
     import h5py
 
-    report = ImportReport(url=uri)
-    with h5py.File(path, "r") as src, \
-            th5.File(uri, "w-", storage_options=storage_options) as dst:
+    report = ImportReport(url=url)
+    with h5py.File(source, "r") as src, \
+            th5.File(url, "w-", storage_options=storage_options) as dst:
         _copy_attrs(src.attrs, dst.attrs, "/", report)
         items: list[tuple[str, Any]] = []
         src.visititems(lambda name, obj: items.append((name, obj)))
@@ -157,16 +157,16 @@ _ZARR_CODECS = {"zstd": "zstd", "zstdcodec": "zstd", "gzip": "gzip", "gzipcodec"
                 "zlib": "gzip", "blosc": "blosc", "blosccodec": "blosc", "lz4": "lz4"}
 
 
-def import_zarr(source: str | Path, uri: str, *,
+def import_zarr(source: str | Path, url: str, *,
                 storage_options: dict[str, Any] | None = None,
                 progress: Progress | None = None) -> ImportReport:
     """Import a zarr array or group (v2 or v3; a path or a URL zarr can open) into a
-    tessera.h5 file at ``uri``."""
+    tessera.h5 file at ``url``."""
     import zarr
 
-    report = ImportReport(url=uri)
+    report = ImportReport(url=url)
     root = zarr.open(str(source), mode="r")
-    with th5.File(uri, "w-", storage_options=storage_options) as dst:
+    with th5.File(url, "w-", storage_options=storage_options) as dst:
         if isinstance(root, zarr.Array):
             members: list[tuple[str, Any]] = [("data", root)]
         else:

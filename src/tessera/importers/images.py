@@ -53,13 +53,13 @@ def find_images(src: Path) -> tuple[list[Path], list[int], list[str] | None]:
     return files, [index[parts[0]] if len(parts) > 1 else -1 for parts in tops], names
 
 
-def import_images(src: Path | str, url: str, *, size: tuple[int, int], fit: str = "resize",
+def import_images(source: Path | str, url: str, *, size: tuple[int, int], fit: str = "resize",
                   group: int = 32, fmt: FrequencyFormat | None = None, codec: str = "zstd:9",
                   flush_images: int = 4096, storage_options: dict[str, Any] | None = None,
                   progress: Progress | None = None) -> ImportReport:
-    """Store every image file under ``src`` in a new image set at ``url`` (see the module
+    """Store every image file under ``source`` in a new image set at ``url`` (see the module
     docstring); memory stays bounded by ``flush_images`` images."""
-    files, labels, names = find_images(Path(src))
+    files, labels, names = find_images(Path(source))
     cols = ImageColumns.create(url, size=size, fmt=fmt, group=group, codec=codec, fit=fit,
                                storage_options=storage_options, cache=None)
     report = ImportReport(url=url, classes=names)

@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-import tessera.frozen  # noqa: E402
-from tessera.frozen.planner import static_split  # noqa: E402
+import tessera.frozen
+from tessera.frozen.planner import static_split
 
 
 def test_the_package_exports_its_public_names_without_importing_torch() -> None:

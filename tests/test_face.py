@@ -182,7 +182,21 @@ def test_every_public_object_shows_itself(tmp_path) -> None:
     assert re.fullmatch(r"<tessera.TensorTable \S+ mode='r' version 2, 2 tensors>", repr(table))
     assert re.fullmatch(r"<tessera.ImageColumns \S+ 32x32 RGB, 5 images, group 2>", repr(cols))
     assert repr(table["x"]).startswith("<tessera.TensorRef 'x' (3, 2)")
-    objects = [arr, table, cols, arr.explain(), arr.history(), table.history(),
+    from tessera.torch import (
+        ArrayDataset,
+        DistributedGroupSampler,
+        FrequencyDataset,
+        TensorTableDataset,
+    )
+
+    datasets = [ArrayDataset(arr), TensorTableDataset(table.url), FrequencyDataset(cols.url)]
+    for ds in datasets:
+        assert re.fullmatch(r"<tessera.torch.\w+ \S+ .*\d+ (samples|images).*>", repr(ds))
+        sampler = DistributedGroupSampler(ds, num_replicas=2, rank=1)
+        assert re.fullmatch(r"<tessera.torch.DistributedGroupSampler rank 1 of 2, \d+ groups "
+                            r"of \d+ samples, epoch 0>", repr(sampler))
+    assert repr(datasets[2].sampler()).startswith("<tessera.torch.GroupShuffleSampler 5 samples")
+    objects = [arr, table, table["x"], cols, arr.explain(), arr.history(), table.history(),
                cols.history()]
     for obj in objects:
         assert "\n" not in repr(obj) or isinstance(obj, (tessera.Plan, tessera.History))

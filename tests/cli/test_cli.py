@@ -80,6 +80,13 @@ def test_info_prints_schema_and_fragments(tmp_path) -> None:
     old = CliRunner(env={"COLUMNS": "200"}).invoke(
         app, ["info", uri, "--timestamp", str(arr.fragments[0].timestamp)])
     assert "1 fragment," in old.output
+    first = arr.history()[0].when.isoformat()
+    by_date = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["info", uri, "--at", first])
+    assert by_date.exit_code == 0 and "1 fragment," in by_date.output, by_date.output
+    before = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["info", uri, "--at", "2001-01-01"])
+    assert before.exit_code != 0 and "before its first commit" in str(before.exception)
+    bad = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["info", uri, "--at", "yesterday"])
+    assert "--at='yesterday' is not a point in time" in str(bad.exception)
 
 
 def test_info_shows_metadata(tmp_path) -> None:

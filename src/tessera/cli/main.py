@@ -39,6 +39,7 @@ from tessera.query.profiler import endpoint_id
 from tessera.storage.blocking import Store
 from tessera.storage.store import ObjectInfo
 from tessera.storage.url import StoreURL, parse_store_url
+from tessera.when import moment
 
 app = typer.Typer(
     name="tessera",
@@ -146,7 +147,7 @@ def info(
     if at is None and is_table(tessera.open_store(uri, **opts)):
         print_summary(uri, None, opts)
         return
-    arr = tessera.open_array(uri, at=at, storage_options=opts)
+    arr = tessera.open_array(uri, at=moment(at, "--at"), storage_options=opts)
     schema = arr.schema
     kind = "sparse" if schema.sparse else "dense"
     out.print(f"[bold]{uri}[/]  {kind}, cell order {schema.cell_order}, tile order "

@@ -106,6 +106,11 @@ class DistributedGroupSampler(Sampler[int]):
                       stacklevel=2)
         return cls(dataset, **kwargs)
 
+    def __repr__(self) -> str:
+        return (f"<tessera.torch.DistributedGroupSampler rank {self.rank} of "
+                f"{self.num_replicas}, {len(self._groups)} groups of {self._size} samples, "
+                f"epoch {self.epoch}>")
+
     def set_epoch(self, epoch: int) -> None:
         """Shuffle differently in ``epoch`` (as ``DistributedSampler.set_epoch``); the new
         epoch starts from its first sample."""

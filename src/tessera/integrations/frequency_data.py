@@ -71,6 +71,10 @@ class GroupShuffleSampler(Sampler[int]):
     def __len__(self) -> int:
         return len(self.ids)
 
+    def __repr__(self) -> str:
+        return (f"<tessera.torch.GroupShuffleSampler {len(self)} samples, buffer of "
+                f"{self.buffer_groups} groups, epoch {self.epoch}>")
+
 
 class FrequencyDataset(Dataset[Any]):
     """Images of an :class:`~tessera.images.ImageColumns` set, one per index (in id order),
@@ -140,6 +144,10 @@ class FrequencyDataset(Dataset[Any]):
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def __repr__(self) -> str:
+        return (f"<tessera.torch.FrequencyDataset {self.url} {len(self)} images at k={self.k}, "
+                f"output {self.output!r}, scale {self.scale:g}>")
 
     def __getitem__(self, index: int) -> Any:
         return self.__getitems__([index])[0]

@@ -83,6 +83,10 @@ class TensorTableDataset(Dataset[Any]):
     def __len__(self) -> int:
         return len(self.index)
 
+    def __repr__(self) -> str:
+        return (f"<tessera.torch.TensorTableDataset {self.url} version {self.version}, "
+                f"{len(self.ids)} tensors, {len(self)} samples>")
+
     def __getitem__(self, position: int) -> Any:
         return self.__getitems__([position])[0]
 

@@ -129,6 +129,10 @@ class _ArraySamples(Dataset[Any]):
     def __len__(self) -> int:
         raise NotImplementedError  # pragma: no cover - defined by subclasses
 
+    def __repr__(self) -> str:
+        return (f"<tessera.torch.{type(self).__name__} {self.ref.uri} {len(self)} samples, "
+                f"attribute {self.attr!r}, sample dimension {self.sample_dim}>")
+
 
 class ArrayDataset(_ArraySamples):
     """One sample per index along ``sample_dim`` of a dense array.

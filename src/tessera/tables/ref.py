@@ -207,6 +207,16 @@ class TensorRef:
             + ("" if get_layout(header.layout).dense or header.layout != "csf"
                else " (then deeper CSF levels)"))
 
+    def _repr_html_(self) -> str:
+        """A notebook's view: the tensor's id, shape, dtype, layout, non-zeros and metadata."""
+        import html
+
+        cells = [self.id, str(self.shape), self.dtype, self.layout, f"{self.nnz:,}",
+                 ", ".join(f"{k}={v}" for k, v in self.header.metadata.items())]
+        return ("<table><thead><tr><th>id</th><th>shape</th><th>dtype</th><th>layout</th>"
+                "<th>non-zeros</th><th>metadata</th></tr></thead><tbody><tr>"
+                + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr></tbody></table>")
+
     def __repr__(self) -> str:
         return (f"<tessera.TensorRef {self.id!r} {self.shape} {self.dtype} {self.layout}, "
                 f"nnz {self.nnz}>")

@@ -77,6 +77,17 @@ def iso(t_ns: int) -> str:
     return dt.datetime.fromtimestamp(t_ns / 1e9, dt.UTC).isoformat()
 
 
+def positional_at(verb: str, legacy: tuple[Any, ...], at: Any) -> Any:
+    """``at`` given by an older caller as the third positional argument (``legacy``: what
+    came after ``url`` and ``mode``), with a DeprecationWarning; ``verb`` names the call."""
+    if not legacy:
+        return at
+    if len(legacy) > 1:
+        raise InvalidTypeError(f"{verb} takes url and mode positionally, got "
+                               f"{2 + len(legacy)} positional arguments")
+    return renamed("a third positional argument", "at", legacy[0], at)
+
+
 def renamed(old: str, new: str, value: Any, current: Any, unset: Any = None) -> Any:
     """A deprecated keyword's ``value`` when given (not ``None``; with a DeprecationWarning
     naming the new keyword), else ``current``; both given (``current`` is not the new

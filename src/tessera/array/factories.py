@@ -16,7 +16,6 @@ from tessera.config import Config
 from tessera.errors import (
     ArrayExistsError,
     ArrayNotFoundError,
-    InvalidTypeError,
     ObjectExistsError,
     ObjectNotFoundError,
     SchemaError,
@@ -26,7 +25,7 @@ from tessera.format.schema import ArraySchema, Attr, Dim
 from tessera.pushdown.client import PushdownClient
 from tessera.pushdown.fleet import PushdownFleet
 from tessera.storage.blocking import open_store
-from tessera.when import At, at_ns, renamed
+from tessera.when import At, at_ns, positional_at, renamed
 
 
 def create_array(url: str, schema: ArraySchema, *,
@@ -87,11 +86,7 @@ def open_array(url: str, mode: str = "r", *legacy: Any,
     :class:`~tessera.config.Config` snapshot: the environment is read once for all of them;
     default: read now).
     """
-    if legacy:
-        if len(legacy) > 1:
-            raise InvalidTypeError(f"open_array takes url and mode positionally, got "
-                                   f"{2 + len(legacy)} positional arguments")
-        at = renamed("a third positional argument (the timestamp)", "at", legacy[0], at)
+    at = positional_at("open_array", legacy, at)
     said = "at" if timestamp is None else "timestamp"  # errors name it as it was written
     at = renamed("timestamp", "at", timestamp, at)
     settings = config or Config.from_env()

@@ -14,14 +14,14 @@ beside the store and the client trains on what comes back.
 
 Training: :class:`tessera.torch.SplitTrainer`. Needs the ``frozen`` extra (torch,
 safetensors); importing :mod:`tessera` never imports torch, nor does this package: its
-public names (``tessera.frozen.FrozenModel`` and those below) are imported on first use.
+public names (``tessera.frozen.FrozenModel`` and those below) are imported on first use
+(``materialize`` shares its module's name: import it from :mod:`tessera.frozen.materialize`).
 """
 
 import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tessera.frozen.materialize import materialize
     from tessera.frozen.models import (
         CheckedModel,
         check_models,
@@ -36,13 +36,13 @@ if TYPE_CHECKING:
 #: Public name -> the module that defines it.
 _PUBLIC = {"FrozenModel": "remote", "Features": "remote", "SplitPlan": "planner",
            "SplitProfile": "planner", "choose": "planner", "static_split": "planner",
-           "SplitProfiler": "profile", "profile_split": "profile", "materialize": "materialize",
+           "SplitProfiler": "profile", "profile_split": "profile",
            "CheckedModel": "models", "check_models": "models", "checked_models": "models",
            "init_model": "models", "register": "models"}
 
 __all__ = ["CheckedModel", "Features", "FrozenModel", "SplitPlan", "SplitProfile",
            "SplitProfiler", "check_models", "checked_models", "choose", "init_model",
-           "materialize", "profile_split", "register", "static_split"]
+           "profile_split", "register", "static_split"]
 
 
 def __getattr__(name: str) -> Any:

@@ -41,7 +41,7 @@ from tessera.errors import (
     InvalidArgumentError,
     PushdownError,
 )
-from tessera.frozen.emulate import Emulation
+from tessera.frozen.emulate import EmulatedClient, Emulation
 from tessera.frozen.inputs import cropped_inputs
 from tessera.frozen.planner import SplitPlan, SplitProfile, choose, static_split
 from tessera.frozen.profile import SplitProfiler, TrainedTail, run_pipelined
@@ -220,6 +220,8 @@ class SplitTrainer:
         self.prices = get_pricing(pricing or default_pricing(self.data.store.url))
         self.output_dtype = output_dtype
         self.emulate = emulate
+        #: the compute of the client's layers and training (emulated: testing only)
+        self._client: TorchClient | EmulatedClient = TorchClient(self)
         self.augment = augment
         self._augment_now: Augment | None = None  # this epoch's
         self.profile = profile
@@ -234,6 +236,9 @@ class SplitTrainer:
                                        client_memory_bytes=client_memory_bytes,
                                        prefetch=self.prefetch, output_dtype=output_dtype,
                                        server_info={})
+        if emulate is not None:
+            self._client = EmulatedClient(emulate, net.spec.name,
+                                          lambda key, s: self._profiler.note(key, s))
         if self.server is None and split not in ("nosplit", 0):
             self.split = 0  # no server: everything here
         else:
@@ -366,89 +371,78 @@ class SplitTrainer:
               optimizer: torch.optim.Optimizer,
               loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
               report: EpochReport, profiling: bool) -> float:
+        """One iteration on what :meth:`_fetch` brought: layers ``split+1..F`` on the
+        server's features (or ``1..F`` on the stored samples), then the trained layers, on
+        the client's compute (PyTorch's, or the emulated one)."""
         if "fatal" in fetched:
             raise fetched["fatal"]
-        if self.emulate is not None:
-            return self._emulated_step(batch, split, fetched, report, profiling)
+        client, n = self._client, len(batch)
         if "features" in fetched:
             parts: list[Features] = fetched["features"]
             _account(report, parts)
             h = collate([p.features for p in parts])
             if profiling and split == self.freeze:
                 self._profiler.note_server(parts, split)
-            if self.check == "always" or (self.check == "first" and not self._checked):
-                first = parts[0]
-                checked = batch[:len(first.features)]
-                local = self.net.local_features(np.asarray(self.data.oindex[checked]),
-                                                split) \
-                    if self._augment_now is None else self.net.local_crop_features(
-                        self.data, checked, split, augment=self._augment_now)
-                report.checked = self.net.compare(first.features, local, split,
-                                                  self.output_dtype,
-                                                  first.header.weights_sha256)
-                self._checked = True
-            with torch.inference_mode():
-                if profiling and split < self.freeze:
-                    h = self._profiler.timed_layers(h, split + 1)
-                else:
-                    h = self.net.forward_range(h, split + 1, self.freeze)
+            client.check(parts, batch, split, report)
+            first = split + 1
         else:
             if "error" in fetched:
                 report.fallbacks += 1
                 report.last_error = fetched["error"]
-            stored = fetched["stored"]
-            with torch.inference_mode():
-                td = time.perf_counter()
-                x = self._inputs(stored)
-                self._profiler.note("decode", (time.perf_counter() - td) / len(batch))
-                start = 1
-                if "error" in fetched:  # the server's layers, here
-                    x = self.net.forward_range(x, 1, split)
-                    start = split + 1
-                h = self._profiler.timed_layers(x, start) if profiling else \
-                    self.net.forward_range(x, start, self.freeze)
+            td = time.perf_counter()
+            h = self._inputs(fetched["stored"])
+            self._profiler.note("decode", (time.perf_counter() - td) / n)
+            first = 1
+            if "error" in fetched:  # the server's layers, here
+                h = client.layers(h, 1, split, n, False)
+                first = split + 1
+        h = client.layers(h, first, self.freeze, n, profiling)
+        return client.train(h, batch, optimizer, loss_fn)
+
+
+class TorchClient:
+    """A split trainer's own compute in PyTorch: the frozen layers it runs, the check of
+    the server's features against its own, and the trained layers' step."""
+
+    def __init__(self, trainer: SplitTrainer) -> None:
+        self.trainer = trainer
+
+    def layers(self, h: torch.Tensor, first: int, last: int, samples: int,
+               profiling: bool) -> torch.Tensor:
+        """Layers ``first..last`` on ``h`` (each timed while profiling)."""
+        t = self.trainer
+        with torch.inference_mode():
+            if profiling and first <= last:
+                return t._profiler.timed_layers(h, first)
+            return t.net.forward_range(h, first, last)
+
+    def check(self, parts: list[Features], batch: list[int], split: int,
+              report: EpochReport) -> None:
+        """Compare the server's first features with the client's own (``check=``)."""
+        t = self.trainer
+        if t.check == "never" or (t.check == "first" and t._checked):
+            return
+        first = parts[0]
+        checked = batch[:len(first.features)]
+        local = t.net.local_features(np.asarray(t.data.oindex[checked]), split) \
+            if t._augment_now is None else t.net.local_crop_features(
+                t.data, checked, split, augment=t._augment_now)
+        report.checked = t.net.compare(first.features, local, split, t.output_dtype,
+                                       first.header.weights_sha256)
+        t._checked = True
+
+    def train(self, h: torch.Tensor, batch: list[int], optimizer: torch.optim.Optimizer,
+              loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> float:
+        """The trained layers' step on ``h``; returns the loss."""
+        t = self.trainer
         h = h.clone()  # leave inference mode: the trained layers need autograd
         tt = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        out = self.tail(h)
-        loss = loss_fn(out, self.labels[batch])
+        loss = loss_fn(t.tail(h), t.labels[batch])
         loss.backward()  # type: ignore[no-untyped-call]
         optimizer.step()
-        self._profiler.note("train", (time.perf_counter() - tt) / len(batch))
+        t._profiler.note("train", (time.perf_counter() - tt) / len(batch))
         return float(loss.detach())
-
-    def _emulated_step(self, batch: list[int], split: int, fetched: dict[str, Any],
-                       report: EpochReport, profiling: bool) -> float:
-        """One iteration of emulated compute: the same bookkeeping, sleeps for compute."""
-        assert self.emulate is not None
-        name, n = self.net.spec.name, len(batch)
-        first = split + 1
-        if "features" in fetched:
-            parts: list[Features] = fetched["features"]
-            _account(report, parts)
-            collate([p.features for p in parts])
-            if profiling and split == self.freeze:
-                self._profiler.note_server(parts, split)
-        else:
-            if "error" in fetched:
-                report.fallbacks += 1
-                report.last_error = fetched["error"]
-                time.sleep(self.emulate.range_s(name, 1, split, n))
-            else:
-                first = 1
-            td = time.perf_counter()
-            self._inputs(fetched["stored"])
-            self._profiler.note("decode", (time.perf_counter() - td) / n)
-        for k in range(first, self.freeze + 1) if profiling else ():
-            t = time.perf_counter()
-            time.sleep(self.emulate.range_s(name, k, k, n))
-            self._profiler.note(f"client{k}", (time.perf_counter() - t) / n)
-        if not profiling:
-            time.sleep(self.emulate.range_s(name, first, self.freeze, n))
-        t = time.perf_counter()
-        time.sleep(self.emulate.train_s(name, n))
-        self._profiler.note("train", (time.perf_counter() - t) / n)
-        return 0.0
 
 
 class FrozenFeatureDataset(torch.utils.data.Dataset[tuple[torch.Tensor, Any]]):

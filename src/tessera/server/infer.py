@@ -11,10 +11,8 @@
   as the manifest says, runs layers ``1..s`` in eval mode under ``inference_mode`` with the
   server's batch (halved on an allocation failure, down to 1) and times every phase.
 
-Emulated compute (``ServerConfig.emulate_compute``, testing only): the forward pass sleeps
-its profiled seconds under one device lock (forward passes take turns, as on the paper's
-time-shared GPU) and returns zeros of the true shape, so the link carries real bytes while
-two cores play the paper's grid (:mod:`tessera.frozen.emulate`).
+Emulated compute (``ServerConfig.emulate_compute``, testing only) lives in
+:mod:`tessera.frozen.emulate`: its device's passes stand in for :class:`ForwardPass`.
 """
 
 from __future__ import annotations
@@ -45,6 +43,7 @@ from tessera.errors import (
     UnprocessableError,
     WeightsMismatchError,
 )
+from tessera.frozen.emulate import EmulatedDevice, EmulatedPass, Emulation
 from tessera.frozen.inputs import crop_boxes, prepare, read_crops
 from tessera.frozen.manifest import ModelSpec, writable_warning
 from tessera.pushdown.infer_items import InferHeader, InferRequest
@@ -187,20 +186,6 @@ class ForwardPass:
 
     def __iter__(self) -> Iterator[np.ndarray]:
         req, phases = self.req, self.phases
-        n = len(req.samples)
-        if self.model is None:  # emulated compute: the device's time, zeros as features
-            assert self.service.emulation is not None
-            name = self.hosted.spec.name
-            t = time.perf_counter()
-            with self.service.device_lock:
-                time.sleep(self.service.emulation.forward_s(name, req.split, n))
-            phases["forward"] = time.perf_counter() - t
-            if req.timings == "layers":
-                self.layers_s = self.service.emulation.layer_s(name, req.split, n)
-            shape = self.hosted.layers[req.split - 1].shape
-            for start in range(0, n, self.cos):
-                yield np.zeros((min(self.cos, n - start), *shape), req.output_dtype)
-            return
         per_layer = [0.0] * req.split if req.timings == "layers" else None
         self.layers_s = per_layer
         batches = self.service.forward_batches(self.model, self.x, req, self.cos, per_layer)
@@ -223,6 +208,10 @@ class ForwardPass:
                            None if self.layers_s is None else list(self.layers_s))
 
 
+#: A forward pass as the handler streams it: the real one, or the emulated device's.
+Pass = ForwardPass | EmulatedPass
+
+
 class InferService:
     """Runs infer requests for one server (blocking: the handler calls :meth:`run` in a
     worker thread)."""
@@ -234,12 +223,9 @@ class InferService:
         self.config = config
         self.registry = ModelRegistry(config.models_dir)
         self.cache = ModelCache(self.registry, config.model_cache_bytes)
-        self.device_lock = threading.Lock()  # emulated compute: forward passes take turns
-        self.emulation = None
+        self.emulated: EmulatedDevice | None = None  # emulated compute, testing only
         if config.emulate_compute:
-            from tessera.frozen.emulate import Emulation
-
-            self.emulation = Emulation.load(config.emulate_compute)
+            self.emulated = EmulatedDevice(Emulation.load(config.emulate_compute))
         self._arrays: dict[str, Any] = {}
         self._arrays_lock = threading.Lock()
         torch.set_num_threads(config.infer_threads)
@@ -291,7 +277,7 @@ class InferService:
         assert features is not None
         return InferResult(features, run.header())
 
-    def start(self, req: InferRequest, hosted: HostedModel, cos: int) -> ForwardPass:
+    def start(self, req: InferRequest, hosted: HostedModel, cos: int) -> Pass:
         """Read the request's samples and load its model prefix (timed); iterating the
         result computes the features server batch by server batch."""
         phases: dict[str, float] = {}
@@ -307,13 +293,10 @@ class InferService:
         else:
             stored = self._read(req, spec)
         phases["read"] = time.perf_counter() - t
-        if self.emulation is not None:
-            phases["load"] = self.emulation.load_s(spec.name, req.split) \
-                if self.cache.capacity == 0 else 0.0
-            time.sleep(phases["load"])
-            phases["prep"] = 0.0
-            return ForwardPass(self, req, hosted, cos, phases, None, stored,
-                               self.cache.capacity > 0)
+        if self.emulated is not None:
+            return self.emulated.start(req, spec.name, spec.sha256,
+                                       hosted.layers[req.split - 1].shape, cos, phases,
+                                       self.cache.capacity > 0)
         t = time.perf_counter()
         model, hit, _ = self.cache.get(hosted, req.split)
         phases["load"] = time.perf_counter() - t

@@ -36,7 +36,7 @@ from tessera.server.framed import framed_response
 from tessera.server.handlers import Handler, HandlerFn, ServerContext, Streamed
 
 if TYPE_CHECKING:
-    from tessera.server.infer import ForwardPass
+    from tessera.server.infer import Pass
 
 
 def build(ctx: ServerContext) -> HandlerFn:
@@ -99,7 +99,7 @@ def build(ctx: ServerContext) -> HandlerFn:
         return framed_response(encode_response([{"features": result.features}], server_s,
                                                result.header.to_json()))
 
-    def streamed(req: InferRequest, run: ForwardPass, cos: int, t0: float,
+    def streamed(req: InferRequest, run: Pass, cos: int, t0: float,
                  queued: float) -> Streamed:
         """Each sample's features sent as its server batch is computed; the compute slot
         is held until the stream ends."""

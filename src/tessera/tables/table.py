@@ -91,7 +91,7 @@ from tessera.tables.schema import (
     writer_properties,
 )
 from tessera.tables.versions import checked_version
-from tessera.when import At, first_commit_error, moment, renamed
+from tessera.when import At, first_commit_error, moment, positional_at, renamed
 
 WRITE_MODES = ("error", "overwrite", "ignore")
 #: A checkpoint is written at every version that is a multiple of this (Delta's default
@@ -213,11 +213,7 @@ class TensorTable(TableFace):
         was then: a version number, a datetime or an ISO-8601 string (``history()`` lists
         them; ``version=`` is its older name); a time before the table was created raises
         :class:`~tessera.errors.BeforeFirstCommitError`. ``config``: as :meth:`create`'s."""
-        if legacy:
-            if len(legacy) > 1:
-                raise InvalidArgumentError(f"open takes url and mode positionally, got "
-                                           f"{2 + len(legacy)} positional arguments")
-            at = renamed("a third positional argument (the version)", "at", legacy[0], at)
+        at = positional_at("TensorTable.open", legacy, at)
         when = moment(renamed("version", "at", version, at),
                       "at" if version is None else "version")
         if when is not None and mode == "w":

@@ -251,3 +251,21 @@ def test_an_image_id_past_the_end_is_reported_against_the_images_that_exist(tmp_
     cols = tessera.open(_kinds(tmp_path)["images"][0])
     with pytest.raises(tessera.SelectionError, match=r"holds 5 image\(s\), ids 0..5"):
         cols.read([40])
+
+
+def test_datasets_and_dask_sources_travel_in_time_with_at(tmp_path) -> None:
+    from tessera.dask import from_images, from_tensor
+    from tessera.torch import FrequencyDataset, TensorTableDataset
+
+    kinds = _kinds(tmp_path)
+    table_url, images_url = kinds["table"][0], kinds["images"][0]
+    first_write = tessera.open_table(table_url).history()[1]
+    assert TensorTableDataset(table_url, at=first_write.when).ids == ["x"]
+    assert from_tensor(table_url, "x", at=first_write.marker).shape == (3, 2)
+    with pytest.warns(DeprecationWarning, match="write at="):
+        assert TensorTableDataset(table_url, version=1).ids == ["x"]
+    first_append = tessera.open_images(images_url).history()[0]
+    assert len(FrequencyDataset(images_url, at=first_append.when, labels=False)) == 3
+    assert from_images(images_url, k=1, at=first_append.when.isoformat()).shape[0] == 3
+    with pytest.warns(DeprecationWarning, match="write at="):
+        assert from_images(images_url, k=1, timestamp=first_append.marker).shape[0] == 3

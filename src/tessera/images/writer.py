@@ -5,21 +5,28 @@ given."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from tessera.errors import InvalidArgumentError
+from tessera.images.header import SetHeader
 from tessera.images.inputs import Batch, prepare
 
-if TYPE_CHECKING:
-    from tessera.images.columns import ImageColumns
+
+class Appendable(Protocol):
+    """What a writer needs of its image set (:class:`~tessera.images.ImageColumns`)."""
+
+    size: tuple[int, int]
+    header: SetHeader
+
+    def _write(self, batch: Batch, labels: np.ndarray | None) -> np.ndarray: ...
 
 
 class ImageWriter:
     """Streaming appends to an image set (:meth:`ImageColumns.writer`)."""
 
-    def __init__(self, cols: ImageColumns, flush_images: int) -> None:
+    def __init__(self, cols: Appendable, flush_images: int) -> None:
         if isinstance(flush_images, bool) or not isinstance(flush_images, int) \
                 or flush_images < 1:
             raise InvalidArgumentError(f"flush_images must be a positive number of images, "

@@ -26,6 +26,7 @@ import numpy as np
 from tessera.errors import InvalidArgumentError
 from tessera.images import ImageColumns
 from tessera.integrations.handle import PerProcess
+from tessera.when import At, at_ns, renamed
 
 
 class ImageSource:
@@ -64,15 +65,17 @@ class ImageSource:
 
 
 def from_images(url: str, k: int | str = 8, *, output: str = "pixels", scale: float = 1.0,
-                timestamp: int | None = None, chunks: int | None = None,
-                storage_options: dict[str, Any] | None = None) -> da.Array:
+                at: At = None, chunks: int | None = None,
+                storage_options: dict[str, Any] | None = None,
+                timestamp: int | None = None) -> da.Array:
     """A dask array of every image of the set at ``url`` (in id order) at ``k`` diagonals:
     ``output="pixels"`` (uint8 ``(N, H*scale, W*scale, 3)``) or ``"coefficients"`` (int8
     ``(N, C, BY, BX, T(k))``); ``chunks`` images per chunk along the first axis (default:
-    the set's group, so each task reads whole groups); pinned to the set as it is now (or at
-    ``timestamp``)."""
-    source = ImageSource(url, k, output, scale,
-                         time.time_ns() if timestamp is None else int(timestamp),
+    the set's group, so each task reads whole groups); pinned to the set as it is now (or
+    as it was ``at``: a datetime, an ISO-8601 string or a commit time in ns; ``timestamp=``
+    is its older name)."""
+    when = at_ns(renamed("timestamp", "at", timestamp, at))
+    source = ImageSource(url, k, output, scale, time.time_ns() if when is None else when,
                          dict(storage_options or {}))
     lead = source.group if chunks is None else int(chunks)
     if lead < 1:

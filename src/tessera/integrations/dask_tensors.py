@@ -26,6 +26,7 @@ from tessera.errors import FormatError
 from tessera.integrations.handle import PerProcess
 from tessera.tables import TensorTable
 from tessera.tables.tensors import DTYPES
+from tessera.when import At, renamed
 
 #: Bytes per chunk when ``chunks`` is not given.
 DEFAULT_CHUNK_BYTES = 64 << 20
@@ -61,11 +62,15 @@ class TensorSource:
         return out
 
 
-def from_tensor(url: str, tensor_id: str, *, chunks: Any = None, version: int | None = None,
-                storage_options: dict[str, Any] | None = None) -> da.Array:
-    """A dask array of tensor ``tensor_id`` of the table at ``url``; ``chunks`` as dask
-    takes them (default: whole trailing dimensions, leading slices of about 64 MiB)."""
-    table = TensorTable.open(url, at=version, storage_options=storage_options)
+def from_tensor(url: str, tensor_id: str, *, chunks: Any = None, at: At = None,
+                storage_options: dict[str, Any] | None = None,
+                version: int | None = None) -> da.Array:
+    """A dask array of tensor ``tensor_id`` of the table at ``url`` (as it was ``at``: a
+    version, a datetime or an ISO-8601 string; ``version=`` is its older name); ``chunks``
+    as dask takes them (default: whole trailing dimensions, leading slices of about 64
+    MiB)."""
+    table = TensorTable.open(url, at=renamed("version", "at", version, at),
+                             storage_options=storage_options)
     source = TensorSource(url, tensor_id, table.version, dict(storage_options or {}))
     if chunks is None:
         per_lead = math.prod(source.shape[1:]) * source.dtype.itemsize if source.shape else 1

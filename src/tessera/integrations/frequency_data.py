@@ -30,6 +30,7 @@ from tessera.images.cache import ColumnCache
 from tessera.images.columns import SHARED, ImageColumns
 from tessera.integrations.handle import PerProcess
 from tessera.integrations.loading import Loader
+from tessera.when import At, at_ns, renamed
 
 KSchedule = int | str | Callable[[int], int]
 
@@ -98,14 +99,16 @@ class FrequencyDataset(Dataset[Any]):
     def __init__(self, url: str, k: KSchedule = 8, *, output: str = "pixels",
                  scale: float = 1.0, transform: Callable[[torch.Tensor], Any] | None = None,
                  labels: bool = True, storage_options: dict[str, Any] | None = None,
-                 timestamp: int | None = None, cache_bytes: int | None = None) -> None:
+                 at: At = None, cache_bytes: int | None = None,
+                 timestamp: int | None = None) -> None:
         if cache_bytes is not None and (isinstance(cache_bytes, bool)
                                         or not isinstance(cache_bytes, int) or cache_bytes < 0):
             raise InvalidArgumentError(f"cache_bytes must be None (the shared cache), 0 (none) "
                                        f"or a number of bytes, got {cache_bytes!r}")
         self.cache_bytes = cache_bytes
         self.url, self.storage_options = url, dict(storage_options or {})
-        self.timestamp = time.time_ns() if timestamp is None else int(timestamp)
+        when = at_ns(renamed("timestamp", "at", timestamp, at))
+        self.timestamp = time.time_ns() if when is None else when
         self.output, self.scale, self.transform, self.with_labels = (output, scale, transform,
                                                                      labels)
         self._cols = PerProcess(functools.partial(  # reopened in each worker

@@ -30,6 +30,7 @@ from tessera.integrations.handle import PerProcess
 from tessera.integrations.loading import Loader
 from tessera.tables import TensorTable
 from tessera.tables.tensors import DTYPES
+from tessera.when import At, renamed
 
 
 class TensorTableDataset(Dataset[Any]):
@@ -40,17 +41,19 @@ class TensorTableDataset(Dataset[Any]):
         ids: the tensors (a list, or a prefix string; default all).
         whole_tensors: one sample per tensor instead of one per leading index.
         transform: applied to each sample.
-        version: the table version to read (default: the newest when made).
+        at: the table as it was then: a version, a datetime or an ISO-8601 string (default:
+            the newest when made; ``version=`` is its older name).
         dense: sparse tensors' samples as dense tensors instead of sparse COO ones.
     """
 
     def __init__(self, url: str, ids: Sequence[str] | str | None = None, *,
                  whole_tensors: bool = False, transform: Callable[[Any], Any] | None = None,
-                 version: int | None = None, dense: bool = False,
+                 at: At = None, dense: bool = False, version: int | None = None,
                  storage_options: dict[str, Any] | None = None) -> None:
         self.url, self.storage_options = url, dict(storage_options or {})
         self.whole_tensors, self.transform, self.dense = whole_tensors, transform, dense
-        table = TensorTable.open(url, at=version, storage_options=self.storage_options)
+        table = TensorTable.open(url, at=renamed("version", "at", version, at),
+                                 storage_options=self.storage_options)
         self.version = table.version
         self._table = PerProcess(functools.partial(  # reopened in each worker
             TensorTable.open, url, at=self.version, storage_options=self.storage_options),
@@ -149,7 +152,7 @@ class TensorTableDataset(Dataset[Any]):
             raise InvalidArgumentError(f"rank must be 0..{world_size - 1}, got {rank}")
         mine = [i for i in self.ids if zlib.crc32(i.encode()) % world_size == rank]
         return TensorTableDataset(self.url, mine, whole_tensors=self.whole_tensors,
-                                  transform=self.transform, version=self.version,
+                                  transform=self.transform, at=self.version,
                                   dense=self.dense, storage_options=self.storage_options)
 
     def loader(self, batch_size: int = 32, *, shuffle: bool = False, num_workers: int = 0,

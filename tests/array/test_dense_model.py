@@ -169,8 +169,8 @@ def _check(url: str, options: dict, history, methods: tuple[str, ...] = ("auto",
                 np.testing.assert_array_equal(got[name],
                                               _model_select(model[name], sel, schema))
     for ts, past in snapshots:  # time travel to every earlier write
-        old = tessera.open_array(arr.uri, at=ts, storage_options=options)
-        try:
+        try:  # (a handle at a time lists what it sees when it opens)
+            old = tessera.open_array(arr.uri, at=ts, storage_options=options)
             got = old.read(..., attrs=names)
         except tessera.HistoryVacuumedError:
             continue  # consolidated and vacuumed since: refusing is the contract

@@ -168,3 +168,30 @@ def test_maintenance_with_nothing_to_do_returns_quietly(store_url, sparse: bool)
     else:
         arr.write(np.ones((8, 8), np.int32))
     assert arr.vacuum() == 0
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_time_travel_after_consolidations_of_non_neighbouring_fragments(sparse) -> None:
+    """Three writes of one cell; the first and third consolidated, then the second alone:
+    travelling back to the second write shows its value (the first write, hidden by the
+    first consolidation, reappears there below the second one, as their times say)."""
+    url = f"memory://maint-hidden-{sparse}"
+    schema = tessera.ArraySchema([tessera.Dim("x", (0, 3), 4)], [tessera.Attr("v", "i4")],
+                                 sparse=sparse)
+    arr = tessera.create_array(url, schema)
+    stamps = []
+    for value in (1, 2, 3):
+        if sparse:
+            info = arr.write_cells((np.array([1]),), np.array([value], np.int32))
+        else:
+            info = arr.write(np.full(4, value, np.int32))
+        stamps.append(info)
+    first, second, third = (i.name for i in stamps)
+    arr.consolidate([first, third])
+    arr.consolidate([second])
+    for info, value in zip(stamps, (1, 2, 3), strict=True):
+        old = tessera.open_array(url, at=info.timestamp)
+        got = old[...].values["v"].tolist() if sparse else old[1:2].tolist()
+        assert got == [value], (info.name, got)
+    now = tessera.open_array(url)
+    assert (now[...].values["v"].tolist() if sparse else now[1:2].tolist()) == [3]

@@ -1,9 +1,10 @@
 """Consolidation and vacuum (the TileDB paper, section 4.3), and the visibility rule they need.
 
 Consolidating a set S of fragments writes one fragment C that holds what a reader sees,
-inside the bounding box of S, of the fragments ranked up to the highest member of S. C lists
-S as replaced and, as ``covers``, the other visible fragments ranked below that member: the
-ones whose effect it holds. C is named at ``t_max``, the newest timestamp among what it
+inside the bounding box of S, of the fragments ranked up to the highest member of S (and of
+the plain fragments named before that member which a consolidation ranked above it hides:
+a reader travelling back to before that one sees them again, below the member). C lists S as
+replaced and, as ``covers``, the others it holds the effect of. C is named at ``t_max``, the newest timestamp among what it
 read. Readers apply two rules (:func:`apply_replacements`):
 
 * a visible fragment that replaces others hides them. C's commit marker is written
@@ -107,6 +108,25 @@ def rank_order(visible: list[FragmentMeta]) -> list[FragmentMeta]:
         ordered.append(c)
     ordered.extend(places[-1])
     return ordered
+
+
+def with_hidden(below: list[FragmentMeta], committed: list[FragmentMeta],
+                top: str) -> list[FragmentMeta]:
+    """What a consolidation whose highest member is ``top`` holds and outranks: the
+    fragments ranked up to ``top`` (``below``, in rank order) and the plain fragments named
+    before ``top`` that a consolidation ranked above ``top`` hides now. A reader travelling
+    back to before that consolidation sees them again, below ``top`` as their times say:
+    the new fragment must hold their effect and outrank them there too."""
+    inside = {m.name for m in below}
+    hiders = [m for m in committed if m.replaces and m.name not in inside]
+    hidden = {r for m in hiders for r in m.replaces} - inside
+    for m in below:  # hidden by a consolidation that is itself below: held by it already
+        hidden -= set(m.replaces)
+    extra = [m for m in committed if m.name in hidden and m.kind != "consolidated"
+             and m.name < top]
+    if not extra:
+        return below
+    return rank_order(sorted([*below, *extra], key=lambda m: m.name))
 
 
 async def check_history(store: AsyncStore, timestamp: int, array_url: str) -> None:

@@ -15,7 +15,7 @@ from tessera._sync import run_sync
 from tessera.array.commits import write_dense_fragment
 from tessera.array.fragment import FragmentInfo, FragmentMeta
 from tessera.array.growth import claim, record_resize
-from tessera.array.maintenance import vacuum
+from tessera.array.maintenance import vacuum, with_hidden
 from tessera.array.metadata import ArrayMetadata
 from tessera.array.read.sparse import TOMBSTONE_ATTR, plan_cell_reads, read_sparse
 from tessera.array.sparse import check_coords, write_sparse_fragment
@@ -352,7 +352,8 @@ class ArrayWrites:
         # others it saw there as ``covers``); any fragment it did not see ranks above it.
         merged = {m.name for m in chosen}
         top = max(i for i, m in enumerate(metas) if m.name in merged)
-        below = metas[:top + 1]
+        below = with_hidden(metas[:top + 1], run_sync(self._committed_metas()),
+                            metas[top].name)
         covers = tuple(m.name for m in below if m.name not in merged)
         t_max = max(m.timestamp for m in below)
         snapshot = self._at(t_max)

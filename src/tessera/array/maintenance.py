@@ -2,10 +2,10 @@
 
 Consolidating a set S of fragments writes one fragment C that holds what a reader sees,
 inside the bounding box of S, of the fragments ranked up to the highest member of S (and of
-the plain fragments named before that member which a consolidation ranked above it hides:
-a reader travelling back to before that one sees them again, below the member). C lists S as
-replaced and, as ``covers``, the others it holds the effect of. C is named at ``t_max``, the newest timestamp among what it
-read. Readers apply two rules (:func:`apply_replacements`):
+the plain fragments named before that member which a consolidation ranked above it hides: a
+reader travelling back to before that one sees them again, below the member). C lists S as
+replaced and, as ``covers``, the others it holds the effect of. C is named at ``t_max``, the
+newest timestamp among what it read. Readers apply two rules (:func:`apply_replacements`):
 
 * a visible fragment that replaces others hides them. C's commit marker is written
   create-only, last, so a reader sees either S (before) or C (after), never both and never

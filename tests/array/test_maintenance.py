@@ -195,3 +195,19 @@ def test_time_travel_after_consolidations_of_non_neighbouring_fragments(sparse) 
         assert got == [value], (info.name, got)
     now = tessera.open_array(url)
     assert (now[...].values["v"].tolist() if sparse else now[1:2].tolist()) == [3]
+
+
+def test_a_consolidation_over_nested_consolidations_keeps_the_newest_values() -> None:
+    """What an earlier consolidation hid inside a later one stays hidden when a third one
+    merges the later one: it is held already, not brought back above it."""
+    arr = tessera.create_array("memory://maint-nested", tessera.ArraySchema(
+        [tessera.Dim("x", (0, 3), 4)], [tessera.Attr("v", "i4")]))
+    for values in ([1], [2], None, [4], [5], None):
+        if values is None:
+            arr.consolidate()
+        else:
+            arr.write(np.array(values, np.int32), origin=(0,))
+    arr.write(np.array([7], np.int32), origin=(1,))
+    before = arr[:].tolist()
+    arr.consolidate()
+    assert before == arr[:].tolist() == [5, 7, 0, 0]

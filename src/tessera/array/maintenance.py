@@ -118,10 +118,11 @@ def with_hidden(below: list[FragmentMeta], committed: list[FragmentMeta],
     back to before that consolidation sees them again, below ``top`` as their times say:
     the new fragment must hold their effect and outrank them there too."""
     inside = {m.name for m in below}
-    hiders = [m for m in committed if m.replaces and m.name not in inside]
-    hidden = {r for m in hiders for r in m.replaces} - inside
-    for m in below:  # hidden by a consolidation that is itself below: held by it already
-        hidden -= set(m.replaces)
+    by_name = {m.name: m for m in committed}
+    # hidden by a consolidation that is itself below (directly or through what it
+    # replaced): held by it already
+    held = {g.name for m in below for g in _replaced_closure(m, by_name)}
+    hidden = {r for m in committed for r in m.replaces} - inside - held
     extra = [m for m in committed if m.name in hidden and m.kind != "consolidated"
              and m.name < top]
     if not extra:

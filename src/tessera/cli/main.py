@@ -25,6 +25,7 @@ from tessera.cli.common import (
 )
 from tessera.cli.common import human as _human
 from tessera.cli.common import options as _options
+from tessera.cli.data import JsonOpt, history
 from tessera.cli.images import images_app, import_images_cmd
 from tessera.cli.models import explain_split, models_app, profile_model
 from tessera.cli.tables import (
@@ -32,9 +33,10 @@ from tessera.cli.tables import (
     print_summary,
     tables_app,
 )
-from tessera.errors import InvalidURLError, TesseraError
+from tessera.errors import DataNotFoundError, InvalidURLError, TesseraError
 from tessera.format.codecs import codec_names
 from tessera.format.parse import parse_selection
+from tessera.kinds import kind_at
 from tessera.query.profiler import endpoint_id
 from tessera.storage.blocking import Store
 from tessera.storage.store import ObjectInfo
@@ -60,6 +62,8 @@ def _root(
                                           help="Print the version and exit.")] = False,
 ) -> None:
     """Tessera's command line."""
+    if not out.is_terminal:  # piped or redirected: whole values, no cutting to a width
+        out.width = 1 << 16
 
 
 def _split_object_url(url: str) -> tuple[str, str]:
@@ -89,19 +93,41 @@ def ls(
     region: RegionOpt = None,
     allow_http: AllowHttpOpt = False,
     option: OptionOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """List the objects (and sub-folders) below a store URL."""
-    store = tessera.open_store(url, **_options(endpoint, region, allow_http, option))
-    table = Table("key", "size", "modified (UTC)", box=None, pad_edge=False)
+    """List the objects and folders below a store URL, saying which folders hold an
+    array, a tensor table, an image set or a tessera.h5 file.
+
+    With --json: one JSON document per line, {"key", "size", "modified"} for an object
+    and {"key", "kind"} for a folder (kind null for a plain one).
+
+    Examples:
+        tessera ls file:///data
+        tessera ls s3://bucket/ds -r --json
+    """
+    opts = _options(endpoint, region, allow_http, option)
+    store = tessera.open_store(url, **opts)
+    folders: list[tuple[str, str | None]] = []
     if recursive:
         objects = store.list()
-        _object_rows(table, objects)
     else:
         level = store.list_dir()
-        for p in level.prefixes:
-            table.add_row(f"[bold blue]{p}/[/]", "", "")
         objects = level.objects
-        _object_rows(table, objects)
+        folders = [(p, kind_at(tessera.open_store(f"{url.rstrip('/')}/{p}", **opts)))
+                   for p in level.prefixes]
+    if not objects and not folders:
+        raise DataNotFoundError(f"nothing at {url}: no object and no folder below it")
+    if as_json:
+        for key, kind in folders:
+            typer.echo(json.dumps({"key": f"{key}/", "kind": kind}))
+        for o in objects:
+            typer.echo(json.dumps({"key": o.key, "size": o.size,
+                                   "modified": o.last_modified.isoformat()}))
+        return
+    table = Table("key", "size", "modified (UTC)", box=None, pad_edge=False)
+    for key, kind in folders:
+        table.add_row(f"[bold blue]{key}/[/]", f"[green]{kind}[/]" if kind else "", "")
+    _object_rows(table, objects)
     out.print(table)
     total = sum(o.size for o in objects)
     out.print(f"[dim]{len(objects)} objects, {_human(total)}[/]")
@@ -496,6 +522,7 @@ def import_safetensors_cmd(
               + (" ..." if len(ids) > 5 else ""))
 
 
+app.command("history")(history)
 app.add_typer(tables_app, name="tables")
 app.add_typer(models_app, name="models")
 app.command("profile-model")(profile_model)

@@ -109,17 +109,10 @@ async def log_changes(store: AsyncStore, old: int, new: int,
     added: dict[str, DataFile] = {}
     removed: set[str] = set()
     for version in range(old + 1, new + 1):
-        try:
-            data = bytes(await store.get(f"{LOG}/{version:020d}.json"))
-        except ObjectNotFoundError:
-            return None
-        try:
-            actions = [json.loads(line) for line in data.splitlines() if line.strip()]
-        except ValueError:
+        actions = await log_entry(store, version)
+        if actions is None:
             return None
         for action in actions:
-            if not isinstance(action, dict):
-                return None
             if "remove" in action:
                 path = unquote(str(action["remove"]["path"]))
                 removed.add(path)
@@ -130,6 +123,17 @@ async def log_changes(store: AsyncStore, old: int, new: int,
                 lo, hi = _id_stats(add.get("stats"))
                 added[path] = DataFile(path, int(add["size"]), lo, hi)
     return list(added.values()), removed
+
+
+async def log_entry(store: AsyncStore, version: int) -> list[dict[str, Any]] | None:
+    """The actions of the transaction log's entry of ``version`` (``commitInfo``, ``add``,
+    ``remove``, ...), or ``None`` when it cannot be read (cleaned up after a checkpoint)."""
+    try:
+        data = bytes(await store.get(f"{LOG}/{version:020d}.json"))
+        actions = [json.loads(line) for line in data.splitlines() if line.strip()]
+    except (ObjectNotFoundError, ValueError):
+        return None
+    return actions if all(isinstance(a, dict) for a in actions) else None
 
 
 def _id_stats(stats: Any) -> tuple[str | None, str | None]:

@@ -20,8 +20,7 @@ import html
 from typing import TYPE_CHECKING, Any
 
 from tessera._sync import run_sync
-from tessera.storage.forkguard import note_io
-from tessera.tables.catalog import log_changes
+from tessera.tables.catalog import log_entry
 from tessera.when import Commit, History
 
 if TYPE_CHECKING:
@@ -45,10 +44,6 @@ class TableFace:
         def version(self) -> int:
             """The version this handle reads."""
 
-        @property
-        def _delta(self) -> Any:
-            """The delta-rs table."""
-
         def ids(self, prefix: str | None = None) -> list[str]:
             """The tensors' ids."""
 
@@ -58,24 +53,27 @@ class TableFace:
     def history(self) -> History:
         """The table's commits up to this handle's version, oldest first: when, the Delta
         operation (``create``, ``write``, ``delete``, ``optimize``, ``restore``, ...), the
-        data files each added and removed and the bytes it added (from the transaction
-        log's entries; 0 where an entry was cleaned up after a checkpoint)."""
-        note_io()
-        rows = [r for r in self._delta.history() if int(r["version"]) <= self.version]
-        rows.sort(key=lambda r: int(r["version"]))
-
-        async def changes() -> list[Any]:
-            return await asyncio.gather(*(log_changes(self.store.aio, int(r["version"]) - 1,
-                                                      int(r["version"])) for r in rows))
+        data files each added and removed and the bytes it added, read from the transaction
+        log's entries (commits whose entry was cleaned up after a checkpoint are left
+        out)."""
+        async def entries() -> list[list[dict[str, Any]] | None]:
+            return list(await asyncio.gather(*(log_entry(self.store.aio, v)
+                                               for v in range(self.version + 1))))
 
         out = History()
-        for row, change in zip(rows, run_sync(changes()), strict=True):
-            added, removed = change if change is not None else ([], set())
-            operation = str(row.get("operation", "?")).lower().replace("create table",
-                                                                       "create")
-            out.append(Commit(dt.datetime.fromtimestamp(int(row["timestamp"]) / 1e3, dt.UTC),
-                              int(row["version"]), operation, len(added), len(removed),
-                              "files", sum(f.size for f in added)))
+        for version, actions in enumerate(run_sync(entries())):
+            if actions is None:  # cleaned up after a checkpoint
+                continue
+            info: dict[str, Any] = next((a["commitInfo"] for a in actions
+                                         if "commitInfo" in a), {})
+            adds = [a["add"] for a in actions if "add" in a]
+            operation = str(info.get("operation", "?")).lower().replace("create table",
+                                                                        "create")
+            out.append(Commit(dt.datetime.fromtimestamp(int(info.get("timestamp", 0)) / 1e3,
+                                                        dt.UTC),
+                              version, operation, len(adds),
+                              sum("remove" in a for a in actions), "files",
+                              sum(int(a.get("size", 0)) for a in adds)))
         return out
 
     def __repr__(self) -> str:

@@ -352,8 +352,9 @@ class ArrayWrites:
         # others it saw there as ``covers``); any fragment it did not see ranks above it.
         merged = {m.name for m in chosen}
         top = max(i for i, m in enumerate(metas) if m.name in merged)
-        below = with_hidden(metas[:top + 1], run_sync(self._committed_metas()),
-                            metas[top].name)
+        below = metas[:top + 1]
+        if any(m.replaces for m in metas[top + 1:]):  # consolidations above it may hide some
+            below = with_hidden(below, run_sync(self._committed_metas()), metas[top].name)
         covers = tuple(m.name for m in below if m.name not in merged)
         t_max = max(m.timestamp for m in below)
         snapshot = self._at(t_max)

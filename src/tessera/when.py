@@ -72,9 +72,14 @@ def at_ns(at: Any, name: str = "at") -> int | None:
     return ns(when) + 999 if isinstance(when, dt.datetime) else when
 
 
+def utc(t_ns: int) -> dt.datetime:
+    """Nanoseconds since the epoch as an aware UTC datetime (to the microsecond)."""
+    return dt.datetime.fromtimestamp(t_ns / 1e9, dt.UTC)
+
+
 def iso(t_ns: int) -> str:
     """Nanoseconds since the epoch as an ISO-8601 UTC string (to the microsecond)."""
-    return dt.datetime.fromtimestamp(t_ns / 1e9, dt.UTC).isoformat()
+    return utc(t_ns).isoformat()
 
 
 def positional_at(verb: str, legacy: tuple[Any, ...], at: Any) -> Any:
@@ -171,7 +176,7 @@ def first_commit_error(what: str, first_ns_or_when: int | dt.datetime, at: Any,
                        ) -> BeforeFirstCommitError:
     """The error of a point in time before ``what``'s first commit."""
     first = (first_ns_or_when if isinstance(first_ns_or_when, dt.datetime)
-             else dt.datetime.fromtimestamp(first_ns_or_when / 1e9, dt.UTC))
+             else utc(first_ns_or_when))
     shown = iso(at) if isinstance(at, int) and at > 10**15 else at
     return BeforeFirstCommitError(
         f"{what} at {shown}: that is before its first commit, at {first.isoformat()}; open "

@@ -35,7 +35,6 @@ from tessera.array.maintenance import (
     apply_replacements,
     check_history,
     same_fragments,
-    timestamp_ns,
     visible_at,
 )
 from tessera.array.metadata import ArrayMetadata
@@ -90,7 +89,7 @@ from tessera.query.plan_cache import PlanCache
 from tessera.query.profiler import load_profile
 from tessera.storage.blocking import Store
 from tessera.storage.window import ByteWindow
-from tessera.when import first_commit_error
+from tessera.when import at_ns, first_commit_error
 
 T = TypeVar("T")
 
@@ -125,7 +124,7 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
         self.schema = schema
         self._created = schema  # as created: a growable array's shape lives apart
         self.mode = mode
-        self.timestamp = timestamp_ns(timestamp)
+        self.timestamp = at_ns(timestamp, "timestamp")
         self._extent_at: tuple[float, int] | None = None  # (monotonic time, change number)
         settings = config or Config.from_env()  # one reading of the environment
         self.config = settings

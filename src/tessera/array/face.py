@@ -15,7 +15,6 @@ True
 
 from __future__ import annotations
 
-import datetime as dt
 import html
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from tessera._sync import run_sync
 from tessera.array.fragment import FragmentInfo, FragmentMeta, replaces_others
 from tessera.format.schema import ArraySchema
-from tessera.when import Commit, History
+from tessera.when import Commit, History, iso, utc
 
 
 class ArrayFace:
@@ -84,7 +83,7 @@ class ArrayFace:
         out = History()
         for m in run_sync(self._committed_metas()):
             info = m.info
-            out.append(Commit(dt.datetime.fromtimestamp(info.timestamp / 1e9, dt.UTC),
+            out.append(Commit(utc(info.timestamp),
                               info.timestamp,
                               "consolidate" if m.replaces or replaces_others(m.name)
                               else "write" if info.kind == "dense" else info.kind,
@@ -95,7 +94,7 @@ class ArrayFace:
         s = self.schema
         dtype = s.attrs[0].dtype if len(s.attrs) == 1 else f"{len(s.attrs)} attributes"
         count = len(self.fragments)
-        at = "" if self.timestamp is None else f" at {_iso(self.timestamp)}"
+        at = "" if self.timestamp is None else f" at {iso(self.timestamp)}"
         return (f"<tessera.Array {self.uri} shape={self.shape} {_dtype(dtype)} "
                 f"tiles={s.tile_shape}{' sparse' if s.sparse else ''} mode={self.mode!r}"
                 f"{at} {count} fragment{'s' if count != 1 else ''}>")
@@ -113,7 +112,7 @@ class ArrayFace:
         total = sum(f.nbytes for f in frags)
         return (f"<div><b>tessera.Array</b> <code>{html.escape(self.uri)}</code> "
                 f"shape {self.shape}, mode {self.mode!r}"
-                f"{'' if self.timestamp is None else ' at ' + _iso(self.timestamp)}<br>"
+                f"{'' if self.timestamp is None else ' at ' + iso(self.timestamp)}<br>"
                 f"<table><thead><tr><th>dimension</th><th>domain</th><th>tile</th></tr>"
                 f"</thead><tbody>{dims}</tbody></table>"
                 f"<table><thead><tr><th>attribute</th><th>dtype</th><th>codec</th></tr>"
@@ -128,7 +127,3 @@ def _dtype(dtype: Any) -> str:
         return str(np.dtype(dtype))
     except TypeError:
         return str(dtype)
-
-
-def _iso(t_ns: int) -> str:
-    return dt.datetime.fromtimestamp(t_ns / 1e9, dt.UTC).isoformat()

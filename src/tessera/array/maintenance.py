@@ -47,7 +47,7 @@ from tessera.errors import (
     ObjectExistsError,
 )
 from tessera.storage.store import AsyncStore
-from tessera.when import at_ns
+from tessera.when import iso
 
 #: What a handle may be opened at: int nanoseconds, an aware datetime, or None (now).
 TimestampLike = int | str | dt.datetime | None
@@ -141,7 +141,7 @@ async def check_history(store: AsyncStore, timestamp: int, array_url: str) -> No
         if t_min <= timestamp < t_max:
             raise HistoryVacuumedError(
                 f"{array_url} at timestamp {timestamp}: the fragments written between "
-                f"{_iso(t_min)} and {_iso(t_max)} were consolidated and vacuumed; open the "
+                f"{iso(t_min)} and {iso(t_max)} were consolidated and vacuumed; open the "
                 f"array at {t_max} or later, or before {t_min}")
 
 
@@ -219,10 +219,6 @@ async def _delete_prefix(store: AsyncStore, prefix: str) -> int:
     return len(keys)
 
 
-def _iso(ns: int) -> str:
-    return dt.datetime.fromtimestamp(ns / 1e9, dt.UTC).isoformat()
-
-
 def same_fragments(a: list[FragmentMeta], b: list[FragmentMeta]) -> bool:
     """True if two lists of fragments name the same fragments in the same order."""
     return [m.name for m in a] == [m.name for m in b]
@@ -232,8 +228,3 @@ def visible_at(names: list[str], timestamp: int | None) -> list[str]:
     """Committed names at or before ``timestamp`` (all when None)."""
     return names if timestamp is None else [n for n in names if name_timestamp(n) <= timestamp]
 
-
-def timestamp_ns(ts: TimestampLike) -> int | None:
-    """A handle's point in time (int nanoseconds, a datetime, an ISO-8601 string; see
-    :mod:`tessera.when`) in nanoseconds."""
-    return at_ns(ts)

@@ -21,7 +21,6 @@ before the consolidation refuses with :class:`~tessera.errors.HistoryVacuumedErr
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
@@ -35,6 +34,7 @@ from tessera.errors import (
     NameNotFoundError,
 )
 from tessera.storage.blocking import Store
+from tessera.when import iso
 
 META = "__meta"
 FORMAT = 1
@@ -151,7 +151,7 @@ class ArrayMetadata(MutableMapping[str, Any]):
                 if any(name_timestamp(c) <= t and c not in present for c in later.covers):
                     raise HistoryVacuumedError(
                         f"{self._uri} at timestamp {t}: the metadata written up to "
-                        f"{_iso(later.timestamp)} was consolidated and vacuumed; open the "
+                        f"{iso(later.timestamp)} was consolidated and vacuumed; open the "
                         f"array at {later.timestamp} or later")
         return [o for o in reversed(objects) if o.name not in covered]
 
@@ -249,10 +249,6 @@ def _json_value(key: str, value: Any) -> Any:
         raise InvalidTypeError(f"metadata value for {key!r} is not JSON ({err}); store "
                                "numbers, strings, booleans, None, or lists and dicts of them "
                                "(numpy values: .tolist())") from None
-
-
-def _iso(ns: int) -> str:
-    return dt.datetime.fromtimestamp(ns / 1e9, dt.UTC).isoformat()
 
 
 def merge_entries(objects: Iterable[MetaObject], timestamp: int | None) -> dict[str, Entry]:

@@ -16,7 +16,6 @@ decoded at a few k (the quality a reader gets from the k lowest diagonals).
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import html
 import io
 from typing import TYPE_CHECKING, Any
@@ -26,7 +25,7 @@ import numpy as np
 from tessera._sync import run_sync
 from tessera.array.array import Array
 from tessera.array.fragment import replaces_others
-from tessera.when import Commit, History, iso
+from tessera.when import Commit, History, iso, utc
 
 #: The k of the thumbnails a notebook shows (clipped to the set's largest).
 THUMB_K = (1, 8, 63)
@@ -81,7 +80,7 @@ class ImageFace:
             info = m.info
             lo, hi = info.nonempty_domain[0]
             consolidated = bool(m.replaces) or replaces_others(m.name)
-            out.append(Commit(dt.datetime.fromtimestamp(info.timestamp / 1e9, dt.UTC),
+            out.append(Commit(utc(info.timestamp),
                               info.timestamp, "consolidate" if consolidated else "append",
                               0 if consolidated else int(np.count_nonzero(heights[lo:hi + 1])),
                               0, "images", info.nbytes + stored.get((lo, hi), 0)))

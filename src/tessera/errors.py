@@ -160,6 +160,10 @@ class DataNotFoundError(TesseraError, FileNotFoundError):
     URL; the message says what is there instead."""
 
 
+class PlaceNotEmptyError(TesseraError, FileExistsError):
+    """A copy's destination already holds objects (Tessera never merges two datasets)."""
+
+
 class ReadOnlyError(TesseraError, PermissionError):
     """A write was attempted through an array handle opened with mode='r'."""
 

@@ -145,6 +145,6 @@ def test_the_cli_help_lists_every_registered_codec() -> None:
 
     from tessera.cli.main import app
 
-    result = CliRunner().invoke(app, ["import-npy", "--help"], terminal_width=200)
+    result = CliRunner().invoke(app, ["import", "npy", "--help"], terminal_width=200)
     for name in codec_names():
         assert name in result.output

@@ -1,4 +1,4 @@
-"""``tessera tables`` and ``tessera info`` on a tensor table, and ``tessera import-pt``."""
+"""``tessera table`` and ``tessera info`` on a tensor table, and ``tessera import pt``."""
 
 from __future__ import annotations
 
@@ -26,18 +26,18 @@ def test_tables_commands(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     assert "tensor table, version 2, 3 tensors" in result.output
     assert "bsgs 2, ftsf 1" in result.output  # the all-zero tensor is stored sparse
-    listed = runner.invoke(app, ["tables", "ls", url, "--prefix", "emb/"])
+    listed = runner.invoke(app, ["table", "ls", url, "--prefix", "emb/"])
     assert listed.exit_code == 0 and "emb/a" in listed.output and "counts" not in listed.output
-    one = runner.invoke(app, ["tables", "info", url, "counts"])
+    one = runner.invoke(app, ["table", "info", url, "counts"])
     assert one.exit_code == 0 and "bsgs" in one.output and "row groups" in one.output
-    old = runner.invoke(app, ["tables", "ls", url, "--version", "1"])
+    old = runner.invoke(app, ["table", "ls", url, "--at", "1"])
     assert "counts" not in old.output and "emb/b" in old.output
-    removed = runner.invoke(app, ["tables", "rm", url, "--prefix", "emb/"])
+    removed = runner.invoke(app, ["table", "rm", url, "--prefix", "emb/"])
     assert removed.exit_code == 0 and "removed 2 tensor(s)" in removed.output
     assert TensorTable.open(url).ids() == ["counts"]
-    optimized = runner.invoke(app, ["tables", "optimize", url])
+    optimized = runner.invoke(app, ["table", "optimize", url])
     assert optimized.exit_code == 0, optimized.output
-    vacuumed = runner.invoke(app, ["tables", "vacuum", url])
+    vacuumed = runner.invoke(app, ["table", "vacuum", url])
     assert vacuumed.exit_code == 0 and "would delete" in vacuumed.output
 
 

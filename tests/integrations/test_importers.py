@@ -110,17 +110,17 @@ def test_cli_imports(tmp_path):
     make_h5(tmp_path / "src.h5")
     np.save(tmp_path / "a.npy", np.arange(12).reshape(3, 4))
     runner = CliRunner()
-    done = runner.invoke(app, ["import-hdf5", str(tmp_path / "src.h5"),
+    done = runner.invoke(app, ["import", "hdf5", str(tmp_path / "src.h5"),
                                (tmp_path / "h").as_uri()])
     assert done.exit_code == 0, done.output
     assert "imported 3 dataset(s)" in done.output and "skipped names" in done.output
-    done = runner.invoke(app, ["import-npy", str(tmp_path / "a.npy"), (tmp_path / "n").as_uri(),
+    done = runner.invoke(app, ["import", "npy", str(tmp_path / "a.npy"), (tmp_path / "n").as_uri(),
                                "--tile", "2,2"])
     assert done.exit_code == 0, done.output
     assert tessera.open_array((tmp_path / "n").as_uri()).schema.dims[0].tile == 2
     z = zarr.open_array(tmp_path / "z.zarr", mode="w", shape=(5,), chunks=(2,), dtype="u1")
     z[:] = [1, 2, 3, 4, 5]
-    done = runner.invoke(app, ["import-zarr", str(tmp_path / "z.zarr"),
+    done = runner.invoke(app, ["import", "zarr", str(tmp_path / "z.zarr"),
                                (tmp_path / "zt").as_uri()])
     assert done.exit_code == 0, done.output
     assert tessera.h5.File((tmp_path / "zt").as_uri())["data"][:].tolist() == [1, 2, 3, 4, 5]

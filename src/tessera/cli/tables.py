@@ -1,75 +1,96 @@
-"""``tessera tables``: list, describe, remove and maintain the tensors of a tensor table
-(docs/tables.md); ``tessera info`` shows a table's summary through :func:`print_summary`.
-"""
+"""``tessera table ls|info|rm|optimize|vacuum``: the tensors of a tensor table
+(docs/tables.md)."""
 
 from __future__ import annotations
 
-import collections
 import json
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from tessera.cli.common import AllowHttpOpt, EndpointOpt, OptionOpt, RegionOpt, human, options, out
+from tessera.cli.common import (
+    AllowHttpOpt,
+    App,
+    AtOpt,
+    EndpointOpt,
+    JsonOpt,
+    OptionOpt,
+    RegionOpt,
+    emit,
+    options,
+    out,
+    table,
+    url_arg,
+)
+from tessera.cli.data import a_kind, print_doc, table_doc
+from tessera.errors import TableNotFoundError
+from tessera.kinds import kind_at
+from tessera.storage.blocking import open_store
+from tessera.when import moment
 
-tables_app = typer.Typer(help="Tensor tables: tensors in a Delta Lake table (docs/tables.md).",
-                         no_args_is_help=True)
-UrlArg = Annotated[str, typer.Argument(help="A tensor table, e.g. s3://bucket/ds/tensors")]
-VersionOpt = Annotated[int | None, typer.Option(help="Read the table as of this version.")]
+app = App(help="Tensor tables: list, describe, remove and compact tensors.")
+UrlArg = Annotated[str, url_arg("A tensor table.")]
 
 
-def _open(url: str, version: int | None, mode: str, opts: dict[str, Any]) -> Any:
+def _open(url: str, at: str | None, mode: str, opts: dict[str, Any]) -> Any:
     from tessera.tables import TensorTable
 
-    return TensorTable.open(url, mode, at=version, storage_options=opts)
+    kind = kind_at(open_store(url, **opts))
+    if kind != "tensor table":
+        raise TableNotFoundError(f"{url} holds {a_kind(kind) if kind else 'no dataset'}, not "
+                                 "a tensor table: `tessera info URL` describes any kind; "
+                                 "`tessera import pt|safetensors FILE URL` makes a table")
+    return TensorTable.open(url, mode, at=moment(at, "--at"), storage_options=opts)
 
 
-def is_table(store: Any) -> bool:
-    """Whether the store's root holds a Delta log (a tensor table, or another Delta table)."""
-    return bool(store.list("_delta_log/"))
-
-
-def print_summary(url: str, version: int | None, opts: dict[str, Any]) -> None:
-    """A table's version, tensors per format and stored bytes."""
-    tt = _open(url, version, "r", opts)
-    counts: collections.Counter[str] = collections.Counter()
-    for tensor_id in tt.ids():
-        counts[tt.header(tensor_id).layout] += 1
-    stats = tt.stats()
-    out.print(f"[bold]{url}[/]  tensor table, version {stats.version}, {stats.tensors} "
-              f"tensors, {stats.files} data files, {human(stats.stored_bytes)} stored "
-              f"({human(stats.encoded_bytes)} before Parquet compression)")
-    if counts:
-        out.print("formats: " + ", ".join(f"{name} {n}" for name, n in sorted(counts.items())))
-
-
-@tables_app.command("ls")
-def ls(url: UrlArg, prefix: Annotated[str | None, typer.Option(help="Only ids starting so.")]
-       = None, version: VersionOpt = None, endpoint: EndpointOpt = None,
+@app.command("ls")
+def ls(url: UrlArg,
+       prefix: Annotated[str | None, typer.Option(
+           metavar="TEXT", help="Only the ids that start with TEXT.")] = None,
+       at: AtOpt = None, as_json: JsonOpt = False, endpoint: EndpointOpt = None,
        region: RegionOpt = None, allow_http: AllowHttpOpt = False,
        option: OptionOpt = None) -> None:
-    """List the tensors: id, format, shape, dtype, non-zeros."""
-    tt = _open(url, version, "r", options(endpoint, region, allow_http, option))
-    table = Table("id", "format", "shape", "dtype", "non-zeros",
-                  title=f"{url} (version {tt.version})", title_justify="left")
-    for tensor_id in tt.ids(prefix):
-        h = tt.header(tensor_id)
-        table.add_row(tensor_id, h.layout, str(h.shape), h.dtype, f"{h.nnz:,}")
-    out.print(table)
+    """List the tensors of a table: id, format, shape, dtype and non-zeros.
 
+    With `--json`, one JSON document per tensor per line: `{"id", "layout", "shape",
+    "dtype", "nnz"}`.
 
-@tables_app.command("info")
-def info(url: UrlArg, tensor_id: Annotated[str | None, typer.Argument(
-        help="A tensor (default: the table's summary).")] = None,
-         version: VersionOpt = None, endpoint: EndpointOpt = None, region: RegionOpt = None,
-         allow_http: AllowHttpOpt = False, option: OptionOpt = None) -> None:
-    """Describe the table, or one tensor (format fields, metadata, the read plan of all)."""
-    opts = options(endpoint, region, allow_http, option)
-    if tensor_id is None:
-        print_summary(url, version, opts)
+    **Examples**
+
+        tessera table ls data/tensors
+        tessera table ls data/tensors --prefix run1/ --json
+    """
+    tt = _open(url, at, "r", options(endpoint, region, allow_http, option))
+    rows = [(tensor_id, tt.header(tensor_id)) for tensor_id in tt.ids(prefix)]
+    if as_json:
+        for tensor_id, h in rows:
+            emit({"id": tensor_id, "layout": h.layout, "shape": list(h.shape),
+                  "dtype": h.dtype, "nnz": h.nnz})
         return
-    tt = _open(url, version, "r", opts)
+    grid = table("id", "format", "shape", "dtype", "non-zeros",
+                 title=f"{url} (version {tt.version})")
+    for tensor_id, h in rows:
+        grid.add_row(tensor_id, h.layout, str(h.shape), h.dtype, f"{h.nnz:,}")
+    out.print(grid)
+
+
+@app.command("info")
+def info(url: UrlArg,
+         tensor_id: Annotated[str | None, typer.Argument(
+             metavar="ID", show_default=False,
+             help="A tensor's id (default: the table, as `tessera info URL`).")] = None,
+         at: AtOpt = None, endpoint: EndpointOpt = None, region: RegionOpt = None,
+         allow_http: AllowHttpOpt = False, option: OptionOpt = None) -> None:
+    """Describe one tensor: its format, metadata and the plan of reading all of it.
+
+    **Examples**
+
+        tessera table info data/tensors weights
+    """
+    tt = _open(url, at, "r", options(endpoint, region, allow_http, option))
+    if tensor_id is None:
+        print_doc(table_doc(url, tt))
+        return
     ref = tt[tensor_id]
     h = ref.header
     out.print(f"[bold]{tensor_id}[/]  {h.layout}, shape {h.shape}, {h.dtype}, "
@@ -82,39 +103,63 @@ def info(url: UrlArg, tensor_id: Annotated[str | None, typer.Argument(
     out.print(ref.explain())
 
 
-@tables_app.command("rm")
-def rm(url: UrlArg, tensor_id: Annotated[str | None, typer.Argument(help="The tensor.")] = None,
-       prefix: Annotated[str | None, typer.Option(help="Every tensor starting so.")] = None,
+@app.command("rm")
+def rm(url: UrlArg,
+       tensor_id: Annotated[str | None, typer.Argument(
+           metavar="ID", show_default=False, help="The tensor.")] = None,
+       prefix: Annotated[str | None, typer.Option(
+           metavar="TEXT", help="Every tensor whose id starts with TEXT.")] = None,
        endpoint: EndpointOpt = None, region: RegionOpt = None,
        allow_http: AllowHttpOpt = False, option: OptionOpt = None) -> None:
-    """Remove a tensor (or every tensor with a prefix) in one commit."""
+    """Remove a tensor, or every tensor with a prefix, in one commit.
+
+    Older versions still hold it (time travel) until `tessera table vacuum --delete`.
+    (`tessera rm URL` removes the whole table.)
+
+    **Examples**
+
+        tessera table rm data/tensors run1/extra
+    """
     tt = _open(url, None, "w", options(endpoint, region, allow_http, option))
     removed = tt.delete(tensor_id, prefix=prefix)
     out.print(f"removed {removed} tensor(s); table version {tt.version}")
 
 
-@tables_app.command("optimize")
+@app.command("optimize")
 def optimize(url: UrlArg, target_file_bytes: Annotated[int | None, typer.Option(
-        help="File size to compact towards (default TESSERA_TABLES_TARGET_FILE_BYTES).")]
-        = None, endpoint: EndpointOpt = None, region: RegionOpt = None,
+        metavar="BYTES", help="File size to compact towards (default "
+                              "TESSERA_TABLES_TARGET_FILE_BYTES).")] = None,
+        endpoint: EndpointOpt = None, region: RegionOpt = None,
         allow_http: AllowHttpOpt = False, option: OptionOpt = None) -> None:
-    """Compact small files into larger ones (one commit)."""
+    """Compact small data files into larger ones, in one commit.
+
+    **Examples**
+
+        tessera table optimize data/tensors
+    """
     tt = _open(url, None, "w", options(endpoint, region, allow_http, option))
     metrics = tt.optimize(target_file_bytes)
     out.print(f"files added {metrics.get('numFilesAdded', '?')}, removed "
               f"{metrics.get('numFilesRemoved', '?')}; table version {tt.version}")
 
 
-@tables_app.command("vacuum")
+@app.command("vacuum")
 def vacuum(url: UrlArg, retention_hours: Annotated[float, typer.Option(
-        help="Keep files a version younger than this needs.")] = 168,
+        metavar="HOURS", help="Keep the files a version younger than this needs.")] = 168,
            dry_run: Annotated[bool, typer.Option(
                "--dry-run/--delete", help="List the files (default) or delete them.")] = True,
            force: Annotated[bool, typer.Option(
-               help="Allow retention under 168 hours (older versions become unreadable).")]
-           = False, endpoint: EndpointOpt = None, region: RegionOpt = None,
+               "--force", help="Allow a retention under 168 hours (older versions become "
+                               "unreadable).")] = False,
+           endpoint: EndpointOpt = None, region: RegionOpt = None,
            allow_http: AllowHttpOpt = False, option: OptionOpt = None) -> None:
-    """List (or delete) data files no recent version needs."""
+    """List, or delete, the data files no recent version needs.
+
+    **Examples**
+
+        tessera table vacuum data/tensors
+        tessera table vacuum data/tensors --delete
+    """
     tt = _open(url, None, "w" if not dry_run else "r",
                options(endpoint, region, allow_http, option))
     files = tt.vacuum(retention_hours, dry_run=dry_run, force=force)

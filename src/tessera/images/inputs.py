@@ -96,6 +96,16 @@ def _as_array(item: Any, index: int) -> np.ndarray:
     return array
 
 
+class SizeMismatchError(InvalidArgumentError):
+    """An image's size does not fit the set's by its ``fit`` rule: ``found`` and ``size``
+    are (height, width)."""
+
+    def __init__(self, message: str, found: tuple[int, int], size: tuple[int, int],
+                 fit: str) -> None:
+        super().__init__(message)
+        self.found, self.size, self.fit = found, size, fit
+
+
 def _fitted(array: np.ndarray, index: int, size: tuple[int, int], fit: str,
             ) -> tuple[np.ndarray, int, int]:
     """The image at ``size`` by ``fit``, and its true height and width."""
@@ -106,13 +116,15 @@ def _fitted(array: np.ndarray, index: int, size: tuple[int, int], fit: str,
         return resized(array, size), size[0], size[1]
     if fit == "pad":
         if h > size[0] or w > size[1]:
-            raise InvalidArgumentError(f"image {index} is {h}x{w}, larger than the set's "
-                                       f"{size[0]}x{size[1]}: fit='pad' only pads (make the "
-                                       "set with fit='resize' to scale images down)")
+            raise SizeMismatchError(f"image {index} is {h}x{w}, larger than the set's "
+                                    f"{size[0]}x{size[1]}: fit='pad' only pads (make the "
+                                    "set with fit='resize' to scale images down)",
+                                    (h, w), size, fit)
         return np.pad(array, ((0, size[0] - h), (0, size[1] - w), (0, 0)), mode="edge"), h, w
-    raise InvalidArgumentError(f"image {index} is {h}x{w}, the set holds {size[0]}x{size[1]} "
-                               "(fit='error'; make the set with fit='resize' to scale and "
-                               "centre-crop images, or fit='pad' to pad smaller ones)")
+    raise SizeMismatchError(f"image {index} is {h}x{w}, the set holds {size[0]}x{size[1]} "
+                            "(fit='error'; make the set with fit='resize' to scale and "
+                            "centre-crop images, or fit='pad' to pad smaller ones)",
+                            (h, w), size, fit)
 
 
 def resized(array: np.ndarray, size: tuple[int, int]) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Importing a folder of image files as an image set (``tessera import-images``).
+"""Importing a folder of image files as an image set (``tessera import images``).
 
 Files are found recursively (by extension, sorted by path, so an import is repeatable). In
 the ImageFolder layout (``SRC/<class>/<file>``) each image's label is its class folder's
@@ -28,8 +28,11 @@ import numpy as np
 from tessera.errors import InvalidArgumentError
 from tessera.images.columns import ImageColumns
 from tessera.images.frequency import FrequencyFormat
-from tessera.images.inputs import Batch, prepare
+from tessera.images.header import HEADER_KEY
+from tessera.images.inputs import Batch, SizeMismatchError, prepare
 from tessera.importers.report import ImportReport
+from tessera.storage.blocking import open_store
+from tessera.storage.bulk import delete_all
 
 #: Extensions imported (lower case).
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm")
@@ -53,18 +56,48 @@ def find_images(src: Path) -> tuple[list[Path], list[int], list[str] | None]:
     return files, [index[parts[0]] if len(parts) > 1 else -1 for parts in tops], names
 
 
-def import_images(source: Path | str, url: str, *, size: tuple[int, int], fit: str = "resize",
-                  group: int = 32, fmt: FrequencyFormat | None = None, codec: str = "zstd:9",
-                  flush_images: int = 4096, storage_options: dict[str, Any] | None = None,
-                  progress: Progress | None = None) -> ImportReport:
-    """Store every image file under ``source`` in a new image set at ``url`` (see the module
-    docstring); memory stays bounded by ``flush_images`` images."""
+def import_images(source: Path | str, url: str, *, size: tuple[int, int] | None = None,
+                  fit: str = "resize", group: int = 32, fmt: FrequencyFormat | None = None,
+                  codec: str = "zstd:9", flush_images: int = 4096,
+                  storage_options: dict[str, Any] | None = None,
+                  progress: Progress | None = None, append: bool = False) -> ImportReport:
+    """Store every image file under ``source`` in a new image set at ``url`` of ``size``
+    (height, width), or with ``append=True`` add them to the set already there (its size,
+    format and class names; a class folder it does not know is refused before anything is
+    written). Memory stays bounded by ``flush_images`` images.
+
+    An import that stores no image (every file refused, or an error before the first
+    image) leaves no new set behind.
+    """
     files, labels, names = find_images(Path(source))
-    cols = ImageColumns.create(url, size=size, fmt=fmt, group=group, codec=codec, fit=fit,
-                               storage_options=storage_options, cache=None)
-    report = ImportReport(url=url, classes=names)
-    if names is not None:
+    if append:
+        cols = ImageColumns.open(url, "w", storage_options=storage_options, cache=None)
+        labels = _relabelled(labels, names, cols.classes(), url)
+    else:
+        if size is None:
+            raise InvalidArgumentError("import_images needs size=(height, width) for a new "
+                                       "image set")
+        cols = ImageColumns.create(url, size=size, fmt=fmt, group=group, codec=codec,
+                                   fit=fit, storage_options=storage_options, cache=None)
+    report = ImportReport(url=url, classes=names if not append else cols.classes())
+    try:
+        _store(cols, files, labels, fit, flush_images, progress, report)
+    except BaseException:
+        if not append:
+            _discard(url, storage_options)
+        raise
+    if not report.images and not append:
+        _discard(url, storage_options)
+        return report
+    if names is not None and not append:
         cols.set_classes(names)
+    report.stored_bytes = int(sum(cols.coeffs.stored_bytes().values()))
+    return report
+
+
+def _store(cols: ImageColumns, files: list[Path], labels: list[int], fit: str,
+           flush_images: int, progress: Progress | None, report: ImportReport) -> None:
+    """Append the files in steps, noting each refused file in ``report``."""
     step = max(1, min(256, flush_images))
     with cols.writer(flush_images=flush_images) as writer:
         for lo in range(0, len(files), step):
@@ -74,7 +107,7 @@ def import_images(source: Path | str, url: str, *, size: tuple[int, int], fit: s
                 try:
                     read.append(prepare([path], cols.size, fit))
                 except InvalidArgumentError as err:
-                    report.skipped.append((str(path), str(err)))
+                    report.skipped.append((str(path), _reason(err, path)))
                     continue
                 kept.append(label)
             if read:
@@ -82,5 +115,34 @@ def import_images(source: Path | str, url: str, *, size: tuple[int, int], fit: s
                 report.images += len(kept)
             if progress is not None:
                 progress(min(lo + step, len(files)), len(files))
-    report.stored_bytes = int(sum(cols.coeffs.stored_bytes().values()))
-    return report
+
+
+def _reason(err: InvalidArgumentError, path: Path) -> str:
+    """Why one file was refused, about the file (not "image 0" of a one-image batch)."""
+    if isinstance(err, SizeMismatchError):
+        return (f"{err.found[0]}x{err.found[1]}, the set holds {err.size[0]}x{err.size[1]} "
+                f"and fit is {err.fit!r}")
+    return str(err).removeprefix(f"image 0 ({path}) ").removeprefix("image 0 ")
+
+
+def _discard(url: str, storage_options: dict[str, Any] | None) -> None:
+    """Remove the set this import made (its header last)."""
+    store = open_store(url, **(storage_options or {}))
+    delete_all(store, store.list(), last=lambda key: key == HEADER_KEY)
+
+
+def _relabelled(labels: list[int], names: list[str] | None, known: list[str] | None,
+                url: str) -> list[int]:
+    """Labels by the class names the set at ``url`` already has."""
+    if names is None:
+        return labels
+    if known is None:
+        raise InvalidArgumentError(f"{url} has no class names, the folder has class folders "
+                                   f"{names[:5]}: append files without class folders, or "
+                                   "import into a new set")
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise InvalidArgumentError(f"class folders {unknown[:5]} are not among the classes of "
+                                   f"{url} ({known[:10]}); nothing was imported")
+    index = [known.index(n) for n in names]
+    return [index[label] if label >= 0 else -1 for label in labels]

@@ -59,8 +59,10 @@ def explain(
 
     **Examples**
 
-        tessera array explain data/frames "0:2, :"
-        tessera array explain data/frames --method merge --json
+    ```
+    tessera array explain data/frames "0:2, :"
+    tessera array explain data/frames --method merge --json
+    ```
     """
     if method == "pushdown" and pushdown is None:
         raise typer.BadParameter("pushdown needs a server: add --pushdown http://host:port "
@@ -91,7 +93,9 @@ def consolidate(
 
     **Examples**
 
-        tessera array consolidate data/frames
+    ```
+    tessera array consolidate data/frames
+    ```
     """
     arr = tessera.open_array(url, "w", storage_options=options(endpoint, region, allow_http,
                                                                option))
@@ -122,7 +126,9 @@ def vacuum(
 
     **Examples**
 
-        tessera array vacuum data/frames
+    ```
+    tessera array vacuum data/frames
+    ```
     """
     arr = tessera.open_array(url, "w", storage_options=options(endpoint, region, allow_http,
                                                                option))

@@ -65,8 +65,10 @@ def ls(
 
     **Examples**
 
-        tessera ls data
-        tessera ls data/frames -r --json
+    ```
+    tessera ls data
+    tessera ls data/frames -r --json
+    ```
     """
     opts = options(endpoint, region, allow_http, option)
     store = tessera.open_store(url, **opts)
@@ -117,9 +119,11 @@ def info(
 
     **Examples**
 
-        tessera info data/frames
-        tessera info data/photos --json
-        tessera info data/tensors --at 0 --json
+    ```
+    tessera info data/frames
+    tessera info data/photos --json
+    tessera info data/tensors --at 0 --json
+    ```
     """
     found = open_any(url, options(endpoint, region, allow_http, option), at or timestamp)
     if isinstance(found, File):
@@ -303,8 +307,10 @@ def history(
 
     **Examples**
 
-        tessera history data/frames
-        tessera history data/tensors --json
+    ```
+    tessera history data/frames
+    tessera history data/tensors --json
+    ```
     """
     found = open_any(url, options(endpoint, region, allow_http, option), at)
     if isinstance(found, File):
@@ -349,9 +355,11 @@ def cat(
 
     **Examples**
 
-        tessera cat data/frames "0:2, 0:4" > part.npy
-        tessera cat data/tensors --tensor weights --output weights.npy
-        tessera cat data/frames/__schema.json
+    ```
+    tessera cat data/frames "0:2, 0:4" > part.npy
+    tessera cat data/tensors --tensor weights --output weights.npy
+    tessera cat data/frames/__schema.json
+    ```
     """
     opts = options(endpoint, region, allow_http, option)
     parsed = parse_store_url(url)

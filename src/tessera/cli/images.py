@@ -39,7 +39,9 @@ def images_info(
 
     **Examples**
 
-        tessera images info data/photos --sample 4
+    ```
+    tessera images info data/photos --sample 4
+    ```
     """
     import numpy as np
 

@@ -75,8 +75,10 @@ def npy(
 
     **Examples**
 
-        tessera import npy frames.npy data/frames
-        tessera import npy samples.npy data/samples --tile 1,3,32,32 --codec zstd:3
+    ```
+    tessera import npy frames.npy data/frames
+    tessera import npy samples.npy data/samples --tile 1,3,32,32 --codec zstd:3
+    ```
     """
     from tessera.importers import import_npy
 
@@ -113,7 +115,9 @@ def hdf5(
 
     **Examples**
 
-        tessera import hdf5 scans.h5 data/scans
+    ```
+    tessera import hdf5 scans.h5 data/scans
+    ```
     """
     from tessera.importers import import_hdf5
 
@@ -139,7 +143,9 @@ def zarr(
 
     **Examples**
 
-        tessera import zarr volume.zarr data/volume
+    ```
+    tessera import zarr volume.zarr data/volume
+    ```
     """
     from tessera.importers import import_zarr
 
@@ -169,7 +175,9 @@ def pt(
 
     **Examples**
 
-        tessera import pt weights.pt data/tensors --id run1
+    ```
+    tessera import pt weights.pt data/tensors --id run1
+    ```
     """
     from tessera.importers.tensors import import_pt
 
@@ -201,7 +209,9 @@ def safetensors(
 
     **Examples**
 
-        tessera import safetensors model.safetensors data/tensors
+    ```
+    tessera import safetensors model.safetensors data/tensors
+    ```
     """
     from tessera.importers.tensors import import_safetensors
 
@@ -249,8 +259,10 @@ def images(
 
     **Examples**
 
-        tessera import images photos data/photos --size 64
-        tessera import images more-photos data/photos --append
+    ```
+    tessera import images photos data/photos --size 64
+    tessera import images more-photos data/photos --append
+    ```
     """
     from tessera.images import FrequencyFormat
     from tessera.importers.images import import_images

@@ -40,7 +40,9 @@ def init(
 
     **Examples**
 
-        tessera model init resnet18 --out models --size 32 --name r18
+    ```
+    tessera model init resnet18 --out models --size 32 --name r18
+    ```
     """
     from tessera.frozen.manifest import InputSpec
     from tessera.frozen.models import init_model
@@ -61,7 +63,9 @@ def check(folder: Annotated[Path, typer.Argument(
 
     **Examples**
 
-        tessera model check models
+    ```
+    tessera model check models
+    ```
     """
     from tessera.frozen.inventory import layer_infos
     from tessera.frozen.manifest import writable_warning
@@ -98,7 +102,9 @@ def convert_cmd(
 
     **Examples**
 
-        tessera model convert alexnet alexnet.pt alexnet.safetensors
+    ```
+    tessera model convert resnet18 r18.pt r18.safetensors --num-classes 10
+    ```
     """
     from tessera.frozen.weights import convert
 
@@ -135,9 +141,11 @@ def profile_model(
 
     **Examples**
 
-        tessera model profile r18 --pushdown http://127.0.0.1:8700 \
-            --weights models/r18.safetensors --array data/samples \
-            --freeze layer4.0 --batch 8 --request 4 --samples 32
+    ```
+    tessera model profile r18 --pushdown http://127.0.0.1:8700 \
+        --weights models/r18.safetensors --array data/samples \
+        --freeze layer4.0 --batch 8 --request 4 --samples 32
+    ```
     """
     from tessera.array.factories import open_array
     from tessera.frozen.planner import choose
@@ -186,7 +194,9 @@ def explain_split(
 
     **Examples**
 
-        tessera model explain r18.split-profile.json --batch 256 --bandwidth-mbit 20
+    ```
+    tessera model explain r18.split-profile.json --batch 256 --bandwidth-mbit 20
+    ```
     """
     import dataclasses
 

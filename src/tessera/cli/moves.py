@@ -52,8 +52,10 @@ def rm(
 
     **Examples**
 
-        tessera rm data/frames-copy --yes
-        tessera rm data/scratch --recursive --yes
+    ```
+    tessera rm data/frames-copy --yes
+    tessera rm data/scratch --recursive --yes
+    ```
     """
     opts = options(endpoint, region, allow_http, option)
     store = tessera.open_store(url, **opts)
@@ -103,8 +105,10 @@ def cp(
 
     **Examples**
 
-        tessera cp data/frames data/frames-copy
-        tessera cp data/tensors data/tensors-copy -q
+    ```
+    tessera cp data/frames data/frames-copy
+    tessera cp data/tensors data/tensors-copy -q
+    ```
     """
     opts = options(endpoint, region, allow_http, option)
     target_opts = (None if target_option is None

@@ -34,7 +34,7 @@ def serve(
         "--insecure-no-auth", help="Run without a token (loopback only).")] = False,
     max_concurrency: Annotated[int | None, typer.Option(
         metavar="N", rich_help_panel=LIMITS,
-        help="Read requests served at once (default 8, TESSERA_SERVER_MAX_CONCURRENCY).",
+        help="Read requests served at once (default 8).",
     )] = None,
     queue: Annotated[int | None, typer.Option(
         metavar="N", rich_help_panel=LIMITS,
@@ -105,7 +105,9 @@ def serve(
 
     **Examples**
 
-        tessera serve data --models models --insecure-no-auth --port 8700
+    ```
+    tessera serve data --models models --insecure-no-auth --port 8700
+    ```
     """
     from tessera.config import ServerConfig
     from tessera.server.serve import serve as run_server

@@ -42,7 +42,9 @@ def stat(
 
     **Examples**
 
-        tessera store stat data/frames/__schema.json
+    ```
+    tessera store stat data/frames/__schema.json
+    ```
     """
     root, key = object_url(url)
     store = tessera.open_store(root, **options(endpoint, region, allow_http, option))
@@ -85,7 +87,9 @@ def profile(
 
     **Examples**
 
-        tessera store profile data/scratch --quick
+    ```
+    tessera store profile data/scratch --quick
+    ```
     """
     from rich.progress import Progress
 

@@ -57,8 +57,10 @@ def ls(url: UrlArg,
 
     **Examples**
 
-        tessera table ls data/tensors
-        tessera table ls data/tensors --prefix run1/ --json
+    ```
+    tessera table ls data/tensors
+    tessera table ls data/tensors --prefix run1/ --json
+    ```
     """
     tt = _open(url, at, "r", options(endpoint, region, allow_http, option))
     rows = [(tensor_id, tt.header(tensor_id)) for tensor_id in tt.ids(prefix)]
@@ -85,7 +87,9 @@ def info(url: UrlArg,
 
     **Examples**
 
-        tessera table info data/tensors weights
+    ```
+    tessera table info data/tensors weights
+    ```
     """
     tt = _open(url, at, "r", options(endpoint, region, allow_http, option))
     if tensor_id is None:
@@ -118,7 +122,9 @@ def rm(url: UrlArg,
 
     **Examples**
 
-        tessera table rm data/tensors run1/extra
+    ```
+    tessera table rm data/tensors run1/extra
+    ```
     """
     tt = _open(url, None, "w", options(endpoint, region, allow_http, option))
     removed = tt.delete(tensor_id, prefix=prefix)
@@ -135,7 +141,9 @@ def optimize(url: UrlArg, target_file_bytes: Annotated[int | None, typer.Option(
 
     **Examples**
 
-        tessera table optimize data/tensors
+    ```
+    tessera table optimize data/tensors
+    ```
     """
     tt = _open(url, None, "w", options(endpoint, region, allow_http, option))
     metrics = tt.optimize(target_file_bytes)
@@ -157,8 +165,10 @@ def vacuum(url: UrlArg, retention_hours: Annotated[float, typer.Option(
 
     **Examples**
 
-        tessera table vacuum data/tensors
-        tessera table vacuum data/tensors --delete
+    ```
+    tessera table vacuum data/tensors
+    tessera table vacuum data/tensors --delete
+    ```
     """
     tt = _open(url, None, "w" if not dry_run else "r",
                options(endpoint, region, allow_http, option))

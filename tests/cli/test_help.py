@@ -4,6 +4,7 @@ in a temporary folder holding the files they name; no help line is a ragged wrap
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -97,7 +98,7 @@ def _ragged(text: str, width: int = 80) -> list[tuple[str, str]]:
     raw = [line.rstrip(" │") for line in text.splitlines()]
     rows = [re.sub(r"^[│\s]+", "", line) for line in raw]
     pairs = []
-    for i, (this, after) in enumerate(zip(rows, rows[1:], strict=False)):
+    for i, (this, after) in enumerate(itertools.pairwise(rows)):
         if not this or not after or this.startswith(("tessera ", "Usage:")):
             continue
         words = after.split()

@@ -11,7 +11,7 @@ off as in the paper's comparison) reads them there directly; the client (one tor
 reaches both through emulated links (one-way 0.5 ms, the bandwidth of the run). The two
 sides stand for two machines: the server and the S3 test server are pinned to one core, the
 client and its links to the other (``sched_setaffinity``). Weights are
-random from a seed (``tessera models init``); sizes and times do not depend on values.
+random from a seed (``tessera model init``); sizes and times do not depend on values.
 
 - **real** mode: real compute on both sides, ResNet18 (and AlexNet with ``--full``) at 64 x 64,
   512 samples, batch 32/64, requests of 16, 20/100/400 Mbit/s (``--quick``: ResNet18, batch 32,

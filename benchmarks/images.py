@@ -308,7 +308,7 @@ def network(images: np.ndarray, mbps: float, rtt_ms: float, share_images: int,
     getting every image's JPEG q90 object (32 in flight): seconds, link bytes and requests,
     with the plan's bytes and the model ``RTT x waves + bytes / bandwidth``. The planner uses
     a profile of the link measured first (``tessera.profile_store(quick=True)``, what
-    ``tessera profile URL`` does), as a user would.
+    ``tessera store profile URL`` does), as a user would.
 
     E5: ``n`` applications, application ``i`` reading the first ``share_images`` images at
     k = i, in sequence: Tessera with one shared copy and the shared column cache, Tessera

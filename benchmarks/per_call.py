@@ -22,7 +22,7 @@ ratio to zarr on the same
 kind of store and to h5py, and for Tessera its planner's estimate of the read
 (``arr.explain(sel).estimate.seconds``, mean over the same reads) beside the measured time:
 with the built-in profile of the store's kind, and with a profile measured in the same run
-as ``tessera profile --quick`` measures one (requests, then the client's work per call and
+as ``tessera store profile --quick`` measures one (requests, then the client's work per call and
 per tile through the reader).
 
 Writes ``per_call.csv``, ``per_call.png`` and ``per_call_results.md`` under ``--out``.
@@ -57,7 +57,7 @@ SIDE, TILE, CROP = 1000, 256, 20
 
 def crops(tiles: int, n: int, seed: int) -> list[tuple[int, int]]:
     """``n`` crop corners whose 20 x 20 crop touches exactly ``tiles`` (1, 2 or 4) tiles,
-    in the full-size tiles 0-2 of each axis (the crops ``tessera profile`` times)."""
+    in the full-size tiles 0-2 of each axis (the crops ``tessera store profile`` times)."""
     return crop_corners(tiles, n, seed, tile=TILE, grid=-(-SIDE // TILE))
 
 
@@ -181,7 +181,7 @@ def _estimate(arr: Any, corners: list[tuple[int, int]], profile: Any) -> float:
 
 
 def measured_profiles(work: Path) -> dict[str, Any]:
-    """What ``tessera profile --quick`` measures (requests, then the client's work per call
+    """What ``tessera store profile --quick`` measures (requests, then the client's work per call
     and per tile through the reader) for a memory and a folder store, not saved."""
     out = {}
     for kind, url in (("memory", "memory://per-call-profile"),
@@ -269,7 +269,7 @@ def results_md(rows: list[dict[str, Any]], n: int) -> str:
              "planner's byte ranges on every call.", "",
              "Estimates: the planner's (`arr.explain(sel).estimate.seconds`, mean over the "
              "same crops) with the built-in profile of the store's kind, and with a profile "
-             "`tessera profile --quick` measured in this run (requests, then the client's "
+             "`tessera store profile --quick` measured in this run (requests, then the client's "
              "work per call and per tile through the reader).", "",
              "First read: the mean per call the first time each crop was read (Tessera "
              "plans a footprint it has not read before the general way and keeps its "

@@ -1,4 +1,4 @@
-"""The client's own work per read, measured: what ``tessera profile`` adds to a store's
+"""The client's own work per read, measured: what ``tessera store profile`` adds to a store's
 profile so that the planner's estimates of small reads (where the link is not what a read
 waits for) hold (``StoreProfile.call_s`` and ``tile_s``, docs/performance.md).
 

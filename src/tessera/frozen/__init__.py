@@ -8,7 +8,7 @@ beside the store and the client trains on what comes back.
 - :mod:`tessera.frozen.remote`: :class:`~tessera.frozen.remote.FrozenModel`, the client's side;
 - :mod:`tessera.frozen.planner`: the split's cost model (HAPI's overlap rule and the
   baselines'); :mod:`tessera.frozen.profile`: profiling a split (the measurements, the
-  pipelined epoch, ``tessera profile-model``'s run without training);
+  pipelined epoch, ``tessera model profile``'s run without training);
   :mod:`tessera.frozen.materialize`: features as a Tessera array;
 - :mod:`tessera.frozen.emulate`: emulated compute for the testing kit.
 

@@ -204,7 +204,7 @@ def read_manifest(folder: str | Path) -> list[ModelSpec]:
     try:
         doc = json.loads(path.read_text(), parse_constant=_refuse_constant)
     except FileNotFoundError:
-        raise ConfigError(f"no model manifest {path}; `tessera models init ARCH --out "
+        raise ConfigError(f"no model manifest {path}; `tessera model init ARCH --out "
                           f"{folder}` writes one") from None
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise ConfigError(f"model manifest {path} is not readable JSON: {err}") from None

@@ -1,6 +1,6 @@
 """Registering models in a models folder: :func:`init_model` (random weights from a seed,
 for tests and benchmarks; there is no download), :func:`register` (weights you have) and
-:func:`check_models` (every entry's hash, names and shapes). ``tessera models init|check|
+:func:`check_models` (every entry's hash, names and shapes). ``tessera model init|check|
 convert`` are these functions."""
 
 from __future__ import annotations

@@ -185,15 +185,15 @@ class SplitProfile:
                                    dollars_per_byte=table.egress_usd(1))
 
     def to_json(self) -> dict[str, object]:
-        """This profile as a JSON object (``tessera profile-model`` saves it)."""
+        """This profile as a JSON object (``tessera model profile`` saves it)."""
         return {"profile": 1, **dataclasses.asdict(self)}
 
     @classmethod
     def from_json(cls, doc: dict[str, object]) -> SplitProfile:
         """A profile saved by :meth:`to_json`."""
         if doc.get("profile") != 1:
-            raise InvalidArgumentError("not a split profile (version 1) of tessera "
-                                       "profile-model")
+            raise InvalidArgumentError("not a split profile (version 1) of `tessera model "
+                                       "profile`")
         fields = {f.name for f in dataclasses.fields(cls)}
         kw = {k: tuple(v) if isinstance(v, list) else v for k, v in doc.items() if k in fields}
         return cls(**kw)  # type: ignore[arg-type]

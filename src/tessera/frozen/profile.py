@@ -7,7 +7,7 @@ its memory allows, the training step's time -- and turns them into a calibrated
 :class:`~tessera.frozen.planner.SplitProfile`. :func:`run_pipelined` runs an epoch's
 iterations with the next ones' requests in flight, timing them as the calibration needs.
 ``SplitTrainer`` profiles while it trains its epoch 0 with both;
-:func:`profile_split` (``tessera profile-model``) runs the same schedule without training:
+:func:`profile_split` (``tessera model profile``) runs the same schedule without training:
 the trained layers' forward and backward are timed, no optimizer steps.
 
 The schedule (reconstructed from the paper's prose, docs/frozen.md): the first half of the

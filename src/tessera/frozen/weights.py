@@ -53,7 +53,7 @@ def _verified(path: Path, sha256: str) -> None:
     got = sha256_file(path)
     if got != sha256:
         raise ConfigError(f"weights file {path} has sha256 {got}, but the manifest pins "
-                          f"{sha256}; refusing to load it (re-register it with `tessera models "
+                          f"{sha256}; refusing to load it (re-register it with `tessera model "
                           "check`, or restore the right file)")
 
 

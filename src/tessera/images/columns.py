@@ -266,7 +266,7 @@ class ImageColumns(ImageFace):
         self._store.put(CLASSES_KEY, json.dumps(list(names)).encode())
 
     def classes(self) -> list[str] | None:
-        """The names of the labels (:meth:`set_classes`; ``tessera import-images`` records
+        """The names of the labels (:meth:`set_classes`; ``tessera import images`` records
         the folder names), or None."""
         try:
             names = json.loads(bytes(self._store.get(CLASSES_KEY)))

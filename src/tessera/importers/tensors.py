@@ -1,6 +1,6 @@
 """Importing tensors into a tensor table: a ``torch.save`` file (loaded with
 ``weights_only=True``: no pickled code runs) or a safetensors file, in one commit each
-(``tessera import-pt``, ``tessera import-safetensors``)."""
+(``tessera import pt``, ``tessera import safetensors``)."""
 
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ class StoreProfile:
         tile_s: its work per tile the read touches (assembling and placing), beside the
             requests: what a small read costs where the link is not what it waits for.
             Added to a plan's estimate, never to the costs that choose between methods
-            (they are the same whichever method is chosen). ``tessera profile`` measures
+            (they are the same whichever method is chosen). ``tessera store profile`` measures
             them through the array reader; the defaults were measured on the development
             machine (docs/performance.md, "Per-call cost").
         now_request_s: the time of one request of a read made on the calling thread (a
@@ -54,7 +54,7 @@ class StoreProfile:
             ``request_latency_s``.
         now_bytes_per_s: the bytes per second of such a request (a copy out of memory or
             the page cache, far above what one request through the event loop moves);
-            ``None``: ``BW(1)``. ``tessera profile`` times calling-thread ranges of two
+            ``None``: ``BW(1)``. ``tessera store profile`` times calling-thread ranges of two
             sizes on memory and folder stores and sets both.
     """
 
@@ -171,14 +171,14 @@ DEFAULT_PROFILES: Mapping[str, StoreProfile] = MappingProxyType({
     # A local folder or memory store: fast, ~0.15 ms per request through the async bridge
     # (measured on the first development machine), little gain from concurrency on few
     # cores. A small read made on the calling thread: ~5 us per request and ~20 GB/s
-    # (now_request_s, now_bytes_per_s: tessera profile --quick on the current development
+    # (now_request_s, now_bytes_per_s: tessera store profile --quick on the current development
     # machine gave 2-3 us and 20-30 GB/s on memory, 5-6 us and 18-60 GB/s on a folder),
     # and the client's own work per read call and per tile (call_s, tile_s: fitted by
     # tessera.array.calibrate.measure_calls on memory and folder stores there, 5-7 us per
     # call and 4-6 us per tile in five of six profiles). benchmarks/per_call.py measured
     # 0.015-0.018 / 0.024-0.030 / 0.043-0.054 ms for 1 / 2 / 4 tiles on memory and a folder
     # there. The machine of the earlier sessions was about 3x slower (0.05-0.08 ms for one
-    # tile; these were 10 us, BW(1), 30 us and 3 us then): tessera profile measures a
+    # tile; these were 10 us, BW(1), 30 us and 3 us then): tessera store profile measures a
     # machine's own (docs/performance.md, "Per-call cost").
     "local": StoreProfile("default:local", ((1, 2.0e9), (2, 3.0e9)),
                           request_latency_s=150e-6, concurrency=2, call_s=6e-6,
@@ -198,7 +198,7 @@ DEFAULT_PROFILES: Mapping[str, StoreProfile] = MappingProxyType({
 DEFAULT_PUSHDOWN = (1e-9, 0.005)
 """``(alpha, beta)`` of an unprofiled pushdown server beside its store: tiles read and
 sliced at 1 GB/s, 5 ms per call on the server, plus the profile's ``T_R`` for the round trip
-(``tessera profile URL --pushdown SERVER`` measures them)."""
+(``tessera store profile URL --pushdown SERVER`` measures them)."""
 
 
 @dataclasses.dataclass(frozen=True)

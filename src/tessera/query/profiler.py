@@ -8,7 +8,7 @@ reuse it for every later plan.
   transfer time of 1 KiB at ``BW(1)``. Of a memory or folder store they are read on the
   calling thread, as its small reads are (docs/performance.md).
 - ``call_s``, ``tile_s``: the client's own work per read call and per tile, when a meter
-  is given (``tessera profile`` gives the array reader's).
+  is given (``tessera store profile`` gives the array reader's).
 - ``t`` (client concurrency): the largest measured ``N`` still within 90% of the peak
   bandwidth (the paper's ``N_max``), capped by the store's ``max_concurrency``.
 - With a pushdown server: ``T_lambda(size) = alpha * size + beta``, a least-squares line
@@ -165,7 +165,7 @@ def profile_store(url: str | Store, pushdown: Any = None, quick: bool = False, *
         save: write the profile where :func:`load_profile` finds it.
         progress: called with a step name and the fraction done.
         calls: measures the client's own work per read (``call_s``, ``tile_s``) once the
-            requests are profiled (``tessera profile`` passes the array reader's,
+            requests are profiled (``tessera store profile`` passes the array reader's,
             :func:`tessera.array.calibrate.measure_calls`); without it the built-in
             defaults for the kind of store stay.
 

@@ -9,6 +9,7 @@ import typer
 from tessera.cli.common import (
     AllowHttpOpt,
     App,
+    AtOpt,
     EndpointOpt,
     OptionOpt,
     RegionOpt,
@@ -17,6 +18,7 @@ from tessera.cli.common import (
     table,
     url_arg,
 )
+from tessera.when import moment
 
 app = App(help="Image sets: bytes and quality per level of detail k.")
 
@@ -27,6 +29,7 @@ def images_info(
     sample: Annotated[int, typer.Option(
         metavar="N", help="Images to measure PSNR on (0: none; reads their coefficients).")]
     = 16,
+    at: AtOpt = None,
     endpoint: EndpointOpt = None,
     region: RegionOpt = None,
     allow_http: AllowHttpOpt = False,
@@ -48,7 +51,7 @@ def images_info(
     from tessera.images import ImageColumns, psnr
 
     cols = ImageColumns.open(url, storage_options=options(endpoint, region, allow_http,
-                                                          option))
+                                                          option), at=moment(at, "--at"))
     count = len(cols)
     fmt = cols.fmt
     out.print(f"[bold]{url}[/]  {count} images of {cols.size[0]}x{cols.size[1]}, "

@@ -7,7 +7,7 @@ a half-done copy is not yet a dataset and a half-done removal still is one).
 >>> for key in ("x", "y/z", "mark"):
 ...     _ = src.put(key, key.encode())
 >>> copy_all(src, dst, src.list(), last=lambda key: key == "mark")
-5
+8
 >>> sorted(o.key for o in dst.list())
 ['mark', 'x', 'y/z']
 >>> delete_all(dst, dst.list())

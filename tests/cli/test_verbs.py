@@ -250,3 +250,8 @@ def test_cp_and_rm_between_stores(folder: Path, s3_server) -> None:
              for arg in ("-o", f"{key}={str(value).lower()}")]
     assert _run("rm", url, "--yes", *flags).returncode == 0
     assert tessera.open_store(url, **opts).list() == []
+
+
+def test_the_older_storage_flag_still_works(folder: Path) -> None:
+    done = _run("ls", str(folder), "--option", "x=y")
+    assert "--option is now --storage-option" in done.stderr

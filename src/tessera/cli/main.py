@@ -13,6 +13,7 @@ traceback instead.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Annotated
 
@@ -116,10 +117,25 @@ def _debug() -> bool:
         return True
 
 
-def main() -> None:
+def older_flags(args: list[str]) -> list[str]:
+    """``args`` with the older ``--option KEY=VALUE`` spelled ``--storage-option`` (with a
+    note).
+
+    >>> older_flags(["ls", "--option", "region=x", "--option=a=b", "URL"])
+    ['ls', '--storage-option', 'region=x', '--storage-option=a=b', 'URL']
+    """
+    out = [f"--storage-option{a[len('--option'):]}"
+           if a == "--option" or a.startswith("--option=") else a for a in args]
+    if out != args:
+        err.print("[yellow]note:[/] --option is now --storage-option; the old name goes away "
+                  "in the next release", soft_wrap=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``tessera`` script."""
     try:
-        app()
+        app(args=older_flags(sys.argv[1:] if argv is None else argv), prog_name="tessera")
     except KeyboardInterrupt:
         err.print("[bold red]interrupted[/]")
         raise SystemExit(130) from None

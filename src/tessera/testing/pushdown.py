@@ -105,7 +105,7 @@ class PushdownTestServer:
                 if value:
                     cmd.append("--allow-http")
             else:
-                cmd += ["--option", f"{key}={value}"]
+                cmd += ["--storage-option", f"{key}={value}"]
         cmd += self.extra_args
         log = self.log_path.open("ab")
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=log, stderr=log,

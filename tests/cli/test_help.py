@@ -30,7 +30,8 @@ BIN = Path(sys.executable).parent
 EXE = shutil.which("tessera", path=str(BIN)) or "tessera"
 #: The order the examples run in: each needs what the ones before it made.
 ORDER = ["import npy", "import hdf5", "import zarr", "import pt", "import safetensors",
-         "import images", "ls", "info", "history", "cat", "array explain",
+         "import images", "ls", "info", "history", "cat", "export npy",
+         "export safetensors", "export images", "array explain",
          "array consolidate", "array vacuum", "table ls", "table info", "table optimize",
          "table vacuum", "table rm", "images info", "store stat", "store profile",
          "model init", "model check", "model convert", "serve", "model profile",
@@ -88,7 +89,7 @@ def test_the_order_covers_every_command() -> None:
     assert sorted(_commands()) == sorted(ORDER)
     assert len(typer.main.get_command(app).commands) - len(  # type: ignore[attr-defined]
         [c for c in typer.main.get_command(app).commands.values()  # type: ignore[attr-defined]
-         if c.hidden]) <= 13
+         if c.hidden]) <= 14
 
 
 def _ragged(text: str, width: int = 80) -> list[tuple[str, str]]:
@@ -204,7 +205,8 @@ def test_every_example_runs_in_order(tmp_path: Path) -> None:
             server.terminate()
             server.wait(timeout=60)
     assert len(ran) >= len(ORDER)
-    assert np.load(tmp_path / "part.npy").shape == (2, 4)
+    assert np.load(tmp_path / "part.npy").shape == (2, 64)  # export npy replaced cat's
+    assert len(list((tmp_path / "exported").rglob("*.png"))) == 4
     assert json.loads((tmp_path / "r18.split-profile.json").read_text())["freeze"] > 0
     assert not (tmp_path / "data" / "frames-copy").exists()  # cp, then rm
     assert not (tmp_path / "data" / "scratch").exists()

@@ -145,6 +145,35 @@ def object_url(url: str) -> tuple[str, str]:
     return str(StoreURL(parsed.scheme, bucket=parsed.bucket)), parsed.prefix
 
 
+def as_numpy(got: Any, attr: str | None = None) -> Any:
+    """What an array read returned as one numpy array: a dense read as it is (``attr`` picks
+    from several attributes), a sparse read's cells as a structured array with one field
+    per dimension, then the attributes'.
+
+    >>> import numpy as np
+    >>> from tessera.array.read.sparse import SparseResult
+    >>> cells = SparseResult((np.array([1, 7]), np.array([2, 8])), {"v": np.array([5., 6.])})
+    >>> as_numpy(cells, None).tolist()
+    [(1, 2, 5.0), (7, 8, 6.0)]
+    """
+    import numpy as np
+
+    coords = getattr(got, "coords", None)
+    if coords is not None:
+        values = dict(got.values) if attr is None else {attr: got.values[attr]}
+        fields: list[Any] = [(f"d{i}", c.dtype) for i, c in enumerate(coords)]
+        fields += [(name, v.dtype, v.shape[1:]) for name, v in values.items()]
+        cells = np.empty(len(coords[0]) if coords else 0, dtype=fields)
+        for i, c in enumerate(coords):
+            cells[f"d{i}"] = c
+        for name, v in values.items():
+            cells[name] = v
+        return cells
+    if isinstance(got, dict):
+        return np.asarray(got[attr] if attr is not None else next(iter(got.values())))
+    return np.asarray(got)
+
+
 def human(n: int) -> str:
     """``n`` bytes as people read them.
 

@@ -25,6 +25,7 @@ from tessera.cli.common import (
     JsonOpt,
     OptionOpt,
     RegionOpt,
+    as_numpy,
     emit,
     human,
     object_url,
@@ -349,7 +350,8 @@ def cat(
     """Write an object, or a slice of an array as .npy, to stdout.
 
     An array (or a table's tensor with `--tensor`) is written as a .npy file that
-    `numpy.load` reads; anything else at the URL is taken as one object and written as
+    `numpy.load` reads (a sparse array's cells as rows: `d0`, `d1`, ..., then the
+    attributes); anything else at the URL is taken as one object and written as
     it is stored. Binary output is not written to a terminal: redirect it or use
     `--output`.
 
@@ -384,7 +386,7 @@ def _npy(url: str, kind: str, selection: str | None, tensor: str | None, at: Any
 
     key = parse_selection(selection) if selection is not None else ...
     if kind == "array":
-        values = tessera.open_array(url, storage_options=opts, at=at)[key]
+        values = as_numpy(tessera.open_array(url, storage_options=opts, at=at)[key])
     else:
         assert tensor is not None  # a table is written only with --tensor
         values = tessera.open_table(url, storage_options=opts, at=at)[tensor][key]

@@ -1,7 +1,8 @@
 """``tessera``: the command line.
 
 Commands are grouped by what the user has in hand: anything at a URL (``ls``, ``info``,
-``history``, ``cat``, ``cp``, ``rm``), files to bring in (``import``), one kind of data
+``history``, ``cat``, ``cp``, ``rm``), files to bring in and out (``import``,
+``export``), one kind of data
 (``array``, ``table``, ``images``), and the server side (``serve``, ``model``, ``store``).
 The older flat names (``import-npy``, ``tables``, ``profile-model``, ...) still work for
 one release, hidden from help, with a note naming the new command.
@@ -21,13 +22,13 @@ import typer
 from rich.markup import escape
 
 import tessera
-from tessera.cli import arrays, data, images, imports, models, moves, stores, tables
+from tessera.cli import arrays, data, exports, images, imports, models, moves, stores, tables
 from tessera.cli.common import App, err, out, renamed, settings
 from tessera.cli.serve import serve
 from tessera.errors import TesseraError
 
 ANY = "Anything at a URL"
-BRING = "Bring data in"
+BRING = "Bring data in and out"
 KINDS = "One kind of data"
 SERVER = "Serve and measure"
 
@@ -66,6 +67,7 @@ for sub in (data.app, moves.app):
         assert info.callback is not None
         app.command(info.name, rich_help_panel=ANY)(info.callback)
 app.add_typer(imports.app, name="import", rich_help_panel=BRING)
+app.add_typer(exports.app, name="export", rich_help_panel=BRING)
 app.add_typer(arrays.app, name="array", rich_help_panel=KINDS)
 app.add_typer(tables.app, name="table", rich_help_panel=KINDS)
 app.add_typer(images.app, name="images", rich_help_panel=KINDS)

@@ -14,7 +14,9 @@ from tessera.cli.common import (
     EndpointOpt,
     JsonOpt,
     OptionOpt,
+    QuietOpt,
     RegionOpt,
+    busy,
     emit,
     human,
     options,
@@ -81,6 +83,7 @@ def explain(
 @app.command("consolidate")
 def consolidate(
     url: ArrayUrl,
+    quiet: QuietOpt = False,
     endpoint: EndpointOpt = None,
     region: RegionOpt = None,
     allow_http: AllowHttpOpt = False,
@@ -89,7 +92,8 @@ def consolidate(
     """Merge an array's fragments into one, so reads need fewer requests.
 
     Readers and writers go on meanwhile; the merged fragments stay readable for time
-    travel until `tessera array vacuum`.
+    travel until `tessera array vacuum`. A terminal shows a spinner with the time spent
+    (one read of the merged box and one write: there are no steps to count).
 
     **Examples**
 
@@ -100,7 +104,8 @@ def consolidate(
     arr = tessera.open_array(url, "w", storage_options=options(endpoint, region, allow_http,
                                                                option))
     before = len(arr.fragments)
-    merged = arr.consolidate()
+    with busy(f"consolidating {before} fragment(s)", quiet=quiet):
+        merged = arr.consolidate()
     if merged is None:
         out.print("nothing to consolidate: the array has no fragment")
         return

@@ -240,6 +240,18 @@ def progress(label: str, *, quiet: bool, nbytes: bool = False) -> Iterator[Step]
             bar.stop()
 
 
+@contextlib.contextmanager
+def busy(label: str, *, quiet: bool) -> Iterator[None]:
+    """A spinner with the time spent on standard error, for work without countable steps
+    (only on a terminal, and not with ``-q``)."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn(label), TimeElapsedColumn(), console=err,
+                  transient=True, disable=quiet or not err.is_terminal) as bar:
+        bar.add_task(label, total=None)
+        yield
+
+
 def renamed(func: F, new: str) -> F:
     """``func`` under its old name: the same command, with a note on standard error naming
     the new one (old names keep working for one release, hidden from help)."""

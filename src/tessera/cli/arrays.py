@@ -109,6 +109,9 @@ def consolidate(
     if merged is None:
         out.print("nothing to consolidate: the array has no fragment")
         return
+    if before == 1:
+        out.print(f"nothing to consolidate: the array is one fragment ({merged.name})")
+        return
     out.print(f"consolidated {before} fragment(s) into {merged.name} "
               f"({human(merged.nbytes)})")
 

@@ -103,13 +103,14 @@ def consolidate(
     """
     arr = tessera.open_array(url, "w", storage_options=options(endpoint, region, allow_http,
                                                                option))
-    before = len(arr.fragments)
+    names = [f.name for f in arr.fragments]
+    before = len(names)
     with busy(f"consolidating {before} fragment(s)", quiet=quiet):
         merged = arr.consolidate()
     if merged is None:
         out.print("nothing to consolidate: the array has no fragment")
         return
-    if before == 1:
+    if names == [merged.name]:
         out.print(f"nothing to consolidate: the array is one fragment ({merged.name})")
         return
     out.print(f"consolidated {before} fragment(s) into {merged.name} "

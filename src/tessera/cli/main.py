@@ -35,9 +35,9 @@ SERVER = "Serve and measure"
 app = App(
     name="tessera",
     help="Arrays, tensors and images in object storage, read region by region.\n\n"
-         "A URL is a local path (`data/frames`), `file:///...`, `s3://bucket/...`, "
-         "`gs://...`, `az://...` or `memory://...`. Run `tessera COMMAND --help` for a "
-         "command's options and examples.",
+         "A URL is a local path (`data/frames`), `file:///abs/path`, `s3://bucket/prefix`, "
+         "`gs://bucket/prefix`, `az://container/prefix` or `memory://name`. Run "
+         "`tessera COMMAND --help` for a command's options and examples.",
     add_completion=True,
 )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -126,15 +127,10 @@ def info(
     tessera info data/tensors --at 0 --json
     ```
     """
-    found = open_any(url, options(endpoint, region, allow_http, option), at or timestamp)
-    if isinstance(found, File):
-        doc = _h5_doc(url, found)
-    elif isinstance(found, tessera.Array):
-        doc = array_doc(url, found)
-    elif type(found).__name__ == "TensorTable":
-        doc = table_doc(url, found)
-    else:
-        doc = _images_doc(url, found)
+    opts = options(endpoint, region, allow_http, option)
+    found = open_any(url, opts, at or timestamp)
+    kind = kind_at(tessera.open_store(url, **opts))
+    doc = DOCUMENTS[kind or ""](url, found)
     if as_json:
         emit(doc)
     else:
@@ -220,6 +216,15 @@ def _h5_doc(url: str, file: File) -> dict[str, Any]:
 
     file.visititems(visit)
     return {"url": url, "kind": "tessera.h5 file", "datasets": datasets}
+
+
+#: ``info``'s document per kind (the kinds of :func:`tessera.kinds.kind_at`).
+DOCUMENTS: dict[str, Callable[[str, Any], dict[str, Any]]] = {
+    "array": array_doc,
+    "tensor table": table_doc,
+    "image set": _images_doc,
+    "tessera.h5 file": _h5_doc,
+}
 
 
 def print_doc(doc: dict[str, Any]) -> None:

@@ -65,26 +65,36 @@ def open(url: str, mode: str = "r", *, storage_options: dict[str, Any] | None = 
     :class:`tessera.h5.File`, read-only unless ``mode="w"`` (``"r+"`` for a tessera.h5
     file). ``at``: as it was then (not for tessera.h5 files). A place holding none of them
     raises :class:`~tessera.errors.DataNotFoundError` saying what it holds."""
+    return opened(url, mode, storage_options=storage_options, config=config, at=at)[1]
+
+
+def opened(url: str, mode: str = "r", *, storage_options: dict[str, Any] | None = None,
+           config: Config | None = None, at: At = None,
+           ) -> tuple[str, Array | TensorTable | ImageColumns | File]:
+    """:func:`open`, and the kind it found (as :func:`kind_at` names it)."""
     settings = config or Config.from_env()
     store = open_store(url, config=settings.store, **(storage_options or {}))
     kind = kind_at(store)
     if kind == "array":
-        return open_array(url, mode, storage_options=storage_options, config=settings, at=at)
+        return kind, open_array(url, mode, storage_options=storage_options, config=settings,
+                                at=at)
     if kind == "tensor table":
         from tessera.tables.table import open_table
 
-        return open_table(url, mode, storage_options=storage_options, config=settings, at=at)
+        return kind, open_table(url, mode, storage_options=storage_options, config=settings,
+                                at=at)
     if kind == "image set":
         from tessera.images.columns import open_images
 
-        return open_images(url, mode, storage_options=storage_options, config=settings, at=at)
+        return kind, open_images(url, mode, storage_options=storage_options, config=settings,
+                                 at=at)
     if kind == "tessera.h5 file":
         if at is not None:
             raise InvalidArgumentError("a tessera.h5 file has no time travel: open its "
                                        "datasets' arrays with tessera.open_array(url, at=...)")
         from tessera.integrations.h5 import File
 
-        return File(url, "r+" if mode == "w" else mode, storage_options=storage_options)
+        return kind, File(url, "r+" if mode == "w" else mode, storage_options=storage_options)
     found = store.list()
     what = (f"{len(found)} other object(s), e.g. {found[0].key}" if found
             else "nothing (no object at all)")

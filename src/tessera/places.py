@@ -42,13 +42,17 @@ class Moved:
     nbytes: int
 
 
+#: The objects that mark a kind at a dataset's root.
+_MARKERS = frozenset(marker for _, marker in MARKERS)
+
+
 def marks_kind(key: str) -> bool:
     """Whether ``key`` marks its dataset's kind (copied and removed last).
 
     >>> marks_kind("__schema.json"), marks_kind("_delta_log/00000.json"), marks_kind("t/0")
     (True, True, False)
     """
-    return key in {marker for _, marker in MARKERS} or key.startswith(DELTA_LOG)
+    return key in _MARKERS or key.startswith(DELTA_LOG)
 
 
 def remove(url: str, *, storage_options: dict[str, Any] | None = None,

@@ -191,8 +191,7 @@ def human(n: int) -> str:
 def table(*columns: str, title: str | None = None) -> Table:
     """A table for people: no box, left-aligned title; values are never cut (a piped output
     is as wide as its longest line)."""
-    grid = Table(*columns, title=title, title_justify="left", box=None, pad_edge=False)
-    return grid
+    return Table(*columns, title=title, title_justify="left", box=None, pad_edge=False)
 
 
 def emit(document: Any) -> None:

@@ -38,7 +38,7 @@ from tessera.cli.common import (
 from tessera.errors import BeforeFirstCommitError, DataNotFoundError, InvalidArgumentError
 from tessera.format.parse import parse_selection
 from tessera.integrations.h5 import File
-from tessera.kinds import kind_at
+from tessera.kinds import kind_at, opened
 from tessera.storage.url import parse_store_url
 from tessera.when import iso, moment
 
@@ -127,20 +127,20 @@ def info(
     tessera info data/tensors --at 0 --json
     ```
     """
-    opts = options(endpoint, region, allow_http, option)
-    found = open_any(url, opts, at or timestamp)
-    kind = kind_at(tessera.open_store(url, **opts))
-    doc = DOCUMENTS[kind or ""](url, found)
+    kind, found = open_any(url, options(endpoint, region, allow_http, option),
+                           at or timestamp)
+    doc = DOCUMENTS[kind](url, found)
     if as_json:
         emit(doc)
     else:
         print_doc(doc)
 
 
-def open_any(url: str, opts: dict[str, Any], at: str | None) -> Any:
-    """``tessera.open`` with its errors in the command line's terms."""
+def open_any(url: str, opts: dict[str, Any], at: str | None) -> tuple[str, Any]:
+    """The kind at ``url`` and what ``tessera.open`` opens there, with its errors in the
+    command line's terms."""
     try:
-        return tessera.open(url, storage_options=opts, at=moment(at, "--at"))
+        return opened(url, storage_options=opts, at=moment(at, "--at"))
     except DataNotFoundError:
         raise DataNotFoundError(f"{url} holds no array, tensor table, image set or "
                                 f"tessera.h5 file: see what is there with `tessera ls {url}`, "
@@ -318,7 +318,7 @@ def history(
     tessera history data/tensors --json
     ```
     """
-    found = open_any(url, options(endpoint, region, allow_http, option), at)
+    _, found = open_any(url, options(endpoint, region, allow_http, option), at)
     if isinstance(found, File):
         raise InvalidArgumentError(f"{url} is a tessera.h5 file, which has no history of its "
                                    "own: run `tessera history` on its datasets' arrays")

@@ -25,7 +25,8 @@ from tessera.cli.common import (
 )
 from tessera.errors import DataNotFoundError, InvalidArgumentError
 from tessera.kinds import kind_at
-from tessera.places import copy, remove
+from tessera.places import copy, marks_kind
+from tessera.storage.bulk import delete_all
 
 app = App()
 
@@ -77,9 +78,9 @@ def rm(
                              err=True):
             err.print("nothing removed")
             raise typer.Exit(1)
-    with progress("removing", quiet=quiet) as step:
-        done = remove(url, storage_options=opts, progress=step)
-    out.print(f"removed {what}: {done.objects} objects, {human(done.nbytes)}")
+    with progress("removing", quiet=quiet) as step:  # the objects listed above, once
+        delete_all(store, objects, last=marks_kind, progress=step)
+    out.print(f"removed {what}: {len(objects)} objects, {human(nbytes)}")
 
 
 @app.command("cp")

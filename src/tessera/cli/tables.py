@@ -35,12 +35,14 @@ UrlArg = Annotated[str, url_arg("A tensor table.")]
 def _open(url: str, at: str | None, mode: str, opts: dict[str, Any]) -> Any:
     from tessera.tables import TensorTable
 
-    kind = kind_at(open_store(url, **opts))
-    if kind != "tensor table":
+    try:
+        return TensorTable.open(url, mode, at=moment(at, "--at"), storage_options=opts)
+    except TableNotFoundError:  # say what is there instead, in the command line's terms
+        kind = kind_at(open_store(url, **opts))
         raise TableNotFoundError(f"{url} holds {a_kind(kind) if kind else 'no dataset'}, not "
                                  "a tensor table: `tessera info URL` describes any kind; "
-                                 "`tessera import pt|safetensors FILE URL` makes a table")
-    return TensorTable.open(url, mode, at=moment(at, "--at"), storage_options=opts)
+                                 "`tessera import pt|safetensors FILE URL` makes a table"
+                                 ) from None
 
 
 @app.command("ls")

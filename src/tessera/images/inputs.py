@@ -80,8 +80,8 @@ def _as_array(item: Any, index: int) -> np.ndarray:
             with Image.open(item) as opened:
                 item = opened.convert("RGB")
         except OSError as err:
-            raise InvalidArgumentError(f"image {index} ({item}) cannot be read: {err}"
-                                       ) from None
+            raise UnreadableImageError(f"image {index} ({item}) cannot be read: {err}",
+                                       str(err)) from None
     if type(item).__module__.startswith("PIL."):
         item = item.convert("RGB")
     array = np.asarray(item)
@@ -94,6 +94,14 @@ def _as_array(item: Any, index: int) -> np.ndarray:
                                    f"{array.shape} (CHW? transpose to HWC; RGBA or palette "
                                    "images: .convert('RGB'))")
     return array
+
+
+class UnreadableImageError(InvalidArgumentError):
+    """An image file Pillow cannot read; ``reason`` is Pillow's word."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class SizeMismatchError(InvalidArgumentError):

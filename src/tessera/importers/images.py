@@ -29,7 +29,7 @@ from tessera.errors import InvalidArgumentError
 from tessera.images.columns import ImageColumns
 from tessera.images.frequency import FrequencyFormat
 from tessera.images.header import HEADER_KEY
-from tessera.images.inputs import Batch, SizeMismatchError, prepare
+from tessera.images.inputs import Batch, SizeMismatchError, UnreadableImageError, prepare
 from tessera.importers.report import ImportReport
 from tessera.storage.blocking import open_store
 from tessera.storage.bulk import delete_all
@@ -107,7 +107,7 @@ def _store(cols: ImageColumns, files: list[Path], labels: list[int], fit: str,
                 try:
                     read.append(prepare([path], cols.size, fit))
                 except InvalidArgumentError as err:
-                    report.skipped.append((str(path), _reason(err, path)))
+                    report.skipped.append((str(path), _reason(err)))
                     continue
                 kept.append(label)
             if read:
@@ -117,12 +117,14 @@ def _store(cols: ImageColumns, files: list[Path], labels: list[int], fit: str,
                 progress(min(lo + step, len(files)), len(files))
 
 
-def _reason(err: InvalidArgumentError, path: Path) -> str:
+def _reason(err: InvalidArgumentError) -> str:
     """Why one file was refused, about the file (not "image 0" of a one-image batch)."""
     if isinstance(err, SizeMismatchError):
         return (f"{err.found[0]}x{err.found[1]}, the set holds {err.size[0]}x{err.size[1]} "
                 f"and fit is {err.fit!r}")
-    return str(err).removeprefix(f"image 0 ({path}) ").removeprefix("image 0 ")
+    if isinstance(err, UnreadableImageError):
+        return f"cannot be read: {err.reason}"
+    return str(err)
 
 
 def _discard(url: str, storage_options: dict[str, Any] | None) -> None:

@@ -208,6 +208,9 @@ def test_import_images_appends_to_a_set(tmp_path: Path) -> None:
     assert len(cols.history()) == 2
     (more / "bird").mkdir()
     Image.fromarray(np.zeros((32, 32, 3), np.uint8)).save(more / "bird" / "y.png")
+    nowhere = _run("import", "images", str(more), "none", "--append", cwd=tmp_path)
+    assert nowhere.returncode == 1 and "import without --append" in nowhere.stderr
+    assert not (tmp_path / "none").exists()
     unknown = _run("import", "images", str(more), "set", "--append", cwd=tmp_path)
     assert unknown.returncode == 1 and "'bird'" in unknown.stderr
     assert len(tessera.open_images((tmp_path / "set").as_uri())) == 5

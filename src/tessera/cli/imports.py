@@ -22,7 +22,7 @@ from tessera.cli.common import (
     progress,
     url_arg,
 )
-from tessera.errors import InvalidArgumentError
+from tessera.errors import ArrayNotFoundError, InvalidArgumentError
 from tessera.format.codecs import codec_names
 from tessera.importers.report import ImportReport
 
@@ -272,10 +272,16 @@ def images(
     canvas = None if append else _canvas(size or "256")
     opts = options(endpoint, region, allow_http, option)
     with progress("importing images", quiet=quiet) as step:
-        report = import_images(source, url, size=canvas, fit=fit, group=group,
-                               fmt=FrequencyFormat(q=q, colour=colour), codec=codec,
-                               flush_images=flush, progress=step, storage_options=opts,
-                               append=append)
+        try:
+            report = import_images(source, url, size=canvas, fit=fit, group=group,
+                                   fmt=FrequencyFormat(q=q, colour=colour), codec=codec,
+                                   flush_images=flush, progress=step, storage_options=opts,
+                                   append=append)
+        except ArrayNotFoundError:
+            if not append:
+                raise
+            raise ArrayNotFoundError(f"no image set at {url} to append to: import without "
+                                     "--append to make one") from None
     for path, why in report.skipped:
         out.print(f"  skipped {path}: {why}")
     if report.skipped and fit != "resize":

@@ -23,6 +23,8 @@ import math
 from collections.abc import Mapping
 from types import MappingProxyType
 
+import numpy as np
+
 from tessera.errors import ConfigError
 from tessera.storage.pricing import PriceTable, get_pricing
 
@@ -309,6 +311,45 @@ class CostModel:
         step = prof.request_latency_s * (n / prof.concurrency - math.ceil(n / prof.concurrency))
         s = self.seconds(mix) + step
         return s + self.phi * self.dollars(mix) if self.phi else s
+
+    def smooth_costs(self, gets: np.ndarray, get_bytes: np.ndarray, ranges: np.ndarray,
+                     range_bytes: np.ndarray, rest: RequestMix | None = None) -> np.ndarray:
+        """:meth:`smooth_cost` of many mixes at once: the mix ``i`` has ``gets[i]`` gets of
+        ``get_bytes[i]`` bytes and ``ranges[i]`` ranges of ``range_bytes[i]``, beside the
+        pushdowns of ``rest`` (its gets and ranges are ignored). Neighbour merging over
+        many requests compares the costs of a run of merges in one call.
+
+        >>> from tessera.query.cost import DEFAULT_PROFILES
+        >>> model = CostModel(DEFAULT_PROFILES["cloud"], "s3", phi=10.0)
+        >>> mix = RequestMix(get_requests=40, get_bytes=4 << 20, range_requests=3,
+        ...                  range_bytes=1000)
+        >>> one = model.smooth_costs(np.array([40]), np.array([4 << 20]), np.array([3]),
+        ...                          np.array([1000]))
+        >>> bool(np.isclose(one[0], model.smooth_cost(mix)))
+        True
+        """
+        prof, p = self.profile, self.prices
+        rest = rest or RequestMix()
+        store = gets + ranges
+        n = store + rest.pushdowns
+        nbytes = get_bytes + range_bytes + rest.pushdown_bytes
+        xs = np.clip(n.astype(np.float64), 1.0, float(prof.concurrency))
+        bw = np.interp(xs, [float(a) for a, _ in prof.bandwidth],
+                       [float(b) for _, b in prof.bandwidth])
+        seconds = nbytes / bw + prof.request_latency_s * store / prof.concurrency
+        push = rest.pushdowns
+        if push:
+            seconds = seconds + (prof.pushdown_s(rest.pushdown_tile_bytes / push)
+                                 * math.ceil(push / prof.concurrency))
+        out = np.where(n == 0, 0.0, seconds)
+        if not self.phi:
+            return out
+        fixed = self.dollars(RequestMix(pushdowns=push,
+                                        pushdown_tile_bytes=rest.pushdown_tile_bytes))
+        dollars = (p.request_fee("get", 1) * gets + p.request_fee("range", 1) * ranges
+                   + p.egress_usd_per_gb * nbytes / (1 << 30) + fixed)
+        total: np.ndarray = out + self.phi * dollars
+        return total
 
     def estimate(self, mix: RequestMix) -> Estimate:
         """Seconds, dollars and their combined cost."""

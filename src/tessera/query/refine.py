@@ -33,10 +33,12 @@ so neighbours are neighbouring bytes).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 
 from tessera.errors import ConfigError
+from tessera.query import merge
 from tessera.query.algorithm1 import refine_ranges as refine_ranges  # the paper's Algorithm 1
 from tessera.query.cost import CostModel, RequestMix
 from tessera.query.methods import ChoiceContext, ReadMethod, methods, read_method, read_mode
@@ -249,6 +251,8 @@ def plan_requests(choices: list[TileChoice], model: CostModel,
     small beside the transfer, while one large request holds its bytes in memory and
     delays decoding until its last byte (the cost model sees neither: without these
     limits, a full read of a local array became one 1 GiB request, 2x slower than gets)."""
+    if merge_neighbours and len(choices) >= BULK_MERGE_TILES:
+        return _plan_requests_bulk(choices, model, max_request_bytes)
     reqs = [PlannedRequest(c.method, c.need.key, int(a), int(b), (i,))
             for i, c in enumerate(choices) for a, b in c.requests]
     if not merge_neighbours:
@@ -282,6 +286,53 @@ def plan_requests(choices: list[TileChoice], model: CostModel,
     merged = [r if len(tiles) == 1 else dataclasses.replace(r, tiles=tuple(sorted(set(tiles))))
               for r, tiles in runs]
     return others + merged
+
+
+#: Plans of at least this many tiles merge neighbours with array operations
+#: (:mod:`tessera.query.merge`); smaller ones request by request (the same runs, without
+#: the arrays' fixed cost).
+BULK_MERGE_TILES = 64
+
+
+def _plan_requests_bulk(choices: list[TileChoice], model: CostModel,
+                        max_request_bytes: int) -> list[PlannedRequest]:
+    """:func:`plan_requests` with merging, its runs found by :func:`merge.run_starts`."""
+    names = [c.method for c in choices]
+    fetches = {m: read_method(m).store_bytes for m in set(names)}
+    others = [PlannedRequest(c.method, c.need.key, int(a), int(b), (i,))
+              for i, c in enumerate(choices) if not fetches[c.method]
+              for a, b in c.requests.tolist()]
+    rest = sum((c.mix for c in choices if not fetches[c.method]), RequestMix())
+    picked = [i for i, m in enumerate(names) if fetches[m]]
+    if not picked:
+        return others
+    key_ids = {k: i for i, k in enumerate(sorted({choices[i].need.key for i in picked}))}
+    parts = [choices[i].requests for i in picked]
+    counts = np.fromiter((len(p) for p in parts), np.int64, len(parts))
+    spans = np.concatenate(parts).reshape(-1, 2).astype(np.int64)
+    tiles = np.repeat(np.asarray(picked, np.int64), counts)
+    keys = np.repeat(np.fromiter((key_ids[choices[i].need.key] for i in picked), np.int64,
+                                 len(picked)), counts)
+    is_get = np.repeat(np.fromiter((names[i] == "get" for i in picked), bool, len(picked)),
+                       counts)
+    order = np.lexsort((spans[:, 0], keys))
+    spans, tiles, keys, is_get = spans[order], tiles[order], keys[order], is_get[order]
+    limit = min(max_request_bytes, 2 * model.profile.min_range_bytes)
+    first = merge.run_starts(keys, spans[:, 0], spans[:, 1], is_get, tiles, model, limit,
+                             rest)
+    bounds = np.append(first, len(spans)).tolist()
+    key_of = list(key_ids)
+    starts, stops, tile_list = spans[:, 0].tolist(), spans[:, 1].tolist(), tiles.tolist()
+    keys_l = keys.tolist()
+    out = others
+    for a, b in itertools.pairwise(bounds):
+        if b - a == 1:
+            t = tile_list[a]
+            out.append(PlannedRequest(names[t], key_of[keys_l[a]], starts[a], stops[a], (t,)))
+        else:
+            out.append(PlannedRequest("range", key_of[keys_l[a]], starts[a], stops[b - 1],
+                                      tuple(sorted(set(tile_list[a:b])))))
+    return out
 
 
 def _merge_mix(total: RequestMix, a: PlannedRequest, b: PlannedRequest,

@@ -238,6 +238,15 @@ class RequestMix:
                           max(0, self.pushdown_bytes - other.pushdown_bytes),
                           max(0, self.pushdown_tile_bytes - other.pushdown_tile_bytes))
 
+    def __mul__(self, times: int) -> RequestMix:
+        """The mix of ``times`` copies (the requests of that many tiles chosen alike).
+
+        >>> RequestMix(get_requests=1, get_bytes=256) * 3
+        RequestMix(get_requests=3, get_bytes=768, range_requests=0, range_bytes=0, \
+pushdowns=0, pushdown_bytes=0, pushdown_tile_bytes=0)
+        """
+        return RequestMix(*(v * times for v in dataclasses.astuple(self)))
+
     @property
     def requests(self) -> int:
         """Requests of every method."""

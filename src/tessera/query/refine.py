@@ -104,6 +104,17 @@ def _choose(need: TileNeed, method: str, model: CostModel, context: RequestMix,
 def _choose_new(need: TileNeed, method: str, model: CostModel, context: RequestMix,
                 allow_pushdown: bool, cell_nbytes: int, keep: TileChoice | None = None,
                 ) -> TileChoice:
+    candidates = _candidates(need, method, model, context, allow_pushdown, cell_nbytes, keep)
+    if len(candidates) == 1:
+        return candidates[0]
+    return _cheapest(candidates, model, context, 1)
+
+
+def _candidates(need: TileNeed, method: str, model: CostModel, context: RequestMix,
+                allow_pushdown: bool, cell_nbytes: int, keep: TileChoice | None = None,
+                ) -> list[TileChoice]:
+    """The choices that compete for ``need`` on top of ``context``: the one a forced mode
+    makes, or every competing method's (and ``keep``, the choice the tile has)."""
     ctx = ChoiceContext(model, context, cell_nbytes)
 
     def choice(m: ReadMethod, reqs: list[tuple[int, int]]) -> TileChoice:
@@ -117,24 +128,28 @@ def _choose_new(need: TileNeed, method: str, model: CostModel, context: RequestM
         if why is not None:
             raise ConfigError(why)
         if forced.whole_tile or need.raw:
-            return choice(forced, (mode.requests or forced.requests)(need, ctx))
+            return [choice(forced, (mode.requests or forced.requests)(need, ctx))]
         # A tile that cannot be read in parts is fetched whole.
         get = read_method("get")
-        return choice(get, get.requests(need, ctx))
+        return [choice(get, get.requests(need, ctx))]
     # Every competing method's candidate, in registration order (a get first: on a tie it
     # wins, and a whole tile is checked against its checksum).
     candidates = [choice(m, m.requests(need, ctx)) for m in methods()
                   if m.competes(need, allow_pushdown)]
     if keep is not None and not any(_same(c, keep) for c in candidates):
         candidates.append(keep)  # never worse than the choice this tile already has
-    if len(candidates) == 1:
-        return candidates[0]
-    # Each candidate's marginal cost on top of the rest of the plan; a method with a margin
-    # (ranges) must beat the others by it (see ReadMethod.margin).
+    return candidates
+
+
+def _cheapest(candidates: list[TileChoice], model: CostModel, context: RequestMix,
+              times: int) -> TileChoice:
+    """The candidate whose ``times`` copies add least to the cost of ``context`` (the rest
+    of the plan); a method with a margin (ranges) must beat the others by it (see
+    ReadMethod.margin). On a tie, the first."""
     base = model.estimate(context).cost
 
     def marginal(c: TileChoice) -> float:
-        extra = model.estimate(context + c.mix).cost - base
+        extra = model.estimate(context + c.mix * times).cost - base
         margin = read_method(c.method).margin
         if margin == 1.0:
             return extra
@@ -174,15 +189,17 @@ def plan_tiles(needs: list[TileNeed], model: CostModel, method: str = "auto", *,
     if not needs:
         return []
     memo: ChoiceMemo | None = {} if len(needs) > 1 else None  # one tile: nothing to share
-    plan = _descend(needs, model, method, can_push, cell_nbytes, rounds, None, memo)
+    descend = _descend if len(needs) < BULK_DESCENT_TILES else _descend_groups
+    plan = descend(needs, model, method, can_push, cell_nbytes, rounds, None, memo)
     if method == "auto" and can_push and len(needs) > 1:
         # Tile-by-tile steps miss plans that only pay as a whole: the first pushdown pays a
         # full wave of server time, the next ones share it, while every tile fetched shares
         # the link. So also descend from "push every tile down", and take that plan when it
         # wins clearly: it rests on the model's assumption that a wave of pushdowns runs in
         # parallel on the server (true of the paper's lambdas, not of one small server).
-        start = [_choose(n, "pushdown", model, RequestMix(), True, cell_nbytes) for n in needs]
-        other = _descend(needs, model, method, can_push, cell_nbytes, rounds, start, memo)
+        start = [_choose(n, "pushdown", model, RequestMix(), True, cell_nbytes, memo=memo)
+                 for n in needs]
+        other = descend(needs, model, method, can_push, cell_nbytes, rounds, start, memo)
         if _total_cost(other, model) * GLOBAL_PUSHDOWN_MARGIN < _total_cost(plan, model):
             plan = other
     return plan
@@ -224,6 +241,60 @@ def _descend(needs: list[TileNeed], model: CostModel, method: str, can_push: boo
         if not changed or method != "auto":
             break
     return [c for c in choices if c is not None]
+
+
+#: Reads of at least this many tiles are planned a group at a time: tiles whose needs have
+#: the same shape (the interior tiles of a box, the tiles of one edge) take one choice
+#: together (:func:`_descend_groups`), so planning costs grow with the groups, not the tiles.
+BULK_DESCENT_TILES = 1024
+
+
+def _descend_groups(needs: list[TileNeed], model: CostModel, method: str, can_push: bool,
+                    cell_nbytes: int, rounds: int, start: list[TileChoice] | None,
+                    memo: ChoiceMemo | None = None) -> list[TileChoice]:
+    """Coordinate descent over groups of tiles whose needs have one shape: each group in
+    turn takes the choice whose copies for all its tiles add least to the rest of the plan
+    (its candidates built as for one tile among the others), until no group changes. The
+    plan of many tiles alike is then homogeneous, where tile-by-tile descent could split
+    it; ``start``: initial choices (alike within a group, as pushdowns are)."""
+    groups: dict[tuple[object, ...], list[int]] = {}
+    for i, need in enumerate(needs):
+        groups.setdefault(_need_shape(need), []).append(i)
+    members = list(groups.values())
+    reps = [needs[g[0]] for g in members]
+    counts = [len(g) for g in members]
+    chosen: list[TileChoice | None] = ([start[g[0]] for g in members] if start is not None
+                                       else [None] * len(members))
+    one = [c.mix if c is not None else RequestMix(range_requests=1, range_bytes=n.selected_bytes)
+           for c, n in zip(chosen, reps, strict=True)]
+    total = sum((m * k for m, k in zip(one, counts, strict=True)), RequestMix())
+    fixed = [_only_get(n, method, can_push) for n in reps]
+    for sweep in range(max(1, rounds)):
+        changed = False
+        for g, need in enumerate(reps):
+            if sweep and fixed[g]:
+                continue
+            others = total - one[g] * counts[g]
+            old = chosen[g]
+            cands = _candidates(need, method, model, others + one[g] * (counts[g] - 1),
+                                can_push, cell_nbytes, old)
+            new = cands[0] if len(cands) == 1 else _cheapest(cands, model, others, counts[g])
+            if old is None or not _same(old, new):
+                changed = True
+            chosen[g] = new
+            one[g] = new.mix
+            total = others + new.mix * counts[g]
+        if not changed or method != "auto":
+            break
+    out: list[TileChoice | None] = [None] * len(needs)
+    for g, idx in enumerate(members):
+        c = chosen[g]
+        assert c is not None
+        relative = c.requests - c.need.offset
+        for i in idx:
+            n = needs[i]
+            out[i] = c if n is c.need else TileChoice(n, c.method, relative + n.offset, c.mix)
+    return [c for c in out if c is not None]
 
 
 @dataclasses.dataclass(frozen=True)

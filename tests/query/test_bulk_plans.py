@@ -1,5 +1,7 @@
-"""Neighbour merging with array operations (:mod:`tessera.query.merge`) builds the runs the
-request-by-request merge builds, on any mix of gets, ranges and pushdowns."""
+"""Plans of many tiles: neighbour merging with array operations (:mod:`tessera.query.merge`)
+builds the runs the request-by-request merge builds, on any mix of gets, ranges and
+pushdowns; descent by groups of alike tiles makes the choices tile-by-tile descent makes
+when the tiles are alike."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from hypothesis import strategies as st
 
 from tessera.query import refine
 from tessera.query.cost import DEFAULT_PROFILES, CostModel, RequestMix, StoreProfile
-from tessera.query.refine import PlannedRequest, TileChoice, TileNeed, plan_requests
+from tessera.query.refine import PlannedRequest, TileChoice, TileNeed, plan_requests, plan_tiles
 
 PUSHY = StoreProfile("pushy", ((1, 25e6), (8, 90e6), (32, 100e6)), 0.03, 32,
                      pushdown_alpha_s_per_byte=1e-10, pushdown_beta_s=0.002)
@@ -81,3 +83,26 @@ def test_a_whole_read_of_many_small_tiles_is_merged_up_to_the_limit() -> None:
     assert sorted(t for r in got for t in r.tiles) == list(range(10_000))
     assert all(r.stop - r.start <= limit for r in got)
     assert len(got) == -(-10_000 * 256 // (limit // 256 * 256))
+
+
+@pytest.mark.parametrize("which", range(len(MODELS)))
+@pytest.mark.parametrize("cut", [65536, 40000, 4096])
+def test_groups_of_alike_tiles_choose_as_tile_by_tile_descent(
+        which: int, cut: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """2,000 tiles of 64 KiB, each needing its first ``cut`` bytes (all of it: gets; a part:
+    ranges or pushdowns), beside 30 tiles needing less: the same choice per tile either way,
+    and the grouped plan is made by the group path (planning calls per group, not tile)."""
+    model = MODELS[which]
+    tile = 65536
+    needs = [TileNeed(f"t{i}", "obj", i * tile, tile, True,
+                      np.array([[0, cut if i >= 30 else 1024]]), cut if i >= 30 else 1024)
+             for i in range(2030)]
+    calls = []
+    real = refine._candidates
+    monkeypatch.setattr(refine, "_candidates", lambda *a, **k: calls.append(1) or real(*a, **k))
+    grouped = plan_tiles(needs, model, cell_nbytes=4)
+    assert len(calls) <= 2 * 3 * 2  # (two groups) x (three sweeps) x (two descents at most)
+    monkeypatch.setattr(refine, "BULK_DESCENT_TILES", 1 << 60)
+    single = plan_tiles(needs, model, cell_nbytes=4)
+    assert [(c.method, c.requests.tolist()) for c in grouped] == [
+        (c.method, c.requests.tolist()) for c in single]

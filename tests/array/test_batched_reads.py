@@ -62,9 +62,11 @@ def test_batches_read_what_tile_by_tile_reads_read(url, codec, monkeypatch) -> N
             assert sum(placed) == 48  # every tile of the full read came in a batch
 
 
-def test_a_damaged_tile_in_a_batch_is_named(url, monkeypatch) -> None:
+@pytest.mark.parametrize("codec", ["zstd", None])
+def test_a_damaged_tile_in_a_batch_is_named(url, codec, monkeypatch) -> None:
+    """Compressed tiles, and raw ones placed a row at a time: the damaged tile is named."""
     data = np.arange(64 * 48, dtype=np.int32).reshape(64, 48)
-    arr = tessera.from_numpy(f"{url[0].rstrip('/')}/damaged", data, tile=(8, 8), codec="zstd",
+    arr = tessera.from_numpy(f"{url[0].rstrip('/')}/damaged", data, tile=(8, 8), codec=codec,
                              storage_options=url[1])
     placed = _placed(monkeypatch)
     arr.read()
@@ -111,3 +113,38 @@ def test_two_or_three_large_tiles_in_a_request_are_a_batch_and_small_ones_are_no
     np.testing.assert_array_equal(arr[sel], data[sel])
     merged = [len(r.tiles) for r in arr.last_read.plan.requests]
     assert small == [] and placed == [n for n in merged if n >= 2] and placed
+
+
+@pytest.mark.parametrize("cell_order", ["row-major", "col-major"])
+@pytest.mark.parametrize("tile_order", ["row-major", "col-major"])
+@pytest.mark.parametrize(("shape", "tile", "dtype"), [
+    ((64,), (4,), "<i2"), ((40, 48), (8, 6), "<i4"), ((12, 10, 16), (3, 5, 4), "<f8"),
+    ((24, 32), (4, 8), "(3,)u1")])
+def test_rows_of_whole_raw_tiles_are_placed_as_tile_by_tile(
+        cell_order, tile_order, shape, tile, dtype, monkeypatch) -> None:
+    """Raw tiles wholly selected and neighbours along the last dimension are placed a row at
+    a time (one copy); the values are those of tile-by-tile placement, for any rank, cell
+    and tile order and cells of several values, on whole reads and boxes cutting tiles."""
+    from tessera.format.schema import ArraySchema, Attr, Dim
+
+    monkeypatch.setattr(direct, "NOW_BYTES", 0)
+    monkeypatch.setattr(batched, "BATCH_MIN_TILES", 2)
+    rows: list[int] = []
+    real = batched._place_row
+    monkeypatch.setattr(batched, "_place_row",
+                        lambda *a: rows.append(len(a[2])) or real(*a))
+    schema = ArraySchema([Dim(f"d{i}", (0, n - 1), t) for i, (n, t) in
+                          enumerate(zip(shape, tile, strict=True))], [Attr("v", dtype)],
+                         cell_order=cell_order, tile_order=tile_order)
+    arr = tessera.create_array(f"memory://rows-{uuid.uuid4().hex[:12]}", schema)
+    cell = np.dtype(dtype)
+    full = shape + cell.shape
+    data = (np.arange(int(np.prod(full))) % 251).astype(cell.base).reshape(full)
+    arr[...] = data
+    boxes = [tuple(slice(None) for _ in shape),
+             tuple(slice(1, n - 1) for n in shape),
+             tuple(slice(t, n) for n, t in zip(shape, tile, strict=True))]
+    for box in boxes:
+        np.testing.assert_array_equal(arr[box], data[box])
+    # Tiles stored column-major are neighbours in bytes along the first dimension: no rows.
+    assert bool(rows) == (tile_order == "row-major" or len(shape) == 1)

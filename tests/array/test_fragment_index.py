@@ -9,6 +9,7 @@ import itertools
 import uuid
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -141,3 +142,36 @@ def test_a_plan_too_large_for_the_cache_is_not_kept() -> None:
     cache.plan(needs(2), ("auto",), make)
     cache.plan(needs(2), ("auto",), make)
     assert cache.hits == 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=st.lists(st.integers(1, 40), min_size=1, max_size=3),
+       tiles=st.lists(st.integers(1, 7), min_size=3, max_size=3),
+       cut=st.lists(st.tuples(st.integers(0, 39), st.integers(0, 39)), min_size=3, max_size=3),
+       column_major=st.booleans(), codec=st.sampled_from([None, "zstd"]))
+def test_bulk_tile_reads_are_the_tile_by_tile_ones(shape, tiles, cut, column_major, codec,
+                                                    ) -> None:
+    """A plain read of one fragment's tiles made with array operations gives the reads (in
+    order, every field) that the tile-by-tile path gives: any rank, tile order and codec,
+    two attributes, boxes cutting tiles at any place."""
+    import tessera.array.read.tiles as tiles_mod
+    from tessera.format.schema import ArraySchema, Attr, Dim
+
+    ndim = len(shape)
+    dims = [Dim(f"d{i}", (0, n - 1), min(tiles[i], n)) for i, n in enumerate(shape)]
+    schema = ArraySchema(dims, [Attr("a", "<i4", codec=codec), Attr("b", "<f8")],
+                         tile_order="col-major" if column_major else "row-major")
+    arr = tessera.create_array(f"memory://bulk-{uuid.uuid4().hex}", schema)
+    values = np.arange(int(np.prod(shape)), dtype=np.int32).reshape(shape)
+    arr[...] = {"a": values, "b": values.astype(np.float64)}
+    box = tuple(slice(min(a, b) % n, max(a, b) % n + 1)
+                for (a, b), n in zip(cut[:ndim], shape, strict=True))
+    sel = normalize_selection(box, arr.schema)
+    metas = run_sync(arr._visible_metas())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tiles_mod, "BULK_TILES", 1)
+        bulk = plan_tile_reads(arr.schema, sel, metas, ["a", "b"])
+        mp.setattr(tiles_mod, "BULK_TILES", 1 << 60)
+        single = plan_tile_reads(arr.schema, sel, metas, ["a", "b"])
+    assert bulk == single
+    assert [(r.blocks is None) for r in bulk[0]] == [(r.blocks is None) for r in single[0]]

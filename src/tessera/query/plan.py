@@ -23,7 +23,7 @@ from rich.table import Table
 from tessera.config import PlannerConfig
 from tessera.format.decompose import box_byte_ranges, merge_ranges, tile_byte_ranges, unique_indices
 from tessera.format.layout import tile_nbytes
-from tessera.format.schema import ArraySchema
+from tessera.format.schema import ArraySchema, Attr
 from tessera.format.selection import Selection
 from tessera.format.tile import TileRead, positions, tile_cells
 from tessera.query.cost import DEFAULT_PROFILES, CostModel, Estimate, RequestMix, StoreProfile
@@ -188,8 +188,18 @@ def tile_needs(schema: ArraySchema, sel: Selection, reads: list[TileRead]) -> li
     extent = schema.tile_shape
     # Tiles a box cuts alike (the 8 tiles of a full-height column) decompose alike.
     decomposed: dict[tuple[object, ...], np.ndarray] = {}
+    # Per attribute: its schema entry and, read-only, the range of a whole raw tile (shared
+    # by every whole raw tile of the read: a read of 10^5 tiles makes no array per tile).
+    attrs: dict[str, tuple[Attr, int, np.ndarray]] = {}
     for read in reads:
-        attr = schema.attr(read.attr)
+        known = attrs.get(read.attr)
+        if known is None:
+            attr = schema.attr(read.attr)
+            whole = tile_nbytes(schema, attr)
+            every = np.array([[0, whole]], dtype=np.int64)
+            every.setflags(write=False)
+            known = attrs[read.attr] = (attr, whole, every)
+        attr, whole, every = known
         cell = attr.cell_nbytes
         if plain:
             # Every cell between the bounds is selected: the tile's part is one box.
@@ -197,9 +207,11 @@ def tile_needs(schema: ArraySchema, sel: Selection, reads: list[TileRead]) -> li
                          zip(*read.region, read.tile_origin, strict=True))
             if all(r == (0, e) for r, e in zip(runs, extent, strict=True)):
                 # Every cell of the tile is selected: no decomposition needed.
-                whole = tile_nbytes(schema, attr)
-                ranges = read.stored_ranges(np.array([[0, whole]], dtype=np.int64))
-                needs.append(tile_need(read, ranges, whole))
+                if read.codec is None:
+                    needs.append(TileNeed(tile_label(read), read.key, read.offset,
+                                          read.length, True, every, whole))
+                else:
+                    needs.append(tile_need(read, read.stored_ranges(every), whole))
                 continue
             selected = math.prod(b - a for a, b in runs) * cell
             key: tuple[object, ...] = (cell, runs)

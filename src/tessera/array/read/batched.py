@@ -26,7 +26,8 @@ from tessera.array.read.fetch import annotate, fetch_span, tile_where, verified_
 from tessera.array.read.local import THREAD_BYTES
 from tessera.array.read.scatter import scatter
 from tessera.errors import CorruptDataError
-from tessera.format.layout import tile_nbytes
+from tessera.format.checksum import checksum
+from tessera.format.layout import tile_nbytes, tile_view
 from tessera.format.schema import ArraySchema
 from tessera.format.selection import Selection
 from tessera.format.tile import TileRead
@@ -113,17 +114,89 @@ def place_batch(schema: ArraySchema, reads: list[TileRead], batch: Batch, data: 
     after another on this thread; stops early once ``stop`` is set (another part of the
     read failed)."""
     request, positions = batch
-    view = memoryview(data)
-    for position in positions:
+    view = memoryview(data).cast("B")
+    rows = _rows_of_whole_raw_tiles(schema, reads, positions, sel)
+    for run in rows:
         if stop.is_set():
             return
+        if len(run) > 1 and _checksums_hold(reads, run, view, request.start):
+            _place_row(schema, reads, run, view, request.start, sel, outputs)
+            continue
+        for position in run:
+            read = reads[position]
+            start = read.offset - request.start
+            try:
+                tile = verified_tile(schema, read, view[start:start + read.length],
+                                     tile_where(array_url, read))
+            except CorruptDataError as err:
+                annotate(err, array_url, read)
+                raise
+            scatter(outputs[read.attr], None, tile, read, sel)
+            del tile  # one decoded tile at a time, as the window was charged
+
+
+def _rows_of_whole_raw_tiles(schema: ArraySchema, reads: list[TileRead], positions: list[int],
+                             sel: Selection) -> list[list[int]]:
+    """``positions`` cut into runs placed together: tiles stored raw, wholly selected by a
+    selection of plain slices, of one attribute, each the next tile along the last
+    dimension and the next bytes of the object; every other tile is a run of its own."""
+    plain = all(d.ascending_run for d in sel.dims) and schema.ndim > 0
+    extent = schema.tile_shape
+    out: list[list[int]] = []
+    prev: TileRead | None = None
+    for position in positions:
         read = reads[position]
-        start = read.offset - request.start
-        try:
-            tile = verified_tile(schema, read, view[start:start + read.length],
-                                 tile_where(array_url, read))
-        except CorruptDataError as err:
-            annotate(err, array_url, read)
-            raise
-        scatter(outputs[read.attr], None, tile, read, sel)
-        del tile  # one decoded tile at a time, as the window was charged
+        whole = (plain and read.codec is None and read.region[0] == read.tile_origin
+                 and all(h - o + 1 == e for h, o, e in
+                         zip(read.region[1], read.tile_origin, extent, strict=True)))
+        if (whole and prev is not None and out and read.attr == prev.attr
+                and read.offset == prev.offset + prev.length
+                and read.tile_index[:-1] == prev.tile_index[:-1]
+                and read.tile_index[-1] == prev.tile_index[-1] + 1):
+            out[-1].append(position)
+        else:
+            out.append([position])
+        prev = read if whole else None
+    return out
+
+
+def _checksums_hold(reads: list[TileRead], run: list[int], view: memoryview,
+                    base: int) -> bool:
+    """True if every tile of ``run`` matches its checksum (else the tiles go one at a time,
+    and the damaged one raises as a single tile's read would)."""
+    for position in run:
+        read = reads[position]
+        start = read.offset - base
+        if checksum(view[start:start + read.length], read.checksum) != read.crc32:
+            return False
+    return True
+
+
+def _place_row(schema: ArraySchema, reads: list[TileRead], run: list[int], view: memoryview,
+               base: int, sel: Selection, outputs: dict[str, np.ndarray]) -> None:
+    """Place a run of whole raw tiles, neighbours along the last dimension and in the
+    object, with one copy: their bytes as ``k`` tiles into the output's box of the run,
+    seen as ``k`` tiles side by side."""
+    first, last = reads[run[0]], reads[run[-1]]
+    attr = schema.attr(first.attr)
+    k, n = len(run), schema.ndim
+    start = first.offset - base
+    stop = last.offset + last.length - base
+    tiles = tile_view(view[start:stop], attr.np_dtype, (k, *schema.tile_shape),
+                      attr.cell_shape, "row-major")
+    if schema.cell_order == "col-major":  # each tile's cells are stored last axis first
+        stored = np.frombuffer(view[start:stop], dtype=attr.np_dtype).reshape(
+            (k, *reversed(schema.tile_shape), *attr.cell_shape))
+        tiles = stored.transpose((0, *reversed(range(1, n + 1)),
+                                  *range(n + 1, stored.ndim)))
+    dst = tuple(slice(lo - d.lo, hi - d.lo + 1) for d, lo, hi in
+                zip(sel.dims, first.region[0], last.region[1], strict=True))
+    out = outputs[first.attr][dst]
+    width = schema.tile_shape[-1]
+    # The output's box as (..., k, width, cells): the last dimension split into the k tiles.
+    # (a strided view by construction: a reshape could copy, and the copy be written to)
+    step = out.strides[n - 1]
+    split = np.lib.stride_tricks.as_strided(
+        out, shape=(*out.shape[:n - 1], k, width, *out.shape[n:]),
+        strides=(*out.strides[:n - 1], step * width, step, *out.strides[n:]))
+    np.moveaxis(split, n - 1, 0)[...] = tiles

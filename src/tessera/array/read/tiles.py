@@ -6,7 +6,9 @@ under them. This list is the seam the planner (:mod:`tessera.query.plan`) and th
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator
+from typing import Literal
 
 import numpy as np
 
@@ -34,7 +36,7 @@ from tessera.format.tile import (
     TileRead,
 )
 
-__all__ = ["FragmentIndex", "TileReads", "int_box", "meta_box", "plan_cells",
+__all__ = ["FragmentIndex", "TileReads", "bulk_tile_reads", "int_box", "meta_box", "plan_cells",
            "plan_tile_reads", "tile_piece", "tile_read"]
 
 #: What :func:`plan_tile_reads` returns: the dense tile reads, the sparse data-tile reads and
@@ -78,6 +80,11 @@ def plan_tile_reads(schema: ArraySchema, sel: Selection, metas: list[FragmentMet
         rank = dense[0]
         fbox = intersect(index.boxes[rank], bbox)
         assert fbox is not None
+        if plain and math.prod(len(s) for s in tile_spans(schema.lower, schema.tile_shape,
+                                                          fbox)) >= BULK_TILES:
+            used.add(rank)
+            return (bulk_tile_reads(schema, metas[rank], rank, fbox, attrs), cell_reads,
+                    len(metas) - len(used))
         per_rank[rank] = [(i, r) for i, r in _tiles_of(schema, fbox)
                           if plain or _selects_any(sel, r)]
     elif dense:
@@ -103,6 +110,53 @@ def plan_tile_reads(schema: ArraySchema, sel: Selection, metas: list[FragmentMet
             reads.extend(tile_read(meta, rank, name, pos, tile, origin, region)
                          for name in attrs)
     return reads, cell_reads, len(metas) - len(used)
+
+
+#: A plain selection of one fragment's tiles meeting at least this many tiles has its tile
+#: reads made with array operations (:func:`bulk_tile_reads`), not tile by tile.
+BULK_TILES = 256
+
+
+def bulk_tile_reads(schema: ArraySchema, meta: FragmentMeta, rank: int, box: Box,
+                    attrs: list[str]) -> list[TileRead]:
+    """The reads of every tile of fragment ``meta`` (of ``rank``) that ``box`` meets, for
+    each attribute in ``attrs``, in the order :func:`plan_tile_reads` gives them (the tiles
+    in the order of their spans, the attributes of a tile together): tile indices, origins,
+    regions and positions in the fragment computed for all tiles at once."""
+    spans = tile_spans(schema.lower, schema.tile_shape, box)
+    if not spans:  # a 0-d array: its one tile
+        return [tile_read(meta, rank, name, 0, (), (), box) for name in attrs]
+    idx = np.stack(np.meshgrid(*[np.arange(s.start, s.stop, dtype=np.int64) for s in spans],
+                               indexing="ij"), axis=-1).reshape(-1, len(spans))
+    lower = np.asarray(schema.lower, np.int64)
+    extent = np.asarray(schema.tile_shape, np.int64)
+    origin = lower + idx * extent
+    lo = np.maximum(origin, np.asarray(box[0], np.int64))
+    hi = np.minimum(origin + extent - 1, np.asarray(box[1], np.int64))
+    tlo = np.asarray(meta.tile_lo, np.int64)
+    counts = np.asarray(meta.tile_hi, np.int64) - tlo + 1
+    order: Literal["C", "F"] = "C" if schema.tile_order == "row-major" else "F"
+    pos = np.ravel_multi_index(tuple(idx.T - tlo[:, None]), tuple(counts.tolist()),
+                               order=order)
+    keys = [tuple(r) for r in idx.tolist()]
+    origins = [tuple(r) for r in origin.tolist()]
+    regions = [(tuple(a), tuple(b)) for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
+    columns = []
+    for name in attrs:
+        at = meta.attrs[name]
+        raw = (np.zeros(len(pos), bool) if at.stored_raw is None
+               else np.asarray(at.stored_raw, bool)[pos])
+        codecs = [None if r else at.codec for r in raw.tolist()]
+        blocks = ([at.blocks(p) for p in pos.tolist()] if at.block_bytes
+                  else [None] * len(pos))
+        columns.append((name, at.key, at.offsets[pos].tolist(), at.sizes[pos].tolist(),
+                        codecs, at.crc32[pos].tolist(), blocks, at.checksum))
+    out: list[TileRead] = []
+    for i in range(len(pos)):
+        out.extend(TileRead(meta.name, rank, name, key, off[i], size[i], codecs[i], crc[i],
+                            keys[i], origins[i], regions[i], blocks[i], check)
+                   for name, key, off, size, codecs, crc, blocks, check in columns)
+    return out
 
 
 def _tiles_of(schema: ArraySchema, box: Box) -> Iterator[tuple[tuple[int, ...], Box]]:

@@ -323,5 +323,7 @@ def _choose(needs: list[TileNeed], model: CostModel, method: str, cell_nbytes: i
                              max_request_bytes=max_request_bytes)
     totals = sum((read_method(r.method).mix([(r.start, r.stop)], choices[r.tiles[0]].need)
                   for r in requests if read_method(r.method).store_bytes), RequestMix())
-    totals = sum((c.mix for c in choices if not read_method(c.method).store_bytes), totals)
+    served = {m: not read_method(m).store_bytes for m in {c.method for c in choices}}
+    if any(served.values()):
+        totals = sum((c.mix for c in choices if served[c.method]), totals)
     return choices, requests, totals

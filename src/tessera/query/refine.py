@@ -290,10 +290,12 @@ def _descend_groups(needs: list[TileNeed], model: CostModel, method: str, can_pu
     for g, idx in enumerate(members):
         c = chosen[g]
         assert c is not None
-        relative = c.requests - c.need.offset
-        for i in idx:
-            n = needs[i]
-            out[i] = c if n is c.need else TileChoice(n, c.method, relative + n.offset, c.mix)
+        # Every member's requests in one array (the choice's, moved to each tile's offset);
+        # each tile's choice holds a view of its rows.
+        offsets = np.fromiter((needs[i].offset for i in idx), np.int64, len(idx))
+        moved = (c.requests - c.need.offset)[None] + offsets[:, None, None]
+        for i, rows in zip(idx, moved, strict=True):
+            out[i] = TileChoice(needs[i], c.method, rows, c.mix)
     return [c for c in out if c is not None]
 
 

@@ -245,7 +245,10 @@ class RequestMix:
         RequestMix(get_requests=3, get_bytes=768, range_requests=0, range_bytes=0, \
 pushdowns=0, pushdown_bytes=0, pushdown_tile_bytes=0)
         """
-        return RequestMix(*(v * times for v in dataclasses.astuple(self)))
+        return RequestMix(self.get_requests * times, self.get_bytes * times,
+                          self.range_requests * times, self.range_bytes * times,
+                          self.pushdowns * times, self.pushdown_bytes * times,
+                          self.pushdown_tile_bytes * times)
 
     @property
     def requests(self) -> int:

@@ -149,7 +149,7 @@ def _cheapest(candidates: list[TileChoice], model: CostModel, context: RequestMi
     base = model.estimate(context).cost
 
     def marginal(c: TileChoice) -> float:
-        extra = model.estimate(context + c.mix * times).cost - base
+        extra = model.estimate(context + (c.mix if times == 1 else c.mix * times)).cost - base
         margin = read_method(c.method).margin
         if margin == 1.0:
             return extra

@@ -179,4 +179,25 @@ def test_a_read_passed_on_to_the_loop_is_planned_once(monkeypatch) -> None:
         monkeypatch.setattr(module, "plan_tile_reads",
                             lambda *a, real=real: calls.append(1) or real(*a))
     np.testing.assert_array_equal(arr[:], data)
-    assert len(calls) == 1 and arr._planned is None
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("sel", [
+    (slice(0, 300), slice(100, 700)),
+    tessera.Points(([0, 700, 1023], [0, 900, 5])),
+    tessera.Hyperslabs([(slice(0, 10), slice(0, 10)), (slice(500, 600), slice(0, 1024))]),
+    "mask"])
+def test_explain_plans_the_way_a_read_goes(sel) -> None:
+    """One routing decides what a selection means for read and explain alike: the plan
+    explain prints is the one the read follows (same requests), for a box, points, a union
+    of hyperslabs and a full boolean mask."""
+    data = np.arange(1024 * 1024, dtype=np.int32).reshape(1024, 1024)
+    arr = tessera.from_numpy(f"memory://route-{uuid.uuid4().hex[:8]}", data, tile=(256, 256))
+    if isinstance(sel, str):
+        sel = np.zeros((1024, 1024), bool)
+        sel[3, 4] = sel[900, 1000] = True
+    planned = arr.explain(sel)
+    arr.read(sel)
+    assert arr.last_read.plan is not None
+    assert [(r.key, r.start, r.stop) for r in arr.last_read.plan.requests] == [
+        (r.key, r.start, r.stop) for r in planned.requests]

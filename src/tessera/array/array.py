@@ -25,7 +25,7 @@ import numpy as np
 
 from tessera._sync import run_sync
 from tessera.array.bookkeeping import check_against_schema
-from tessera.array.calling_thread import CallingThreadReads, UnionPlan
+from tessera.array.calling_thread import CallingThreadReads, Planned, UnionPlan
 from tessera.array.commits import list_committed, load_meta
 from tessera.array.face import ArrayFace
 from tessera.array.fragment import FragmentMeta, name_timestamp, replaces_others
@@ -47,13 +47,12 @@ from tessera.array.read.pushdown import PushdownReader
 from tessera.array.read.report import ReadReport, warn_fallbacks, with_fallbacks
 from tessera.array.read.sparse import (
     SparseResult,
-    normalize_sparse_selection,
     plan_cell_reads,
     read_sparse,
 )
 from tessera.array.read.tiles import plan_tile_reads
 from tessera.array.read.updates import MergedUpdates, merged_for
-from tessera.array.sparse import check_coords
+from tessera.array.route import route
 from tessera.array.writes import LOCAL_CHANGES, ArrayWrites
 from tessera.config import Config, PlannerConfig, ReadConfig, WriteConfig
 from tessera.errors import (
@@ -61,18 +60,13 @@ from tessera.errors import (
     InvalidArgumentError,
     ObjectNotFoundError,
     SchemaError,
-    SelectionError,
 )
 from tessera.format.schema import ArraySchema
 from tessera.format.selection import (
-    Hyperslabs,
-    Points,
     SparseSelection,
     check_memory,
     is_ellipsis,
-    is_full_mask,
     normalize_selection,
-    vectorized_points,
 )
 from tessera.format.tile import CellTileRead, TileRead
 from tessera.pushdown.fleet import PushdownServer, as_pushdown_server
@@ -251,28 +245,23 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
         {'range': 2}
         """
         self._refresh_extent()
-        names = self._attr_names(attrs)
-        if self.schema.sparse:
-            if isinstance(sel, (Hyperslabs, Points)):
-                raise SelectionError(f"{type(sel).__name__} are for dense arrays; read a "
-                                     "sparse array by boxes")
-            ssel = normalize_sparse_selection(sel, self.schema)
-            return self._run_read(self._read_sparse_async(ssel, names,
-                                                          self._planner_choice(method, phi)[0]))
         method, phi = self._planner_choice(method, phi)
-        if is_full_mask(sel, self.schema):  # numpy's a[mask]: the True cells, in C order
-            sel = vectorized_points(sel, self.schema)[0]
-        if isinstance(sel, Points):
-            pts = check_coords(self.schema, sel.coords)
-            values = self._run_read(self._read_points_async(pts, names, method, phi))
+        way = route(self.schema, sel, self._attr_names(attrs), method, phi)
+        names = way.names
+        if way.way == "sparse":
+            return self._run_read(self._read_sparse_async(way.selection, names, method))
+        if way.way == "points":
+            values = self._run_read(self._read_points_async(way.selection, names, method,
+                                                            phi))
             return values if attrs is not None or len(names) > 1 else values[names[0]]
-        if isinstance(sel, Hyperslabs):
-            sels = [normalize_selection(s, self.schema) for s in sel.selections]
+        if way.way == "union":
+            sels = way.selection
             boxes = self._read_union_now(sels, names, method, phi)
             if boxes is None:
                 boxes = self._run_read(self._read_union_async(sels, names, method, phi))
             return [self._shape_result(s, out, names, attrs) for s, out in
                     zip(sels, boxes, strict=True)]
+        sel = way.selection
         boxed = self._read_box_now(sel, names, method, phi)
         if boxed is not None:
             return boxed if attrs is not None or len(names) > 1 else boxed[names[0]]
@@ -281,8 +270,8 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
                                                       for n in names),
                      f"a read of {selection.shape} cells of {self.uri}")
         outputs = self._read_now(selection, names, method, phi)
-        if outputs is None:
-            outputs = self._run_read(self._read_async(selection, names, method, phi))
+        if not isinstance(outputs, dict):
+            outputs = self._run_read(self._read_async(selection, names, method, phi, outputs))
         return self._shape_result(selection, outputs, names, attrs)
 
     def _attr_names(self, attrs: list[str] | None) -> list[str]:
@@ -456,18 +445,15 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
         if self.schema.sparse:
             raise SchemaError("explain() plans dense reads; sparse arrays fetch their data "
                               "tiles whole")
-        names = self._attr_names(attrs)
         method, phi = self._planner_choice(method, phi)
-        if is_full_mask(sel, self.schema):  # numpy's a[mask]: the True cells, in C order
-            sel = vectorized_points(sel, self.schema)[0]
-        if isinstance(sel, Points):
-            pts = check_coords(self.schema, sel.coords)
-            plan = run_sync(self._points_plan(pts, names, method, phi))[3]
-        elif isinstance(sel, Hyperslabs):
-            sels = [normalize_selection(s, self.schema) for s in sel.selections]
-            plan = run_sync(self._union_plan(sels, names, method, phi))[3]
+        way = route(self.schema, sel, self._attr_names(attrs), method, phi)
+        names = way.names
+        if way.way == "points":
+            plan = run_sync(self._points_plan(way.selection, names, method, phi))[3]
+        elif way.way == "union":
+            plan = run_sync(self._union_plan(way.selection, names, method, phi))[3]
         else:
-            selection = normalize_selection(sel, self.schema)
+            selection = normalize_selection(way.selection, self.schema)
             metas = run_sync(self._visible_metas())
             reads, _, _ = plan_tile_reads(self.schema, selection, metas, names)
             plan = self._plan_needs(reads, tile_needs(self.schema, selection, reads), method,
@@ -476,10 +462,14 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
                                                          method=method, phi=phi)
 
     async def _read_async(self, selection: Any, names: list[str], method: str = "auto",
-                          phi: float = 0.0) -> tuple[dict[str, np.ndarray], ReadReport]:
+                          phi: float = 0.0, planned: Planned | None = None,
+                          ) -> tuple[dict[str, np.ndarray], ReadReport]:
+        """Read on the event loop; ``planned``: what the calling thread planned for this
+        read (used if the read goes ahead over the same fragments)."""
         return await self._speculate(
             lambda metas: self._read_with(selection, names, method, phi, metas,
-                                          retry=metas is not self._last_visible))
+                                          retry=metas is not self._last_visible,
+                                          planned=planned and planned.over(metas)))
 
     async def _speculate(self, read: Callable[[list[FragmentMeta]], Awaitable[T]]) -> T:
         """Run ``read(fragments)``. A handle whose list of fragments is younger than
@@ -526,14 +516,17 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
 
     async def _read_with(self, selection: Any, names: list[str], method: str, phi: float,
                          metas: list[FragmentMeta], retry: bool = False,
+                         planned: Planned | None = None,
                          ) -> tuple[dict[str, np.ndarray], ReadReport]:
         pushdown = self._pushdown_reader()
-        handed = self._hand_over(selection, metas, method, phi)
         window = ByteWindow(self.reads.window_bytes)
         while True:
             start, merged = merged_for(self._updates, self.schema, metas, names, self.uri)
-            if handed is not None:  # planned on the calling thread (no merged run there)
-                (reads, cell_reads, skipped, plan), handed = handed, None
+            plan: Plan | None
+            if planned is not None:  # planned on the calling thread (no merged run there)
+                reads, cell_reads, skipped, plan = (planned.reads, planned.cell_reads,
+                                                    planned.skipped, planned.plan)
+                planned = None
             else:
                 reads, cell_reads, skipped = plan_tile_reads(self.schema, selection,
                                                              metas[:start], names)

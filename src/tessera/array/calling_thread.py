@@ -17,6 +17,7 @@ is read by the recipe its first read left (:mod:`tessera.array.read.recipe`), it
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -40,7 +41,7 @@ from tessera.config import PlannerConfig
 from tessera.errors import CorruptDataError, ObjectNotFoundError
 from tessera.format.schema import ArraySchema
 from tessera.format.selection import Selection, box_of
-from tessera.format.tile import TileRead
+from tessera.format.tile import CellTileRead, TileRead
 from tessera.pushdown.fleet import PushdownServer
 from tessera.query.cost import StoreProfile
 from tessera.query.need import TileNeed
@@ -54,6 +55,24 @@ MAX_RECIPES = 1024
 #: A union's plan: the tile reads of every selection, which distinct tile each read is, the
 #: distinct tiles and one plan over them.
 UnionPlan = tuple[list[TileReads], list[list[int]], list[TileRead], Plan | None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Planned:
+    """What :meth:`CallingThreadReads._read_now` planned for a read it passes on to the
+    event loop's path, so that path does not plan it again: the fragments it was planned
+    over, the tile reads, sparse tile reads, fragments skipped and the plan (``None``: not
+    made, when sparse tiles are involved)."""
+
+    metas: list[FragmentMeta]
+    reads: list[TileRead]
+    cell_reads: list[CellTileRead]
+    skipped: int
+    plan: Plan | None
+
+    def over(self, metas: list[FragmentMeta]) -> Planned | None:
+        """This, if it was planned over ``metas`` (the very list), else ``None``."""
+        return self if metas is self.metas else None
 
 
 class CallingThreadReads:
@@ -71,10 +90,6 @@ class CallingThreadReads:
     _snapshot: list[FragmentMeta] | None
     _updates: dict[Any, tuple[int, MergedUpdates | None]]
     _last_visible: list[FragmentMeta] | None
-    #: What :meth:`_read_now` planned for a read it passed on to the loop (see
-    #: :meth:`_hand_over`): selection, fragments, method, phi, then the tile reads, the
-    #: sparse tile reads, the fragments skipped and the plan (``None``: not made yet).
-    _planned: tuple[Any, ...] | None = None
     #: Recipes of small box reads by footprint (see :meth:`_read_box_now`), and the
     #: fragments, profile and planner settings they were made under.
     _recipes: dict[Any, Recipe]
@@ -150,21 +165,20 @@ class CallingThreadReads:
         return metas
 
     def _read_now(self, selection: Selection, names: list[str], method: str,
-                  phi: float) -> dict[str, np.ndarray] | None:
-        """One selection's full-shape outputs read on this thread, or ``None`` (then the
-        caller takes the loop's path)."""
+                  phi: float) -> dict[str, np.ndarray] | Planned | None:
+        """One selection's full-shape outputs read on this thread; else what was planned
+        here for the loop's path to go on with (:class:`Planned`), or ``None`` when
+        nothing was (the loop's path plans it)."""
         metas = self._now_metas(names)
         if metas is None:
             return None
         reads, cell_reads, skipped = plan_tile_reads(self.schema, selection, metas, names)
         if cell_reads:
-            self._planned = (selection, metas, method, phi, reads, cell_reads, skipped, None)
-            return None
+            return Planned(metas, reads, cell_reads, skipped, None)
         needs = tile_needs(self.schema, selection, reads)
         plan = self._plan_needs(reads, needs, method, phi)
         if not runs_now(self._store.aio, plan):
-            self._planned = (selection, metas, method, phi, reads, cell_reads, skipped, plan)
-            return None
+            return Planned(metas, reads, cell_reads, skipped, plan)
         if plan is not None and all(d.contiguous for d in selection.dims):
             self._keep_recipe(selection, names, method, phi, metas, reads, needs, plan)
         with self._store.collect() as stats:
@@ -246,17 +260,6 @@ class CallingThreadReads:
             self._recipes.clear()
         self._recipes_made_for = (metas, names, self.profile, self.planner)
         return self._recipes
-
-    def _hand_over(self, selection: Selection, metas: list[FragmentMeta], method: str,
-                   phi: float) -> tuple[Any, ...] | None:
-        """The tile reads, sparse tile reads, fragments skipped and plan (or ``None``) that
-        :meth:`_read_now` made for this very read before passing it to the loop, so the loop
-        does not make them again (taken once; ``None`` for any other read)."""
-        got, self._planned = self._planned, None
-        if got is None or got[0] is not selection or got[1] is not metas \
-                or got[2:4] != (method, phi):
-            return None
-        return got[4:]
 
     def _read_union_now(self, sels: list[Selection], names: list[str], method: str,
                         phi: float) -> list[dict[str, np.ndarray]] | None:

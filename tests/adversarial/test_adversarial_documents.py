@@ -40,6 +40,14 @@ def _reopen_read(url: str) -> Any:
     b'{"format":"tessera.fragment","version":5,"name":"n","timestamp":1,"kind":"dense",'
     b'"subarray":[[0,0],[7,7]],"tile_lo":[0,0],"tile_hi":[1,1],"cell_count":64,'
     b'"attrs":{"v":{"key":"k","codec":null,"offsets":[0,1],"sizes":[1],"crc32":[1]}}}',
+    b'{"format":"tessera.fragment","version":7,"name":"n","timestamp":1,"kind":"dense",'
+    b'"subarray":[[0,0],[7,7]],"tile_lo":[0,0],"tile_hi":[1,1],"cell_count":64,'
+    b'"attrs":{"v":{"key":"k","codec":null,"offsets":"AAAA","sizes":"AQAAAAAAAAA=",'
+    b'"crc32":"AQAAAA=="}}}',  # offsets: 3 bytes, not whole 8-byte values
+    b'{"format":"tessera.fragment","version":7,"name":"n","timestamp":1,"kind":"dense",'
+    b'"subarray":[[0,0],[7,7]],"tile_lo":[0,0],"tile_hi":[1,1],"cell_count":64,'
+    b'"attrs":{"v":{"key":"k","codec":null,"offsets":"not base64!","sizes":"AQAAAAAAAAA=",'
+    b'"crc32":"AQAAAA=="}}}',
     b'{"format":"tessera.fragment","version":5,"name":"n","timestamp":1,"kind":"weird",'
     b'"subarray":[[0,0],[7,7]],"tile_lo":[0,0],"tile_hi":[1,1],"cell_count":64,"attrs":{}}',
 ])
@@ -90,3 +98,20 @@ def test_impossible_table_versions_are_tessera_errors(tmp_path: Path) -> None:
     with pytest.raises(TableVersionError):
         TensorTable.open(table.url, mode="w").restore(-3)
     assert TensorTable.open(table.url, version=np.int64(1)).version == 1
+
+
+def test_new_bookkeeping_stores_per_tile_columns_as_base64_and_old_lists_still_read(
+        tmp_path: Path) -> None:
+    """Format 7 writes offsets, sizes and checksums as base64 of little-endian values; a
+    fragment whose columns are JSON lists (format 6 and before) reads the same values."""
+    arr, meta, _ = _array(tmp_path)
+    want = tessera.open_array(arr.uri)[:, :]
+    doc = json.loads(bytes(arr.store.get(meta)))
+    tiles = doc["attrs"][next(iter(doc["attrs"]))]
+    assert all(isinstance(tiles[k], str) for k in ("offsets", "sizes", "crc32"))
+    from tessera.array.bookkeeping import tile_column
+    for k in ("offsets", "sizes", "crc32"):
+        tiles[k] = tile_column(tiles[k], k, k).tolist()
+    doc["version"] = 6
+    arr.store.put(meta, json.dumps(doc).encode())
+    np.testing.assert_array_equal(_reopen_read(arr.uri), want)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import tessera
+from tessera.array.bookkeeping import tile_column
 from tessera.array.fragment import FRAGMENT_VERSION
 from tessera.format.checksum import CHECKSUMS, DEFAULT_CHECKSUM, check_algorithm, checksum
 from tessera.pushdown.framing import PROTOCOL_VERSION, Limits, ProtocolError
@@ -53,6 +54,9 @@ def _rewrite_as_zlib_crc32(arr: tessera.Array, meta_key: str) -> None:
         assert tiles.pop("checksum") == "crc32c"
         blob = (base64.b64decode(tiles["inline"]) if "inline" in tiles
                 else bytes(arr.store.get(tiles["key"])))
+        # format 3 listed the per-tile columns as JSON lists of numbers
+        tiles["offsets"], tiles["sizes"] = (tile_column(tiles[k], k, k).tolist()
+                                            for k in ("offsets", "sizes"))
         chunks = [blob[o:o + n] for o, n in zip(tiles["offsets"], tiles["sizes"], strict=True)]
         tiles["crc32"] = [zlib.crc32(c) for c in chunks]
         if "blocks" in tiles:
@@ -112,8 +116,9 @@ def test_new_fragments_are_checksummed_with_crc32c(store_url) -> None:
             assert tiles["checksum"] == "crc32c"
             if "inline" not in tiles:
                 blob = bytes(arr.store.get(tiles["key"]))
-                o, n = tiles["offsets"][0], tiles["sizes"][0]
-                assert tiles["crc32"][0] == checksum(blob[o:o + n], "crc32c")
+                o, n, crc = (int(tile_column(tiles[k], k, k)[0])
+                             for k in ("offsets", "sizes", "crc32"))
+                assert crc == checksum(blob[o:o + n], "crc32c")
     _check_reads(arr, model, store_url[1])
 
 

@@ -13,6 +13,7 @@ from box_reads import BOXES, read_box_checked
 from hypothesis import HealthCheck, given, settings
 
 import tessera
+from tessera.array.bookkeeping import tile_column
 from tessera.format.blocks import raw_block_table
 from tessera.format.checksum import checksum
 from tessera.server.app import create_app
@@ -60,11 +61,12 @@ def test_tiles_the_codec_cannot_shrink_are_stored_raw(mixed) -> None:
     # tiles in global (row-major) order: (0, 0) is 0 and (1, 2) is 7; the rest are random
     assert tiles["codec"] == "zstd"
     assert tiles["stored_raw"] == [t for t in range(15) if t not in (0, 7)]
-    sizes = tiles["sizes"]
+    sizes = tile_column(tiles["sizes"], "sizes", "sizes").tolist()
     assert all(sizes[t] == TILE_BYTES for t in tiles["stored_raw"])
     assert sizes[0] < TILE_BYTES // 20 and sizes[7] < TILE_BYTES // 2
     blob = bytes(arr.store.get(tiles["key"]))
-    o = tiles["offsets"][1]  # tile (0, 1): its stored bytes are the raw cells, row-major
+    # tile (0, 1): its stored bytes are the raw cells, row-major
+    o = int(tile_column(tiles["offsets"], "offsets", "offsets")[1])
     np.testing.assert_array_equal(np.frombuffer(blob[o:o + TILE_BYTES], "<i4").reshape(TILE),
                                   data[0:32, 16:32])
     assert arr.fragments[0].nbytes == sum(sizes)
@@ -97,7 +99,8 @@ def test_a_damaged_raw_stored_tile_is_caught_whole(mixed) -> None:
     _, doc = _meta_doc(arr)
     tiles = doc["attrs"]["data"]
     blob = bytearray(arr.store.get(tiles["key"]))
-    blob[tiles["offsets"][1] + 7] ^= 0xFF  # tile (0, 1), stored raw
+    # tile (0, 1), stored raw
+    blob[int(tile_column(tiles["offsets"], "offsets", "offsets")[1]) + 7] ^= 0xFF
     arr.store.put(tiles["key"], bytes(blob))
     for method in ("get", "pushdown"):
         with pytest.raises(tessera.CorruptDataError, match="checksum"):

@@ -20,6 +20,8 @@ tessera.errors.CorruptDataError: array memory://x, fragment f1: unreadable fragm
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -63,7 +65,59 @@ _TOP: dict[str, type] = {"format": str, "version": int, "name": str, "timestamp"
                          "kind": str, "subarray": list, "tile_lo": list, "tile_hi": list,
                          "cell_count": int, "attrs": dict}
 _SPARSE: dict[str, type] = {"coords": dict, "mbrs": list, "bounds": list, "tile_cells": list}
-_TILES: dict[str, type] = {"key": str, "offsets": list, "sizes": list, "crc32": list}
+_TILES: dict[str, type] = {"key": str}
+
+#: The per-tile columns of an attribute's bookkeeping and their stored types: since format
+#: 7 base64 of little-endian values (a JSON list of numbers before; still read).
+COLUMNS: dict[str, str] = {"offsets": "<i8", "sizes": "<i8", "crc32": "<u4"}
+
+
+def tile_column(value: Any, name: str, where: str) -> np.ndarray:
+    """One per-tile column (``offsets``, ``sizes`` or ``crc32``) of an attribute's
+    bookkeeping as integers: from base64 of little-endian values, or from a JSON list of
+    integers (older fragments); ``ValueError`` naming ``where`` for anything else.
+
+    >>> tile_column("AQAAAAAAAAACAAAAAAAAAA==", "sizes", "attrs['v']").tolist()
+    [1, 2]
+    >>> tile_column([1, 2], "sizes", "attrs['v']").tolist()
+    [1, 2]
+    """
+    dtype = np.dtype(COLUMNS[name])
+    if isinstance(value, str):
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except binascii.Error as err:
+            raise ValueError(f"{where}.{name} is not base64: {err}") from None
+        size = dtype.itemsize
+        if len(raw) % size:
+            raise ValueError(f"{where}.{name} holds {len(raw)} bytes, not a whole number of "
+                             f"{size}-byte values")
+        # (checked on the bytes: a fragment has many small columns, and each numpy call on
+        # one costs microseconds) a signed value is negative when its last byte's top bit is
+        if dtype.kind == "i" and raw and max(raw[size - 1::size]) >= 0x80:
+            raise ValueError(f"{where}.{name} holds a negative number")
+        out = np.frombuffer(raw, dtype=dtype)  # read-only: bookkeeping never changes
+        return out if dtype.isnative else out.astype(dtype.newbyteorder("="))
+    if isinstance(value, list):
+        _ints(value, f"{where}.{name}")
+        out = np.asarray(value, dtype=np.int64)
+        if name == "crc32" and len(out) and (out.min() < 0 or out.max() >= 1 << 32):
+            raise ValueError(f"{where}.crc32 holds a number outside 0..2**32-1")
+        out = out.astype(dtype.newbyteorder("="))
+        if name != "crc32" and len(out) and out.min() < 0:
+            raise ValueError(f"{where}.{name} holds a negative number")
+        return out
+    raise ValueError(f"{where}: field {name!r} is a {_kind(value)}, not a list or a base64 "
+                     "string")
+
+
+def column_length(value: Any, name: str, where: str) -> int:
+    """How many values a per-tile column holds, without decoding a base64 one (its bytes
+    are checked where it is decoded, :func:`tile_column`)."""
+    if isinstance(value, str):
+        pad = len(value) - len(value.rstrip("="))
+        return (len(value) // 4 * 3 - pad) // np.dtype(COLUMNS[name]).itemsize
+    return len(tile_column(value, name, where))
 
 
 def _kind(value: Any) -> str:
@@ -105,14 +159,14 @@ def _tiles(doc: Any, where: str) -> None:
     _fields(doc, _TILES, where)
     if not (doc.get("codec") is None or isinstance(doc.get("codec"), str)):
         raise ValueError(f"{where}: field 'codec' must be a string or null")
-    n = len(doc["sizes"])
+    for k in COLUMNS:
+        if k not in doc:
+            raise ValueError(f"{where} has no field {k!r}")
+    offsets, sizes, crcs = (column_length(doc[k], k, where) for k in COLUMNS)
     # an attribute without tiles is written with offsets [0] by older versions: accepted
-    if len(doc["crc32"]) != n or not (len(doc["offsets"]) == n or (n == 0 and
-                                                                  len(doc["offsets"]) <= 1)):
+    if crcs != sizes or not (offsets == sizes or (sizes == 0 and offsets <= 1)):
         raise ValueError(f"{where}: offsets, sizes and crc32 have different lengths "
-                         f"({len(doc['offsets'])}, {n}, {len(doc['crc32'])})")
-    for k in ("offsets", "sizes", "crc32"):
-        _ints(doc[k], f"{where}.{k}", nonnegative=k != "crc32")
+                         f"({offsets}, {sizes}, {crcs})")
     if "blocks" in doc and not isinstance(doc["blocks"], dict):
         raise ValueError(f"{where}: field 'blocks' must be a JSON object")
 
@@ -148,7 +202,7 @@ def check_document(doc: Any, where: str) -> None:
         if "coords" in doc:
             _fields(doc, _SPARSE, "the document")
             _tiles(doc["coords"], "coords")
-            n = len(doc["coords"]["sizes"])
+            n = column_length(doc["coords"]["sizes"], "sizes", "coords")
             for k in ("mbrs", "bounds"):
                 arr = np.asarray(doc[k], dtype=object)
                 if arr.shape != (n, 2, ndim) and not (n == 0 and arr.size == 0):

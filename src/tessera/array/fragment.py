@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from tessera.array.bookkeeping import check_document
+from tessera.array.bookkeeping import COLUMNS, check_document, tile_column
 from tessera.errors import (
     CorruptDataError,
 )
@@ -69,13 +69,15 @@ from tessera.format.layout import (
 from tessera.format.schema import ArraySchema, Attr
 from tessera.storage.store import AsyncStore, PutResult
 
-FRAGMENT_VERSION = 6  # 2: small sparse fragments may keep their tiles inline;
+FRAGMENT_VERSION = 7  # 2: small sparse fragments may keep their tiles inline;
 #                      3: compressed dense tiles are blocked (tessera.format.blocks);
 #                      4: CRC-32C checksums, named per attribute (tessera.format.checksum);
 #                      5: a dense tile its codec does not shrink is stored raw
 #                         (AttrTiles.stored_raw)
 #                      6: consolidated fragments name the fragments they outrank
 #                         (FragmentMeta.covers; tessera.array.maintenance)
+#                      7: per-tile offsets, sizes and checksums as base64 of
+#                         little-endian values (bookkeeping.COLUMNS), not JSON lists
 #: Sparse fragments whose encoded tiles (all attributes and coordinates) fit in this many
 #: bytes, and whose cells take at most INLINE_RAW_BYTES decoded, keep their tiles inside
 #: their bookkeeping object, which readers load once per handle: a small update then costs
@@ -313,8 +315,12 @@ def _num(v: Any) -> Any:
 
 
 def _tiles_doc(a: AttrTiles) -> dict[str, Any]:
-    doc = {"key": a.key, "codec": a.codec, "offsets": a.offsets.tolist(),
-           "sizes": a.sizes.tolist(), "crc32": a.crc32.tolist(), "checksum": a.checksum}
+    # The per-tile columns as base64 of little-endian values: a fragment of 10^5 tiles
+    # parses in a millisecond where JSON lists of numbers took tens.
+    doc: dict[str, Any] = {"key": a.key, "codec": a.codec, "checksum": a.checksum, **{
+        name: base64.b64encode(np.ascontiguousarray(values, dtype=COLUMNS[name]).tobytes()
+                               ).decode("ascii")
+        for name, values in (("offsets", a.offsets), ("sizes", a.sizes), ("crc32", a.crc32))}}
     if a.inline is not None:
         doc["inline"] = base64.b64encode(a.inline).decode("ascii")
     if a.stored_raw is not None and a.stored_raw.any():
@@ -341,7 +347,8 @@ def _u32_b64(text: str, rows: int, cols: int) -> np.ndarray:
 def _tiles_from_doc(a: dict[str, Any]) -> AttrTiles:
     inline = base64.b64decode(a["inline"], validate=True) if "inline" in a else None
     algorithm = check_algorithm(a.get("checksum", "crc32"), f"attribute data {a['key']}")
-    sizes = np.asarray(a["sizes"], np.int64)
+    where = f"attribute data {a['key']}"
+    sizes = tile_column(a["sizes"], "sizes", where)
     blocks: dict[str, Any] = {}
     if "blocks" in a:
         b = a["blocks"]
@@ -357,8 +364,10 @@ def _tiles_from_doc(a: dict[str, Any]) -> AttrTiles:
                   "block_sizes": block_sizes,
                   "block_crc32": _u32_b64(b["crc32"], len(sizes), per).astype(np.uint32)}
     stored_raw = _stored_raw_from_doc(a, sizes, blocks)
-    return AttrTiles(a["key"], a["codec"], np.asarray(a["offsets"], np.int64), sizes,
-                     np.asarray(a["crc32"], np.uint32), inline, checksum=algorithm,
+    return AttrTiles(a["key"], a["codec"],
+                     tile_column(a["offsets"], "offsets", where), sizes,
+                     tile_column(a["crc32"], "crc32", where), inline,
+                     checksum=algorithm,
                      stored_raw=stored_raw, **blocks)
 
 

@@ -10,6 +10,7 @@ log(seconds) against log(size) by least squares and prints it beside the goal.
     python benchmarks/growth.py            # full sizes (10 -> 1000 fragments, ...)
     python benchmarks/growth.py --quick    # the spans shortened to 30x
     python benchmarks/growth.py --only images   # one series again, the others kept
+    python benchmarks/growth.py --million       # plan a whole read of 10^6 tiles, by step
 
 Writes ``benchmarks/results/growth.csv`` (every measurement), ``growth_slopes.csv`` and
 ``growth.png`` (time against size on log-log axes, one line per operation, the goal slope
@@ -119,6 +120,34 @@ def tiles_series(sizes: list[int], reps: int, root: Path) -> list[dict[str, Any]
             rows += _tiles(t, url, op, call, reps)
         print(f"tiles {t}: done", flush=True)
     return rows
+
+
+def million_plan(root: Path, tiles: int = 1_000_000) -> dict[str, Any]:
+    """Plan a whole read of ``tiles`` 16 x 16 int8 tiles (one fragment) on a fresh handle,
+    step by step as a read does: the tile reads, what each needs, the planner's choice.
+    Returns the seconds of each step and of all, and the plan's requests and bytes."""
+    from tessera._sync import run_sync
+    from tessera.array.read.tiles import plan_tile_reads
+    from tessera.format.selection import normalize_selection
+    from tessera.query.plan import tile_needs
+
+    url = (root / f"plan{tiles}").as_uri()
+    tessera.from_numpy(url, np.zeros((16 * (tiles // 1000), 16_000), np.int8), tile=(16, 16))
+    arr = tessera.open_array(url)
+    metas = run_sync(arr._visible_metas())
+    sel = normalize_selection((slice(None), slice(None)), arr.schema)
+    gc.collect()
+    t0 = time.perf_counter()
+    reads, _, _ = plan_tile_reads(arr.schema, sel, metas, ["data"])
+    t1 = time.perf_counter()
+    needs = tile_needs(arr.schema, sel, reads)
+    t2 = time.perf_counter()
+    plan = arr._plan_needs(reads, needs, "auto", 0.0)
+    t3 = time.perf_counter()
+    assert plan is not None
+    return {"tiles": len(reads), "tile_reads_s": t1 - t0, "needs_s": t2 - t1,
+            "planner_s": t3 - t2, "total_s": t3 - t0, "requests": len(plan.requests),
+            "plan_bytes": plan.totals.nbytes}
 
 
 def _whole(arr: tessera.Array) -> None:
@@ -276,7 +305,19 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true",
                         help="two small sizes per series (a check that it runs)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where results go")
+    parser.add_argument("--million", action="store_true",
+                        help="only plan a whole read of 10^6 tiles and report its steps")
     args = parser.parse_args()
+    if args.million:
+        with tempfile.TemporaryDirectory() as tmp:
+            got = million_plan(Path(tmp))
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_csv(args.out / "growth_million.csv", [got])
+        print(f"planning a whole read of {got['tiles']:,} tiles: {got['total_s']:.2f} s "
+              f"(tile reads {got['tile_reads_s']:.2f} s, needs {got['needs_s']:.2f} s, "
+              f"planner {got['planner_s']:.2f} s); the plan moves {got['plan_bytes']:,} bytes "
+              f"in {got['requests']:,} requests")
+        return
     reps = args.reps or (3 if args.quick else 5)
     sizes = {"fragments": [10, 30], "tiles": [100, 300], "tensors": [20, 40],
              "images": [250, 500]} if args.tiny else {

@@ -34,7 +34,10 @@ import numpy as np
 
 from tessera.query.cost import CostModel, RequestMix
 
-#: Requests a step of the run scan looks ahead at most (bounds the arrays of one step).
+#: Requests the first step of a scan looks ahead; each step that finds nothing to stop at
+#: looks twice as far, up to :data:`_LOOKAHEAD` (so a step's arrays grow with what it
+#: decides, not with the plan: a run of 2,000 requests does not pay for 65,536).
+_FIRST_LOOK = 64
 _LOOKAHEAD = 1 << 16
 
 
@@ -80,10 +83,11 @@ def run_starts(keys: np.ndarray, starts: np.ndarray, stops: np.ndarray, is_get: 
                     & (stops[1:] - starts[:-1] <= limit))
     first = [0]
     i = 1
+    look = _FIRST_LOOK
     while i < n:
         # 1. The plan does not change until a merge: test every pair from i against it.
         # Request i joins the single-request run of i-1 when it is another tile.
-        end = min(n, i + _LOOKAHEAD)
+        end = min(n, i + look)
         idx = np.arange(i, end)
         prev_get = is_get[idx - 1]
         # Plan after merging (i-1, i): both leave, one range spanning them comes.
@@ -99,6 +103,7 @@ def run_starts(keys: np.ndarray, starts: np.ndarray, stops: np.ndarray, is_get: 
         if not len(hits):
             first.extend(range(i, end))  # no merge: every request opens its own run
             i = end
+            look = min(2 * look, _LOOKAHEAD)
             continue
         j = i + int(hits[0])  # i..j-1 open runs of their own; j joins j-1's run
         first.extend(range(i, j))
@@ -107,8 +112,9 @@ def run_starts(keys: np.ndarray, starts: np.ndarray, stops: np.ndarray, is_get: 
         g, gb, r, rb = g + int(dg[hits[0]]), gb + int(dgb[hits[0]]), r + int(dr[hits[0]]), \
             rb + int(drb[hits[0]])
         k = j + 1
+        look = _FIRST_LOOK
         while k < n:
-            end = min(n, k + _LOOKAHEAD)
+            end = min(n, k + look)
             idx = np.arange(k, end)
             joins = ((keys[idx] == keys[run]) & (stops[idx - 1] <= starts[idx])
                      & (stops[idx] - starts[run] <= limit))
@@ -132,9 +138,11 @@ def run_starts(keys: np.ndarray, starts: np.ndarray, stops: np.ndarray, is_get: 
             k += m
             if m < len(idx):
                 break  # request k opens the next run (or the test in step 1 decides it)
+            look = min(2 * look, _LOOKAHEAD)
         if k >= n:
             break
         # k could not join: it opens a run, and the pairs after it are tested as in step 1.
         first.append(k)
         i = k + 1
+        look = _FIRST_LOOK
     return np.asarray(first, dtype=np.int64)

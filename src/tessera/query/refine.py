@@ -17,10 +17,12 @@ requests already fill the link. The heuristic starts from one request per tile f
 selected bytes, then re-chooses the tiles one at a time against the plan as it stands
 (coordinate descent: no step raises the estimated cost of the whole read), and sweeps again
 until no choice changes (at most ``rounds`` sweeps); tiles whose needs have the same shape
-(sizes and gaps, wherever the tile lies) are chosen once per context. Finally, range
-requests of neighbouring tiles of the same object are merged left to right while that
-lowers the cost of the whole plan (:func:`plan_requests`; tiles lie in the global order,
-so neighbours are neighbouring bytes).
+(sizes and gaps, wherever the tile lies) are chosen once per context, and a read of many
+tiles descends over groups of such tiles, one choice per group (:func:`_descend_groups`).
+Finally, range requests of neighbouring tiles of the same object are merged left to right
+while that lowers the cost of the whole plan (:func:`plan_requests`; tiles lie in the global
+order, so neighbours are neighbouring bytes; over many requests with array operations,
+:mod:`tessera.query.merge`).
 
 >>> import numpy as np
 >>> from tessera.query.cost import CostModel, DEFAULT_PROFILES
@@ -246,7 +248,7 @@ def _descend(needs: list[TileNeed], model: CostModel, method: str, can_push: boo
 #: Reads of at least this many tiles are planned a group at a time: tiles whose needs have
 #: the same shape (the interior tiles of a box, the tiles of one edge) take one choice
 #: together (:func:`_descend_groups`), so planning costs grow with the groups, not the tiles.
-BULK_DESCENT_TILES = 1024
+BULK_DESCENT_TILES = 256
 
 
 def _descend_groups(needs: list[TileNeed], model: CostModel, method: str, can_push: bool,

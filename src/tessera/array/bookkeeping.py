@@ -92,8 +92,9 @@ def tile_column(value: Any, name: str, where: str) -> np.ndarray:
         if len(raw) % size:
             raise ValueError(f"{where}.{name} holds {len(raw)} bytes, not a whole number of "
                              f"{size}-byte values")
-        # (checked on the bytes: a fragment has many small columns, and each numpy call on
-        # one costs microseconds) a signed value is negative when its last byte's top bit is
+        # A little-endian signed value is negative when the top bit of its last byte is set
+        # (checked on the bytes: a fragment has many small columns, and a numpy call on
+        # one costs microseconds).
         if dtype.kind == "i" and raw and max(raw[size - 1::size]) >= 0x80:
             raise ValueError(f"{where}.{name} holds a negative number")
         out = np.frombuffer(raw, dtype=dtype)  # read-only: bookkeeping never changes

@@ -315,8 +315,8 @@ def _num(v: Any) -> Any:
 
 
 def _tiles_doc(a: AttrTiles) -> dict[str, Any]:
-    # The per-tile columns as base64 of little-endian values: a fragment of 10^5 tiles
-    # parses in a millisecond where JSON lists of numbers took tens.
+    # The per-tile columns as base64 of little-endian values: read back as arrays, without
+    # a Python number per tile (JSON lists of numbers were most of an open's parsing).
     doc: dict[str, Any] = {"key": a.key, "codec": a.codec, "checksum": a.checksum, **{
         name: base64.b64encode(np.ascontiguousarray(values, dtype=COLUMNS[name]).tobytes()
                                ).decode("ascii")

@@ -65,6 +65,8 @@ class StoredTileFields:
     ``length``, ``codec``, ``crc32``, ``blocks``, ``checksum``; :class:`TileRead`, the
     wire's ``TileItem``) derives from it: the :class:`Piece` those fields describe."""
 
+    __slots__ = ()  # its subclasses may keep their fields in slots (a read holds 10^5 or more)
+
     key: str
     offset: int
     length: int
@@ -80,7 +82,7 @@ class StoredTileFields:
                      blocks=self.blocks, checksum=self.checksum)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class TileRead(StoredTileFields):
     """One tile of one attribute of one fragment that a read needs.
 

@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class TileNeed:
     """What a read needs from one stored tile.
 

@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import io
 import math
+import operator
 
 import numpy as np
 from rich.console import Console
@@ -186,6 +187,7 @@ def tile_needs(schema: ArraySchema, sel: Selection, reads: list[TileRead]) -> li
     needs = []
     plain = all(d.contiguous for d in sel.dims)
     extent = schema.tile_shape
+    last = tuple(e - 1 for e in extent)  # a whole tile's last cell, from its origin
     # Tiles a box cuts alike (the 8 tiles of a full-height column) decompose alike.
     decomposed: dict[tuple[object, ...], np.ndarray] = {}
     # Per attribute: its schema entry and, read-only, the range of a whole raw tile (shared
@@ -203,9 +205,8 @@ def tile_needs(schema: ArraySchema, sel: Selection, reads: list[TileRead]) -> li
         cell = attr.cell_nbytes
         if plain:
             # Every cell between the bounds is selected: the tile's part is one box.
-            runs = tuple((int(lo) - o, int(hi) - o + 1) for lo, hi, o in
-                         zip(*read.region, read.tile_origin, strict=True))
-            if all(r == (0, e) for r, e in zip(runs, extent, strict=True)):
+            region, origin = read.region, read.tile_origin
+            if region[0] == origin and tuple(map(operator.sub, region[1], origin)) == last:
                 # Every cell of the tile is selected: no decomposition needed.
                 if read.codec is None:
                     needs.append(TileNeed(tile_label(read), read.key, read.offset,
@@ -213,6 +214,8 @@ def tile_needs(schema: ArraySchema, sel: Selection, reads: list[TileRead]) -> li
                 else:
                     needs.append(tile_need(read, read.stored_ranges(every), whole))
                 continue
+            runs = tuple((int(lo) - o, int(hi) - o + 1) for lo, hi, o in
+                         zip(*region, origin, strict=True))
             selected = math.prod(b - a for a, b in runs) * cell
             key: tuple[object, ...] = (cell, runs)
         else:

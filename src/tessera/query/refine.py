@@ -47,7 +47,7 @@ from tessera.query.methods import ChoiceContext, ReadMethod, methods, read_metho
 from tessera.query.need import TileNeed as TileNeed
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class TileChoice:
     """The method chosen for one tile and the requests it issues.
 

@@ -15,9 +15,10 @@ plan changes only by merges, so long stretches are decided in one step each:
   after each of those merges is computed cumulatively, and the run ends at the first merge
   that does not pay (or the first request that cannot join).
 
-Each step costs a few array operations, and the steps number about the runs built plus
-the stretches where merges stop paying: a whole read of 10^5 tiles in runs of 2,000 takes
-about 50 steps instead of 10^5 Python iterations.
+Each step costs a few array operations over the requests it looks at (64 at first, twice
+as many at each step that finds nothing to stop at), so the steps number a few per run
+built plus the stretches where merges stop paying: a whole read of 10^5 small tiles, 43
+runs, takes a few hundred steps instead of 10^5 Python iterations.
 
 >>> import numpy as np
 >>> from tessera.query.cost import DEFAULT_PROFILES, CostModel
@@ -76,6 +77,11 @@ def run_starts(keys: np.ndarray, starts: np.ndarray, stops: np.ndarray, is_get: 
     def costs(dg: np.ndarray, dgb: np.ndarray, dr: np.ndarray, drb: np.ndarray) -> np.ndarray:
         return model.smooth_costs(g + dg, gb + dgb, r + dr, rb + drb, rest)
 
+    def cost_now() -> float:
+        """The cost of the plan as the merges so far left it."""
+        zero = np.zeros(1, np.int64)
+        return float(costs(zero, zero, zero, zero)[0])
+
     # A pair (i-1, i) where i can never join i-1's run: another object, overlapping bytes,
     # or the two already past the limit (a longer run only spans more).
     can_pair = np.zeros(n, bool)
@@ -95,10 +101,8 @@ def run_starts(keys: np.ndarray, starts: np.ndarray, stops: np.ndarray, is_get: 
         dgb = -(get_bytes_of[idx - 1] + get_bytes_of[idx])
         dr = 1 - (~prev_get).astype(np.int64) - (~is_get[idx]).astype(np.int64)
         drb = (stops[idx] - starts[idx - 1]) - range_bytes_of[idx - 1] - range_bytes_of[idx]
-        base = float(costs(np.zeros(1, np.int64), np.zeros(1, np.int64),
-                           np.zeros(1, np.int64), np.zeros(1, np.int64))[0])
         ok = can_pair[idx] & (tiles[idx] != tiles[idx - 1])
-        ok &= costs(dg, dgb, dr, drb) < base
+        ok &= costs(dg, dgb, dr, drb) < cost_now()
         hits = np.flatnonzero(ok)
         if not len(hits):
             first.extend(range(i, end))  # no merge: every request opens its own run
@@ -127,8 +131,7 @@ def run_starts(keys: np.ndarray, starts: np.ndarray, stops: np.ndarray, is_get: 
                                 np.cumsum(drb_m))
             after = costs(cg, cgb, cr, crb)
             before = np.empty_like(after)
-            before[0] = float(costs(np.zeros(1, np.int64), np.zeros(1, np.int64),
-                                    np.zeros(1, np.int64), np.zeros(1, np.int64))[0])
+            before[0] = cost_now()
             before[1:] = after[:-1]
             stop_at = np.flatnonzero(~(joins & (after < before)))
             m = int(stop_at[0]) if len(stop_at) else len(idx)  # merges taken in this step

@@ -246,8 +246,8 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
         """
         self._refresh_extent()
         method, phi = self._planner_choice(method, phi)
-        way = route(self.schema, sel, self._attr_names(attrs), method, phi)
-        names = way.names
+        names = self._attr_names(attrs)
+        way = route(self.schema, sel)
         if way.way == "sparse":
             return self._run_read(self._read_sparse_async(way.selection, names, method))
         if way.way == "points":
@@ -446,8 +446,8 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
             raise SchemaError("explain() plans dense reads; sparse arrays fetch their data "
                               "tiles whole")
         method, phi = self._planner_choice(method, phi)
-        way = route(self.schema, sel, self._attr_names(attrs), method, phi)
-        names = way.names
+        names = self._attr_names(attrs)
+        way = route(self.schema, sel)
         if way.way == "points":
             plan = run_sync(self._points_plan(way.selection, names, method, phi))[3]
         elif way.way == "union":

@@ -346,8 +346,8 @@ def _u32_b64(text: str, rows: int, cols: int) -> np.ndarray:
 
 def _tiles_from_doc(a: dict[str, Any]) -> AttrTiles:
     inline = base64.b64decode(a["inline"], validate=True) if "inline" in a else None
-    algorithm = check_algorithm(a.get("checksum", "crc32"), f"attribute data {a['key']}")
     where = f"attribute data {a['key']}"
+    algorithm = check_algorithm(a.get("checksum", "crc32"), where)
     sizes = tile_column(a["sizes"], "sizes", where)
     blocks: dict[str, Any] = {}
     if "blocks" in a:

@@ -7,9 +7,9 @@ disagree on what a selection means.
 >>> import numpy as np
 >>> from tessera.format.schema import ArraySchema, Attr, Dim
 >>> schema = ArraySchema([Dim("y", (0, 3), 2), Dim("x", (0, 3), 2)], [Attr("v", "<i4")])
->>> route(schema, np.ones((4, 4), bool), ["v"], "auto", 0.0).way  # numpy's a[mask]
+>>> route(schema, np.ones((4, 4), bool)).way  # numpy's a[mask]
 'points'
->>> route(schema, (slice(0, 2), 1), ["v"], "auto", 0.0).way
+>>> route(schema, (slice(0, 2), 1)).way
 'selection'
 """
 
@@ -40,29 +40,24 @@ class Route:
     """A read's way and what it takes: ``selection`` is a ``SparseSelection`` (sparse), an
     ``(n, ndim)`` array of checked coordinates (points), a list of normalized selections
     (union), or the selection as given (selection: a box of a footprint read before is read
-    without normalizing it). ``names``: the attributes; ``method`` and ``phi``: the
-    planner's settings for this read."""
+    without normalizing it)."""
 
     way: Way
     selection: Any
-    names: list[str]
-    method: str
-    phi: float
 
 
-def route(schema: ArraySchema, sel: Any, names: list[str], method: str, phi: float) -> Route:
+def route(schema: ArraySchema, sel: Any) -> Route:
     """The way a read of ``sel`` goes (see the module docs); raises ``SelectionError`` for a
     selection the array's kind does not take."""
     if schema.sparse:
         if isinstance(sel, (Hyperslabs, Points)):
             raise SelectionError(f"{type(sel).__name__} are for dense arrays; read a sparse "
                                  "array by boxes")
-        return Route("sparse", normalize_sparse_selection(sel, schema), names, method, phi)
+        return Route("sparse", normalize_sparse_selection(sel, schema))
     if is_full_mask(sel, schema):  # numpy's a[mask]: the True cells, in C order
         sel = vectorized_points(sel, schema)[0]
     if isinstance(sel, Points):
-        return Route("points", check_coords(schema, sel.coords), names, method, phi)
+        return Route("points", check_coords(schema, sel.coords))
     if isinstance(sel, Hyperslabs):
-        return Route("union", [normalize_selection(s, schema) for s in sel.selections], names,
-                     method, phi)
-    return Route("selection", sel, names, method, phi)
+        return Route("union", [normalize_selection(s, schema) for s in sel.selections])
+    return Route("selection", sel)

@@ -208,11 +208,8 @@ def tile_needs(schema: ArraySchema, sel: Selection, reads: list[TileRead]) -> li
             region, origin = read.region, read.tile_origin
             if region[0] == origin and tuple(map(operator.sub, region[1], origin)) == last:
                 # Every cell of the tile is selected: no decomposition needed.
-                if read.codec is None:
-                    needs.append(TileNeed(tile_label(read), read.key, read.offset,
-                                          read.length, True, every, whole))
-                else:
-                    needs.append(tile_need(read, read.stored_ranges(every), whole))
+                ranges = every if read.codec is None else read.stored_ranges(every)
+                needs.append(tile_need(read, ranges, whole))
                 continue
             runs = tuple((int(lo) - o, int(hi) - o + 1) for lo, hi, o in
                          zip(*region, origin, strict=True))

@@ -27,7 +27,7 @@ from tessera.array.read.local import THREAD_BYTES
 from tessera.array.read.scatter import scatter
 from tessera.errors import CorruptDataError
 from tessera.format.checksum import checksum
-from tessera.format.layout import tile_nbytes, tile_view
+from tessera.format.layout import tile_nbytes
 from tessera.format.schema import ArraySchema
 from tessera.format.selection import Selection
 from tessera.format.tile import TileRead
@@ -182,13 +182,13 @@ def _place_row(schema: ArraySchema, reads: list[TileRead], run: list[int], view:
     k, n = len(run), schema.ndim
     start = first.offset - base
     stop = last.offset + last.length - base
-    tiles = tile_view(view[start:stop], attr.np_dtype, (k, *schema.tile_shape),
-                      attr.cell_shape, "row-major")
-    if schema.cell_order == "col-major":  # each tile's cells are stored last axis first
-        stored = np.frombuffer(view[start:stop], dtype=attr.np_dtype).reshape(
-            (k, *reversed(schema.tile_shape), *attr.cell_shape))
-        tiles = stored.transpose((0, *reversed(range(1, n + 1)),
-                                  *range(n + 1, stored.ndim)))
+    # k tiles one after another; a col-major tile stores its cells last axis first
+    col_major = schema.cell_order == "col-major"
+    stored = np.frombuffer(view[start:stop], dtype=attr.np_dtype).reshape(
+        (k, *(reversed(schema.tile_shape) if col_major else schema.tile_shape),
+         *attr.cell_shape))
+    tiles = (stored.transpose((0, *reversed(range(1, n + 1)), *range(n + 1, stored.ndim)))
+             if col_major else stored)
     dst = tuple(slice(lo - d.lo, hi - d.lo + 1) for d, lo, hi in
                 zip(sel.dims, first.region[0], last.region[1], strict=True))
     out = outputs[first.attr][dst]

@@ -1,7 +1,7 @@
 """``tessera``: the command line.
 
 Commands are grouped by what the user has in hand: anything at a URL (``ls``, ``info``,
-``history``, ``cat``, ``cp``, ``rm``), files to bring in and out (``import``,
+``history``, ``cat``, ``cp``, ``rm``, ``view``), files to bring in and out (``import``,
 ``export``), one kind of data
 (``array``, ``table``, ``images``), and the server side (``serve``, ``model``, ``store``).
 The older flat names (``import-npy``, ``tables``, ``profile-model``, ...) still work for
@@ -25,6 +25,7 @@ import tessera
 from tessera.cli import arrays, data, exports, images, imports, models, moves, stores, tables
 from tessera.cli.common import App, err, out, renamed, settings
 from tessera.cli.serve import serve
+from tessera.cli.view import view
 from tessera.errors import TesseraError
 
 ANY = "Anything at a URL"
@@ -72,6 +73,7 @@ app.add_typer(arrays.app, name="array", rich_help_panel=KINDS)
 app.add_typer(tables.app, name="table", rich_help_panel=KINDS)
 app.add_typer(images.app, name="images", rich_help_panel=KINDS)
 app.command("serve", rich_help_panel=SERVER)(serve)
+app.command("view", rich_help_panel=ANY)(view)
 app.add_typer(models.app, name="model", rich_help_panel=SERVER)
 app.add_typer(stores.app, name="store", rich_help_panel=SERVER)
 

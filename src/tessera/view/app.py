@@ -14,12 +14,13 @@ sets when it is opened with it; without it: 403):
 
 Only ``GET`` and ``HEAD`` are served: the viewer has no way to write.
 
->>> import numpy as np, tessera
->>> from starlette.testclient import TestClient
+>>> import httpx, numpy as np, tessera
+>>> from tessera.view import running
 >>> _ = tessera.from_numpy("memory://doc-view-app/a", np.arange(4))
->>> client = TestClient(create_app(Viewer("memory://doc-view-app"), token="t0k3n"))
->>> client.get("/api/tree").status_code, client.get("/api/tree?token=t0k3n").json()[0]["kind"]
-(403, 'array')
+>>> with running(Viewer("memory://doc-view-app"), token="t0k3n") as url:
+...     base = url.split("?")[0]
+...     httpx.get(base + "api/tree").status_code, httpx.get(url.replace("/?", "/api/tree?")).json()
+(403, [{'path': 'a', 'kind': 'array', 'size': ..., 'objects': ..., 'modified': ...}])
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import datetime as dt
 import hmac
 import json
 import logging
+import math
 from collections.abc import Callable
 from http.cookies import SimpleCookie
 from importlib import resources
@@ -124,8 +126,29 @@ def status_of(exc: Exception) -> int:
     return 500
 
 
+def finite(doc: Any) -> Any:
+    """``doc`` with every number that JSON (or JavaScript) cannot hold exactly as its text:
+    NaN, infinities, integers beyond 2^53.
+
+    >>> finite({"fill": float("nan"), "v": [1.5, float("-inf")], "at": 1795866248879781226})
+    {'fill': 'nan', 'v': [1.5, '-inf'], 'at': '1795866248879781226'}
+    """
+    item = getattr(doc, "item", None)
+    if callable(item) and getattr(doc, "ndim", None) == 0:  # a numpy scalar
+        doc = item()
+    if isinstance(doc, float):
+        return doc if math.isfinite(doc) else str(doc)
+    if isinstance(doc, int) and not isinstance(doc, bool) and abs(doc) > 1 << 53:
+        return str(doc)  # a commit time in ns: JavaScript's numbers would round it
+    if isinstance(doc, dict):
+        return {k: finite(v) for k, v in doc.items()}
+    if isinstance(doc, list | tuple):
+        return [finite(v) for v in doc]
+    return doc
+
+
 def _json(doc: Any, status: int = 200) -> Response:
-    return Response(json.dumps(doc, default=_plain, allow_nan=False), status_code=status,
+    return Response(json.dumps(finite(doc), default=_plain, allow_nan=False), status_code=status,
                     media_type="application/json")
 
 

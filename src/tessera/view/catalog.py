@@ -57,18 +57,20 @@ def _inside(key: str, folder: str) -> bool:
 
 def catalog(store: Store) -> list[Entry]:
     """The :class:`Entry` of everything below ``store``'s root, sorted by path: one per
-    array, tensor table, image set and tessera.h5 file (arrays inside a tessera.h5 file are
-    listed under it), then plain objects (at most :data:`MAX_OBJECTS`; a last ``object``
-    entry named ``... N more`` counts the rest)."""
+    array, tensor table, image set and tessera.h5 file (the datasets of a tessera.h5 file
+    are listed under it; the arrays an image set is made of are not), then plain objects
+    (at most :data:`MAX_OBJECTS`; a last ``object`` entry named ``... N more`` counts the
+    rest)."""
     objects = store.list()
     kinds: dict[str, str] = {}
     for o in objects:
         found = _kind_root(o.key)
         if found is not None:
             kinds.setdefault(found[1], found[0])
-    h5 = [f for f, k in kinds.items() if k == "tessera.h5 file"]
-    for f in h5:  # a group inside a tessera.h5 file is part of the file
-        if any(other != f and _inside(f, other) for other in h5):
+    for f in list(kinds):  # the parts of an image set or a table, a group of a tessera.h5 file
+        if any(other != f and _inside(f, other) and (kinds[other] != "tessera.h5 file"
+                                                      or kinds[f] != "array")
+               for other in kinds):
             del kinds[f]
     folders = sorted(kinds, key=len, reverse=True)
     sizes: dict[str, list[Any]] = {f: [0, 0, None] for f in kinds}

@@ -32,7 +32,7 @@ function bytes(n) {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];
   let i = 0, v = n;
   while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
-  return (i ? v.toFixed(1) : String(v)) + " " + units[i];
+  return (i ? v.toFixed(1) : String(Math.round(v))) + " " + units[i];
 }
 function num(v, digits = 4) {
   if (v === null || v === undefined) return "-";
@@ -270,7 +270,7 @@ async function arrayPage(main, r) {
       el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, ""), el("th", {}, "estimated"), el("th", {}, "measured"))),
         el("tbody", {}, row("requests", e ? num(e.requests) : "-", m ? num(m.requests) : "-"), row("bytes", e ? num(e.bytes) : "-", m ? num(m.bytes) : "-"),
           row("seconds", e ? num(e.seconds) : "-", m ? num(m.seconds) : "-"), row(`dollars${e ? " (" + e.pricing + ")" : ""}`, e ? num(e.dollars, 3) : "-", m ? num(m.dollars, 3) : "-"))),
-      doc.tiles_planned > doc.tiles.length ? el("div", { class: "muted" }, `${doc.tiles.length} of ${doc.tiles_planned} tiles drawn`) : null);
+      ...(doc.tiles_planned > doc.tiles.length ? [el("div", { class: "muted" }, `${doc.tiles.length} of ${doc.tiles_planned} tiles drawn`)] : []));
   }
   function showHist(doc) {
     const counts = doc.histogram.counts, top = Math.max(...counts, 1), w = 256, h = 80, bw = w / counts.length;

@@ -24,10 +24,18 @@ $(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
 # Everything (all extras, dev tools, peers). torch is installed first, pinned, so that
 # nothing that depends on it pulls another build. Azurite (Microsoft's Azure Blob emulator,
 # a Node.js program) goes into .venv/azurite where npm exists, for the Azure tests; without
-# npm those tests are skipped and say why.
+# npm those tests are skipped and say why. The viewer's browser tests drive Debian's
+# chromium (Playwright cannot download a browser here): installed with apt where apt runs as
+# root; elsewhere those tests are skipped and say why.
 $(VENV)/.installed-all: pyproject.toml Makefile | $(BIN)/python
 	$(BIN)/python -m pip install --quiet torch==$(TORCH_VERSION)
 	$(BIN)/python -m pip install --quiet -e '.[all]'
+	if ! command -v chromium >/dev/null && command -v apt-get >/dev/null \
+		&& [ "$$(id -u)" = 0 ]; then \
+		apt-get install -y -q chromium >/dev/null 2>&1 \
+			|| (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1) \
+			|| echo "chromium could not be installed: the viewer's browser tests will be skipped"; \
+	fi
 	if command -v npm >/dev/null; then \
 		npm install --prefix $(VENV)/azurite --no-audit --no-fund --silent \
 			azurite@$(AZURITE_VERSION); \

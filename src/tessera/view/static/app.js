@@ -60,7 +60,8 @@ async function api(name, params) {
   }
   return doc;
 }
-function ready() { document.body.dataset.state = "ready"; }
+let renders = 0;  // pages and views drawn (tests wait for a change of it)
+function ready() { document.body.dataset.state = "ready"; document.body.dataset.renders = String(++renders); }
 function busy() { document.body.dataset.state = "loading"; }
 
 // The route: kind, path and parameters from the address's "#" part.
@@ -252,6 +253,8 @@ async function arrayPage(main, r) {
       shown = doc; picture = img;
       showError("");
       paint(); showPlan(doc); showHist(doc);
+      slice.dataset.at = state.at || "";
+      slice.dataset.selection = doc.selection;
       ready();
     } catch (e) {
       if (mine !== seq) return;

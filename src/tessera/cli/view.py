@@ -53,8 +53,9 @@ def view(
 ) -> None:
     """Look at what a store holds in a local web app (read-only).
 
-    Prints the address to open (with a random token: requests without it are refused) and
-    opens a browser on a desktop. Shows a tree of arrays, tensor tables, image sets and
+    Any store URL works (a folder, `s3://...`, `gs://...`, `az://...`). Prints the address
+    to open (with a random token: requests without it are refused) and opens a browser on a
+    desktop. Shows a tree of arrays, tensor tables, image sets and
     tessera.h5 files; any 2-D plane of an array, zoomed and panned, with the plan of what is
     on screen; a table's versions and tensors; an image set's thumbnails and any image at
     each level of detail k. Stop it with Ctrl-C.
@@ -62,8 +63,7 @@ def view(
     **Examples**
 
     ```
-    tessera view data
-    tessera view s3://bucket/ds --no-browser --port 0
+    tessera view data --models models --port 8710 --no-browser
     ```
     """
     try:

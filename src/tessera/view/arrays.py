@@ -23,7 +23,14 @@ from tessera.describe import array_doc
 from tessera.query.plan import Plan
 from tessera.view.core import Viewer
 from tessera.view.params import Query
-from tessera.view.pictures import COLOUR_MAPS, colour, data_url, histogram, value_range
+from tessera.view.pictures import (
+    COLOUR_MAPS,
+    data_url,
+    histogram,
+    levels,
+    paint,
+    value_range,
+)
 
 #: The most pixels a view draws on each side.
 MAX_SIDE = 2048
@@ -165,14 +172,18 @@ def view(viewer: Viewer, q: Query) -> dict[str, Any]:
     vmin, vmax = q.number("vmin"), q.number("vmax")
     vmin = lo if vmin is None else vmin
     vmax = hi if vmax is None else vmax
-    pixels = colour(values, vmin, vmax, cmap)
+    level, bad = levels(values, vmin, vmax)
+    pixels = paint(level, bad, cmap)
+    drawn = np.ones(level.shape, bool) if rgba_mask is None else rgba_mask.copy()
+    if bad is not None:
+        drawn &= ~bad
     if rgba_mask is not None:
-        pixels = np.concatenate([pixels, np.where(rgba_mask, 255, 0).astype(np.uint8)[..., None]],
-                                axis=-1)
-    drawn = values if rgba_mask is None else values[rgba_mask]
+        alpha = np.where(rgba_mask, 255, 0).astype(np.uint8)[..., None]
+        pixels = np.concatenate([pixels, alpha], axis=-1)
     answer.update({"image": data_url(pixels), "box": [y0, y1, x0, x1], "step": step,
                    "size": [int(pixels.shape[0]), int(pixels.shape[1])], "attr": attr,
-                   "vmin": vmin, "vmax": vmax, "histogram": histogram(drawn, vmin, vmax),
+                   "vmin": vmin, "vmax": vmax,
+                   "histogram": {"counts": histogram(level[drawn]), "edges": [vmin, vmax]},
                    "sparse": bool(arr.schema.sparse)})
     return answer
 

@@ -18,7 +18,6 @@ import base64
 import functools
 import io
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
@@ -83,21 +82,42 @@ def as_real(values: np.ndarray) -> np.ndarray:
 
 def value_range(values: np.ndarray) -> tuple[float, float]:
     """The finite minimum and maximum of ``values`` ((0, 0) when none is finite)."""
+    if values.dtype.kind in "biu":
+        return (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
     real = as_real(values)
     finite = real[np.isfinite(real)]
     return (float(finite.min()), float(finite.max())) if finite.size else (0.0, 0.0)
 
 
-def colour(values: np.ndarray, vmin: float, vmax: float, name: str = "gray") -> np.ndarray:
+def levels(values: np.ndarray, vmin: float, vmax: float,
+           ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Each value's entry in a colour table (uint8, the module docstring's rule), and the
+    mask of values that are not finite (``None`` for integer values, which always are)."""
+    real = as_real(values)
+    bad = None if values.dtype.kind in "biu" else ~np.isfinite(real)
+    span = vmax - vmin
+    if span <= 0:
+        return np.zeros(real.shape, np.uint8), bad
+    scaled = (real - vmin) * (255 / span)  # one temporary, then in place
+    if bad is not None:
+        scaled[bad] = 0
+    np.rint(scaled, out=scaled)
+    np.clip(scaled, 0, 255, out=scaled)
+    return scaled.astype(np.uint8), bad
+
+
+def colour(values: np.ndarray, vmin: float, vmax: float, name: str = "gray",
+           ) -> np.ndarray:
     """``values`` (any shape) as uint8 RGB (a last axis of 3) through colour map ``name``
     between ``vmin`` and ``vmax``."""
-    real = as_real(values)
-    finite = np.isfinite(real)
-    span = vmax - vmin
-    scaled = np.zeros(real.shape) if span <= 0 else (np.where(finite, real, vmin) - vmin) / span
-    index = np.clip(np.rint(scaled * 255), 0, 255).astype(np.intp)
-    rgb: np.ndarray = table(name)[index]
-    rgb[~finite] = 0
+    return paint(*levels(values, vmin, vmax), name)
+
+
+def paint(level: np.ndarray, bad: np.ndarray | None, name: str) -> np.ndarray:
+    """Colour-table entries ``level`` as RGB through colour map ``name``; ``bad`` black."""
+    rgb: np.ndarray = table(name)[level]
+    if bad is not None:
+        rgb[bad] = 0
     return rgb
 
 
@@ -115,14 +135,13 @@ def data_url(pixels: np.ndarray) -> str:
     return "data:image/png;base64," + base64.b64encode(png(pixels)).decode()
 
 
-def histogram(values: np.ndarray, vmin: float, vmax: float, bins: int = 64) -> dict[str, Any]:
-    """Counts of the finite ``values`` in ``bins`` equal bins between ``vmin`` and ``vmax``.
+def histogram(level: np.ndarray, bins: int = 64) -> list[int]:
+    """Counts of colour-table entries ``level`` (the values drawn, as :func:`levels` gives
+    them) in ``bins`` equal bins of the 256 entries: values below the range count in the
+    first bin, above it in the last.
 
-    >>> histogram(np.array([0.0, 1.0, 1.0]), 0.0, 1.0, bins=2)["counts"]
-    [1, 2]
+    >>> histogram(levels(np.array([0.0, 1.0, 1.0, 7.0]), 0.0, 1.0)[0], bins=2)
+    [1, 3]
     """
-    real = as_real(values)
-    finite = real[np.isfinite(real)]
-    hi = vmax if vmax > vmin else vmin + 1.0
-    counts, edges = np.histogram(finite, bins=bins, range=(vmin, hi))
-    return {"counts": counts.tolist(), "edges": [float(edges[0]), float(edges[-1])]}
+    counts: np.ndarray = np.bincount(level.reshape(-1) // (256 // bins), minlength=bins)
+    return [int(c) for c in counts]

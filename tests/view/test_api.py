@@ -196,3 +196,23 @@ def test_a_page_of_thumbnails_reads_one_scale_and_names_what_it_touched(client) 
 def test_a_tessera_h5_file_lists_its_datasets(client) -> None:
     doc = get(client, "h5", path="legacy.h5")
     assert doc["datasets"] == [{"name": "scans/first", "shape": [48, 48], "dtype": "float64"}]
+
+
+def test_a_zoomed_out_view_reads_through_a_pushdown_server(sample) -> None:
+    from tessera.testing.pushdown import PushdownTestServer
+
+    with PushdownTestServer(sample.url) as server, \
+            running(Viewer(sample.url, pushdown=server.client()), token=TOKEN) as address:
+        http = httpx.Client(base_url=address.split("?")[0], timeout=60)
+        doc = http.get("api/array/view", params={"token": TOKEN, "path": "volume",
+                                                  "index": "0,0,0", "w": 100,
+                                                  "h": 100}).json()
+        whole = http.get("api/array/view", params={"token": TOKEN, "path": "volume",
+                                                    "index": "0,0,0"}).json()
+    assert doc["step"] == 4 and set(doc["methods"]) == {"pushdown"}
+    values = sample.volume[0, ::4, ::4]
+    np.testing.assert_array_equal(pixels(doc["image"]),
+                                  colour(values, values.min(), values.max(), "gray"))
+    # only the sampled cells (a 16th of the plane) crossed the link, not the tiles
+    assert doc["estimated"]["bytes"] < values.nbytes * 2 < whole["estimated"]["bytes"] / 4
+    assert whole["step"] == 1

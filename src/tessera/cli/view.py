@@ -46,6 +46,11 @@ def view(
                            "with a message.")] = 256,
     models: Annotated[Path | None, typer.Option(
         metavar="FOLDER", help="Also show the frozen models of this models folder.")] = None,
+    pushdown: Annotated[str | None, typer.Option(
+        metavar="URL", help="A pushdown server (http://host:port; token from "
+                            "TESSERA_PUSHDOWN_TOKEN) whose root holds URL: zoomed-out views "
+                            "of arrays read through it, so only the sampled cells travel.")]
+    = None,
     endpoint: EndpointOpt = None,
     region: RegionOpt = None,
     allow_http: AllowHttpOpt = False,
@@ -76,7 +81,8 @@ def view(
         raise typer.BadParameter(f"must be positive, got {budget_mb}", param_hint="--budget-mb")
     check_host(host, allow_remote)
     viewer = Viewer(url, storage_options=options(endpoint, region, allow_http, option),
-                    budget_bytes=int(budget_mb * (1 << 20)), models=models)
+                    budget_bytes=int(budget_mb * (1 << 20)), models=models,
+                    pushdown=pushdown)
     viewer.store().list_dir()  # a URL that cannot be reached fails here, not in the page
 
     def ready(address: str) -> None:

@@ -3,7 +3,8 @@
 A view is a box ``[y0, y1) x [x0, x1)`` of positions on two axes (``axes``), the other
 axes held at ``index``, drawn into at most ``w x h`` pixels: the array is read with the
 step ``ceil(max((y1 - y0) / h, (x1 - x0) / w))`` on both axes (a strided sample: only the
-tiles in the box, and of those only what the planner needs for the sampled cells). The
+tiles in the box, fetched as the planner chooses; with a pushdown server, a zoomed-out
+view is read through it, so only the sampled cells cross the link). The
 read is planned first (``explain``) and refused over the viewer's budget; the answer
 carries the picture, the plan the read followed (per tile its method; requests, bytes,
 seconds and dollars, estimated and measured) and a histogram of the values drawn.
@@ -156,9 +157,11 @@ def view(viewer: Viewer, q: Query) -> dict[str, Any]:
                                                 (y0, y1, x0, x1), step)
         else:
             sel = _selection(index, ay, ax, (y0, y1, x0, x1), step)
-            plan = arr.explain(sel, attrs=[attr])
+            # zoomed out with a pushdown server: the server samples, only the cells travel
+            method = "pushdown" if step > 1 and arr.pushdown is not None else None
+            plan = arr.explain(sel, attrs=[attr], method=method)
             viewer.check_budget(plan.totals.nbytes, f"this view ({selection_text(sel)})")
-            values = np.asarray(arr.read(sel, attrs=[attr])[attr])
+            values = np.asarray(arr.read(sel, attrs=[attr], method=method)[attr])
             report = arr.last_read
             tiles, planned = _overlay(arr, report, ay, ax)
             answer = {"selection": selection_text(sel), "tiles": tiles,

@@ -1,7 +1,9 @@
 """The viewer's state: the viewed URL, its storage options, the read budget, and the handles
 it opened (kept for the next request, newest last).
 
-A :class:`Viewer` is read-only: it opens with ``mode="r"`` and never writes. Every path it
+A :class:`Viewer` is read-only: it opens with ``mode="r"`` and never writes. Given a
+pushdown server (``pushdown=``, whose root holds the viewed URL), arrays may read through
+it, and zoomed-out views of dense arrays do (only the sampled cells cross the link). Every path it
 takes goes through :func:`~tessera.view.params.clean_path`, so nothing outside the viewed
 URL can be named; every read is planned first and refused when the plan would move more
 than ``budget_bytes`` (:class:`~tessera.errors.MemoryLimitError`, naming the view's bytes
@@ -15,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from tessera.array.array import Array
 from tessera.config import Config
 from tessera.errors import InvalidArgumentError, MemoryLimitError
 from tessera.kinds import kind_at, opened
@@ -39,12 +42,14 @@ class Viewer:
 
     def __init__(self, url: str, *, storage_options: dict[str, Any] | None = None,
                  config: Config | None = None, budget_bytes: int = BUDGET_BYTES,
-                 models: Path | None = None) -> None:
+                 models: Path | None = None, pushdown: Any = None) -> None:
         self.url = url
         self.storage_options = dict(storage_options or {})
         self.config = config or Config.from_env()
         self.budget_bytes = budget_bytes
         self.models = models
+        #: The pushdown server arrays may use (a URL, URLs or a client; ``None``: none).
+        self.pushdown = pushdown
         #: One request reads at a time: handles are not shared between threads.
         self.lock = threading.RLock()
         self._open: collections.OrderedDict[tuple[str, str | None], tuple[str, Any]] = \
@@ -74,6 +79,9 @@ class Viewer:
             else:
                 found = opened(url, "r", storage_options=self.storage_options,
                                config=self.config, at=when)
+                handle = found[1]
+                if isinstance(handle, Array) and self.pushdown is not None:
+                    handle.pushdown = self.pushdown
             self._open[key] = found
             while len(self._open) > KEEP_OPEN:
                 self._open.popitem(last=False)

@@ -186,8 +186,8 @@ def screenshots(folder: Path) -> None:
                 executable_path=shutil.which("chromium") or "/usr/bin/chromium",
                 args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
             page = browser.new_page(viewport={"width": 1200, "height": 860})
-            for name, fragment in shots.items():
-                page.goto(address + fragment)
+            for i, (name, fragment) in enumerate(shots.items()):
+                page.goto(f"{address}&visit={i}{fragment}")  # a new document each time
                 page.wait_for_selector("body[data-state=ready]")
                 page.screenshot(path=str(folder / f"viewer-{name}.png"))
             browser.close()

@@ -56,6 +56,7 @@ class Watched:
 
     def __init__(self, page: Any) -> None:
         self.page = page
+        self.opened = 0
         self.problems: list[str] = []
         page.on("console", lambda m: self.problems.append(f"console {m.type}: {m.text}")
                 if m.type == "error" else None)
@@ -65,7 +66,10 @@ class Watched:
                 if r.status >= 400 else None)
 
     def open(self, address: str, fragment: str) -> None:
-        self.page.goto(address.split("?")[0] + "?" + address.split("?")[1] + fragment)
+        """Load ``fragment`` as a new document (a query of its own, so that the page is
+        loaded again, not only its ``#`` part changed) and wait until it is drawn."""
+        self.opened += 1
+        self.page.goto(f"{address}&visit={self.opened}{fragment}")
         self.settle()
 
     def settle(self, before: str | None = None) -> None:

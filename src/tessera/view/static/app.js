@@ -342,6 +342,11 @@ async function tablePage(main, r) {
   const chosen = r.params.get("id") || info.ids[0];
   if (chosen) await pick(chosen);
 }
+// a small preview drawn larger, by a whole factor (its cells stay square and sharp)
+function previewWidth(t) {
+  const [h, w] = t.shape.slice(-2).map((n) => Math.min(n, 512));
+  return w * Math.max(1, Math.floor(320 / Math.max(h, w)));
+}
 async function tensorDetail(box, path, at, id, index) {
   busy();
   try {
@@ -356,7 +361,7 @@ async function tensorDetail(box, path, at, id, index) {
     box.replaceChildren(el("div", { class: "mono" }, id),
       el("table", {}, el("tbody", {}, rows.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", { class: "mono" }, v))))),
       el("h2", {}, `Preview [${t.preview_selection.join(", ")}]`), el("div", { class: "controls" }, sliders),
-      t.image ? el("img", { id: "preview", src: t.image, alt: `preview of ${id}` }) : el("pre", { id: "numbers", class: "mono" }, t.numbers.map((v) => num(v, 6)).join("  ")));
+      t.image ? el("img", { id: "preview", src: t.image, alt: `preview of ${id}`, width: previewWidth(t) }) : el("pre", { id: "numbers", class: "mono" }, t.numbers.map((v) => num(v, 6)).join("  ")));
     showError("");
   } catch (e) { showError(e.message); }
   ready();
@@ -413,8 +418,8 @@ async function imagesPage(main, r) {
     } catch (e) { showError(e.message); }
     ready();
   };
-  await load();
   try { curveBox.replaceChildren(curveChart(await api("images/curve", { path: r.path, at }))); } catch (e) { showError(e.message); }
+  await load();  // last: the page is ready when its grid is drawn
 }
 async function imagePage(main, r) {
   const at = r.params.get("at");

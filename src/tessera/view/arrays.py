@@ -101,11 +101,11 @@ def _selection(index: list[int], ay: int | None, ax: int, box: tuple[int, ...],
 def selection_text(sel: tuple[Any, ...]) -> str:
     """A selection as numpy writes it.
 
-    >>> selection_text((3, slice(0, 8, 2)))
-    '3, 0:8:2'
+    >>> selection_text((3, slice(0, 8, 2), slice(1, 4)))
+    '3, 0:8:2, 1:4'
     """
-    return ", ".join(f"{s.start}:{s.stop}:{s.step}" if isinstance(s, slice) else str(s)
-                     for s in sel)
+    return ", ".join((f"{s.start}:{s.stop}" + ("" if s.step is None else f":{s.step}"))
+                     if isinstance(s, slice) else str(s) for s in sel)
 
 
 def _plan_doc(plan: Plan | None, stats: Any) -> dict[str, Any]:

@@ -193,7 +193,7 @@ async function arrayPage(main, r) {
 
   const slice = el("canvas", { id: "slice", width: VIEW, height: VIEW });
   const overlay = el("canvas", { id: "overlay", width: VIEW, height: VIEW });
-  const viewport = el("div", { id: "viewport" }, slice, overlay);
+  const viewport = el("div", { id: "viewport", class: info.sparse ? "sparse" : null }, slice, overlay);
   const cursor = el("div", { id: "cursor", class: "mono" }, "value: move over the picture");
   const hist = el("div", { id: "hist" });
   const plan = el("div", { id: "plan", class: "panel" });
@@ -223,7 +223,10 @@ async function arrayPage(main, r) {
     if (!shown || !picture) return;
     const [by0, , bx0] = shown.box, s = shown.step;
     const dy = (by0 - state.y0) / state.zoom, dx = (bx0 - state.x0) / state.zoom;
-    g.drawImage(picture, dx, dy, picture.width * s / state.zoom, picture.height * s / state.zoom);
+    const dw = picture.width * s / state.zoom, dh = picture.height * s / state.zoom;
+    if (shown.sparse && s / state.zoom < 3) {  // cells as dots of 3 pixels at least
+      for (const oy of [-1, 0, 1]) for (const ox of [-1, 0, 1]) g.drawImage(picture, dx + ox, dy + oy, dw, dh);
+    } else g.drawImage(picture, dx, dy, dw, dh);
     if (!state.plan) return;
     for (const [y0, y1, x0, x1, method] of shown.tiles) {
       const c = METHOD_COLOURS[method] || "#9d755d";

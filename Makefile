@@ -14,11 +14,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# The library with the torch extra: what `make demo` needs (it trains on crops). torch is
-# installed first, pinned, so that nothing that depends on it pulls another build.
+# The library with the torch extra (`make demo` trains on crops) and the viewer's (a newcomer
+# looks at the demo's data with `tessera view`). torch is installed first, pinned, so that
+# nothing that depends on it pulls another build.
 $(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet torch==$(TORCH_VERSION)
-	$(BIN)/python -m pip install --quiet -e '.[torch]'
+	$(BIN)/python -m pip install --quiet -e '.[torch,view]'
 	touch $@
 
 # Everything (all extras, dev tools, peers). torch is installed first, pinned, so that

@@ -204,6 +204,7 @@ def main(argv: list[str] | None = None) -> None:
         console.print(f"[bold red]error:[/] {err}")
         raise SystemExit(1) from None
     report(args.store, rows)
+    console.print(f"Look at what was stored: [bold]tessera view {args.store}[/]", soft_wrap=True)
 
 
 if __name__ == "__main__":

@@ -137,7 +137,9 @@ def _overlay(arr: Any, report: Any, ay: int | None, ax: int) -> tuple[list[list[
             y, ty = 0, 1
         else:
             y, ty = read.tile_origin[ay] - dims[ay].domain[0], dims[ay].tile
-        tiles.append([int(y), int(y + ty), int(x), int(x + dims[ax].tile), choice.method])
+        ny = 1 if ay is None else arr.shape[ay]  # edge tiles end where the array ends
+        tiles.append([int(y), int(min(y + ty, ny)), int(x),
+                      int(min(x + dims[ax].tile, arr.shape[ax])), choice.method])
     return tiles, len(plan.choices)
 
 

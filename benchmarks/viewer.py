@@ -179,9 +179,14 @@ def screenshots(folder: Path) -> None:
              "sparse": "#/array/points", "table": "#/table/tensors?id=weights%2Fdense",
              "images": "#/images/photos", "image": "#/image/photos?id=5&k=8",
              "h5": "#/h5/legacy.h5"}
+    import os
+
+    folder = folder.resolve()
+    here = Path.cwd()
     with tempfile.TemporaryDirectory() as tmp:
-        sample_store(f"{tmp}/store")
-        with running(Viewer(f"{tmp}/store")) as address, sync_playwright() as p:
+        os.chdir(tmp)  # the pages show the URL as a user types it: `data`
+        sample_store("data")
+        with running(Viewer("data")) as address, sync_playwright() as p:
             browser = p.chromium.launch(
                 executable_path=shutil.which("chromium") or "/usr/bin/chromium",
                 args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
@@ -191,6 +196,7 @@ def screenshots(folder: Path) -> None:
                 page.wait_for_selector("body[data-state=ready]")
                 page.screenshot(path=str(folder / f"viewer-{name}.png"))
             browser.close()
+        os.chdir(here)
     print(f"wrote {len(shots)} screenshots to {folder}")
 
 

@@ -84,6 +84,10 @@ def test_an_array_view_is_the_slice_through_the_colour_map(client, sample) -> No
     expected = colour(sample.volume[2, 40:240, 10:390], -100, 1000, "cubehelix")
     assert doc["step"] == 1 and doc["box"] == [40, 240, 10, 390]
     np.testing.assert_array_equal(pixels(doc["image"]), expected)
+    # the histogram counts every value drawn in 64 bins of the colour range
+    scaled = (sample.volume[2, 40:240, 10:390] - -100.0) * (255 / 1100)  # as the viewer does
+    bins = np.clip(np.rint(scaled), 0, 255).astype(int) // 4
+    assert doc["histogram"]["counts"] == np.bincount(bins.ravel(), minlength=64).tolist()
     # the plan beside it is the plan explain() gives for the same selection
     arr = tessera.open(f"{sample.url}/volume")
     plan = arr.explain((2, slice(40, 240, 1), slice(10, 390, 1)))

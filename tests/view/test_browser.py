@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import shutil
 from collections.abc import Iterator
 from typing import Any
@@ -188,3 +189,29 @@ def test_a_path_outside_the_store_is_refused_on_the_page(page, address) -> None:
     page.open(address, "#/array/..%2F..%2Fetc")
     assert "not inside the viewed store" in page.page.inner_text("#error")
     assert any("HTTP 400" in p for p in page.problems)
+
+
+def test_the_value_under_the_cursor_and_zoom_and_pan(page, address, sample) -> None:
+    page.open(address, _slice(address, index="2,0,0"))
+    box = page.page.locator("#viewport").bounding_box()
+    assert box is not None
+    page.page.mouse.move(box["x"] + 1 + 123, box["y"] + 1 + 45)  # inside the 1-pixel border
+    page.page.wait_for_selector("#cursor:has-text('=')", timeout=30_000)
+    assert page.page.inner_text("#cursor") == \
+        f"[2, 45, 123] data = {int(sample.volume[2, 45, 123])}"
+    before = page.renders()
+    page.page.click("#zoom-in")  # around the centre: cells per pixel 1 -> 1 / 1.5
+    page.settle(before)
+    zoom = 1 / 1.5
+    top = 256 - 256 * zoom  # the centre stays; the box is clipped to the 300 x 400 plane
+    assert page.page.get_attribute("#slice", "data-selection") == \
+        f"2, {math.floor(top)}:300:1, {math.floor(top)}:400:1"
+    before = page.renders()
+    page.page.mouse.move(box["x"] + 300, box["y"] + 300)
+    page.page.mouse.down()
+    page.page.mouse.move(box["x"] + 200, box["y"] + 250, steps=5)
+    page.page.mouse.up()  # dragged 100 pixels left and 50 up: the box moves right and down
+    page.settle(before)
+    assert page.page.get_attribute("#slice", "data-selection") == \
+        f"2, {math.floor(top + 50 * zoom)}:300:1, {math.floor(top + 100 * zoom)}:400:1"
+    assert page.problems == []

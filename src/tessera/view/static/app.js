@@ -289,7 +289,7 @@ async function arrayPage(main, r) {
   let drag = null, hover = 0;
   viewport.addEventListener("pointerdown", (ev) => { drag = { x: ev.clientX, y: ev.clientY, y0: state.y0, x0: state.x0 }; viewport.setPointerCapture(ev.pointerId); });
   viewport.addEventListener("pointermove", (ev) => {
-    const rect = viewport.getBoundingClientRect();
+    const rect = slice.getBoundingClientRect();  // inside the viewport's border
     const py = ev.clientY - rect.top, px = ev.clientX - rect.left;
     if (drag) {
       state.y0 = drag.y0 - (ev.clientY - drag.y) * state.zoom; state.x0 = drag.x0 - (ev.clientX - drag.x) * state.zoom;
@@ -314,7 +314,7 @@ async function arrayPage(main, r) {
   viewport.addEventListener("pointerup", () => { if (drag) { drag = null; draw(); } });
   viewport.addEventListener("wheel", (ev) => {
     ev.preventDefault();
-    const rect = viewport.getBoundingClientRect();
+    const rect = slice.getBoundingClientRect();  // inside the viewport's border
     zoomBy(ev.deltaY > 0 ? 1.25 : 0.8, ev.clientY - rect.top, ev.clientX - rect.left);
   }, { passive: false });
   await draw();

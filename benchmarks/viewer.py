@@ -178,7 +178,7 @@ def screenshots(folder: Path) -> None:
     shots = {"store": "#/", "array": "#/array/volume?index=1,0,0&cmap=cubehelix",
              "sparse": "#/array/points", "table": "#/table/tensors?id=weights%2Fdense",
              "images": "#/images/photos", "image": "#/image/photos?id=5&k=8",
-             "h5": "#/h5/legacy.h5"}
+             "h5": "#/h5/legacy.h5", "models": "#/models"}
     import os
 
     folder = folder.resolve()
@@ -186,7 +186,13 @@ def screenshots(folder: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         os.chdir(tmp)  # the pages show the URL as a user types it: `data`
         sample_store("data")
-        with running(Viewer("data")) as address, sync_playwright() as p:
+        from tessera.frozen.manifest import InputSpec
+        from tessera.frozen.models import init_model
+
+        init_model("resnet18", "models", name="r18", num_classes=10,
+                   input=InputSpec(height=32, width=32))
+        with running(Viewer("data", models=Path("models"))) as address, \
+                sync_playwright() as p:
             browser = p.chromium.launch(
                 executable_path=shutil.which("chromium") or "/usr/bin/chromium",
                 args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])

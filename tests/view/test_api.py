@@ -220,3 +220,22 @@ def test_a_zoomed_out_view_reads_through_a_pushdown_server(sample) -> None:
     # only the sampled cells (a 16th of the plane) crossed the link, not the tiles
     assert doc["estimated"]["bytes"] < values.nbytes * 2 < whole["estimated"]["bytes"] / 4
     assert whole["step"] == 1
+
+
+def test_the_viewer_shows_a_store_on_the_s3_test_server(s3_server) -> None:
+    url, options = s3_server.unique_url("view"), dict(s3_server.storage_options())
+    values = np.arange(60 * 70, dtype=np.float32).reshape(60, 70)
+    tessera.from_numpy(f"{url}/frames", values, tile=(16, 16), storage_options=options)
+    cols = tessera.create_images(f"{url}/photos", size=(32, 32), storage_options=options)
+    cols.append(np.zeros((3, 32, 32, 3), np.uint8))
+    with running(Viewer(url, storage_options=options), token=TOKEN) as address:
+        http = httpx.Client(base_url=address.split("?")[0], timeout=60,
+                            params={"token": TOKEN})
+        tree = {e["path"]: e["kind"] for e in http.get("api/tree").json()}
+        doc = http.get("api/array/view", params={"path": "frames", "cmap": "diverging"}).json()
+        grid = http.get("api/images/grid", params={"path": "photos"}).json()
+    assert tree == {"frames": "array", "photos": "image set"}
+    np.testing.assert_array_equal(pixels(doc["image"]),
+                                  colour(values, 0, values.max(), "diverging"))
+    assert doc["measured"]["requests"] >= 1 and doc["estimated"]["pricing"] == "s3"
+    assert grid["ids"] == [0, 1, 2]

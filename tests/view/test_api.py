@@ -239,3 +239,17 @@ def test_the_viewer_shows_a_store_on_the_s3_test_server(s3_server) -> None:
                                   colour(values, 0, values.max(), "diverging"))
     assert doc["measured"]["requests"] >= 1 and doc["estimated"]["pricing"] == "s3"
     assert grid["ids"] == [0, 1, 2]
+
+
+def test_a_page_opened_again_shows_commits_made_since(tmp_path) -> None:
+    table = tessera.create_table(str(tmp_path / "t"))
+    table.write("first", np.zeros(3))
+    with running(Viewer(str(tmp_path)), token=TOKEN) as address:
+        http = httpx.Client(base_url=address.split("?")[0], timeout=60,
+                            params={"token": TOKEN})
+        assert http.get("api/table", params={"path": "t"}).json()["ids"] == ["first"]
+        table.write("second", np.ones(3))  # a table handle stays at its version...
+        page = http.get("api/table", params={"path": "t"}).json()  # ...a page opens anew
+        assert page["ids"] == ["first", "second"] and len(page["history"]) == 3
+        tensor = http.get("api/table/tensor", params={"path": "t", "id": "second"}).json()
+        assert tensor["numbers"] == [1.0, 1.0, 1.0]

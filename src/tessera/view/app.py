@@ -238,7 +238,8 @@ def create_app(viewer: Viewer, *, token: str) -> ASGIApp:
             return _json({"error": f"no API {name!r}: the viewer has "
                                    f"{', '.join(HANDLERS)}"}, 404)
         try:
-            return _json(handler(viewer, Query(request.query_params)))
+            with viewer.lock:  # one request at a time: handles are not shared by threads
+                return _json(handler(viewer, Query(request.query_params)))
         except Exception as exc:  # shown on the page, never as a traceback
             status = status_of(exc)
             message = str(exc) if isinstance(exc, TesseraError) else \

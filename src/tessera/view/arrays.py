@@ -42,7 +42,7 @@ MAX_OVERLAY_TILES = 4096
 def page(viewer: Viewer, q: Query) -> dict[str, Any]:
     """An array's page: its ``info`` document and its history (oldest first)."""
     path, at = q.text("path", "") or "", q.text("at")
-    arr = viewer.open_kind(path, at, "array")
+    arr = viewer.open_kind(path, at, "array", fresh=True)
     doc = array_doc(path, arr)
     doc["history"] = arr.history().to_dicts()
     doc["colour_maps"] = list(COLOUR_MAPS)

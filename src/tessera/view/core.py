@@ -1,6 +1,10 @@
 """The viewer's state: the viewed URL, its storage options, the read budget, and the handles
 it opened (kept for the next request, newest last).
 
+A page's first request opens its data again (so that a reload shows new commits); the
+views that follow reuse that handle. One request is served at a time (handles are not
+shared between threads).
+
 A :class:`Viewer` is read-only: it opens with ``mode="r"`` and never writes. Given a
 pushdown server (``pushdown=``, whose root holds the viewed URL), arrays may read through
 it, and zoomed-out views of dense arrays do (only the sampled cells cross the link). Every path it
@@ -60,12 +64,13 @@ class Viewer:
         return open_store(child_url(self.url, clean_path(path)), config=self.config.store,
                           **self.storage_options)
 
-    def open(self, path: str, at: str | None) -> tuple[str, Any]:
+    def open(self, path: str, at: str | None, *, fresh: bool = False) -> tuple[str, Any]:
         """The kind at ``path`` and its handle, read-only, as it was ``at`` (a commit
-        marker or an ISO-8601 time; ``None``: now)."""
+        marker or an ISO-8601 time; ``None``: now). ``fresh``: open it again even if a
+        handle is kept (a page opened anew shows commits made since)."""
         key = (clean_path(path), at)
         with self.lock:
-            if key in self._open:
+            if key in self._open and not fresh:
                 self._open.move_to_end(key)
                 return self._open[key]
             url = child_url(self.url, key[0])
@@ -87,9 +92,9 @@ class Viewer:
                 self._open.popitem(last=False)
             return found
 
-    def open_kind(self, path: str, at: str | None, kind: str) -> Any:
+    def open_kind(self, path: str, at: str | None, kind: str, *, fresh: bool = False) -> Any:
         """:meth:`open`, refusing anything but ``kind``."""
-        found_kind, handle = self.open(path, at)
+        found_kind, handle = self.open(path, at, fresh=fresh and at is None)
         if found_kind != kind:
             def a(what: str) -> str:
                 return f"{'an' if what[0] in 'aeiou' else 'a'} {what}"

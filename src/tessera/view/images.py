@@ -26,13 +26,13 @@ THUMB = 96
 PER_ROW = 8
 
 
-def _set(viewer: Viewer, q: Query) -> Any:
-    return viewer.open_kind(q.text("path", "") or "", q.text("at"), "image set")
+def _set(viewer: Viewer, q: Query, *, fresh: bool = False) -> Any:
+    return viewer.open_kind(q.text("path", "") or "", q.text("at"), "image set", fresh=fresh)
 
 
 def page(viewer: Viewer, q: Query) -> dict[str, Any]:
     """An image set's page: its ``info`` document and history."""
-    cols = _set(viewer, q)
+    cols = _set(viewer, q, fresh=True)
     doc = images_doc(q.text("path", "") or "", cols)
     doc["history"] = cols.history().to_dicts()
     return doc

@@ -28,14 +28,15 @@ NUMBERS = 100
 MAX_LISTED = 1000
 
 
-def _table(viewer: Viewer, q: Query) -> Any:
-    return viewer.open_kind(q.text("path", "") or "", q.text("at"), "tensor table")
+def _table(viewer: Viewer, q: Query, *, fresh: bool = False) -> Any:
+    return viewer.open_kind(q.text("path", "") or "", q.text("at"), "tensor table",
+                            fresh=fresh)
 
 
 def page(viewer: Viewer, q: Query) -> dict[str, Any]:
     """A tensor table's page: its ``info`` document, its versions with their operations,
     and up to ``limit`` tensor ids from ``offset`` (those starting with ``prefix``)."""
-    tt = _table(viewer, q)
+    tt = _table(viewer, q, fresh=True)
     offset = q.integer("offset", 0, lo=0)
     limit = q.integer("limit", 200, lo=1, hi=MAX_LISTED)
     with viewer.lock:

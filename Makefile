@@ -8,7 +8,7 @@ TORCH_VERSION := 2.13.0
 AZURITE_VERSION := 3.37.0
 PYTEST_ARGS ?=
 
-.PHONY: demo test test-all lint bench install clean
+.PHONY: demo test test-all lint docs bench install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,13 @@ test: $(VENV)/.installed-all
 
 test-all: $(VENV)/.installed-all
 	$(BIN)/python -m pytest -m '' $(PYTEST_ARGS)
+
+# The documentation site (MkDocs with Material; the API reference from the docstrings by
+# mkdocstrings) into build/site, every warning an error: a broken link, a missing page, a
+# reference that does not resolve.
+docs: $(VENV)/.installed-all
+	$(BIN)/python -m doctest mkdocs_ext/rst_docstrings.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 lint: $(VENV)/.installed-all
 	$(BIN)/ruff check src tests benchmarks examples

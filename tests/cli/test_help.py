@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -172,7 +173,8 @@ def _files(tmp: Path) -> None:
 
 def _serve(command: str, tmp: Path, port: int) -> subprocess.Popen[str]:
     server = subprocess.Popen(command, shell=True, cwd=tmp, env=_env(tmp), text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              start_new_session=True)  # the shell and the server: one group
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         assert server.poll() is None, server.communicate()
@@ -180,7 +182,7 @@ def _serve(command: str, tmp: Path, port: int) -> subprocess.Popen[str]:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 return server
         time.sleep(0.2)
-    server.kill()
+    os.killpg(server.pid, signal.SIGKILL)
     raise AssertionError(f"{command} did not listen on port {port}")
 
 
@@ -203,8 +205,8 @@ def test_every_example_runs_in_order(tmp_path: Path) -> None:
                     assert done.returncode == 0, (example, done.stdout, done.stderr)
                 ran.append(example)
     finally:
-        for server in servers:
-            server.terminate()
+        for server in servers:  # the whole group: terminating the shell alone leaves the server
+            os.killpg(server.pid, signal.SIGTERM)
             server.wait(timeout=60)
     assert len(ran) >= len(ORDER)
     assert np.load(tmp_path / "part.npy").shape == (2, 64)  # export npy replaced cat's

@@ -38,6 +38,9 @@ class RetryPolicy:
         base_delay_s: the backoff before the second try.
         max_delay_s: the cap on one backoff.
         multiplier: growth factor between consecutive backoffs.
+
+    >>> RetryPolicy().max_attempts >= 1
+    True
     """
 
     max_attempts: int = 4
@@ -70,6 +73,9 @@ class StoreConfig:
             runs past it counts as a transient failure and is retried.
         connect_timeout_s: limit for opening a connection (HTTP stores).
         list_page_size: keys fetched per listing page.
+
+    >>> StoreConfig.from_env({"TESSERA_STORE_MAX_CONCURRENCY": "4"}).max_concurrency
+    4
     """
 
     retry: RetryPolicy = dataclasses.field(default_factory=RetryPolicy)
@@ -117,6 +123,9 @@ class PlannerConfig:
         plan_cache_bytes: memory per array handle for plan templates, reused by reads whose
             needs have the same shape (:mod:`tessera.query.plan_cache`); 0 plans every read
             afresh.
+
+    >>> PlannerConfig.from_env({"TESSERA_PLANNER_METHOD": "get"}).method
+    'get'
     """
 
     method: str = "auto"

@@ -64,7 +64,13 @@ def open(url: str, mode: str = "r", *, storage_options: dict[str, Any] | None = 
     :class:`~tessera.tables.TensorTable`, an :class:`~tessera.images.ImageColumns` set or a
     :class:`tessera.h5.File`, read-only unless ``mode="w"`` (``"r+"`` for a tessera.h5
     file). ``at``: as it was then (not for tessera.h5 files). A place holding none of them
-    raises :class:`~tessera.errors.DataNotFoundError` saying what it holds."""
+    raises :class:`~tessera.errors.DataNotFoundError` saying what it holds.
+
+    >>> import numpy as np, tessera
+    >>> _ = tessera.from_numpy("memory://doc-open", np.arange(3))
+    >>> tessera.open("memory://doc-open")
+    <tessera.Array memory://doc-open shape=(3,) int64 tiles=(3,) mode='r' 1 fragment>
+    """
     return opened(url, mode, storage_options=storage_options, config=config, at=at)[1]
 
 

@@ -121,6 +121,12 @@ class Commit:
         added, removed: how many of ``unit`` it added and removed (replaced).
         unit: ``fragments``, ``files`` or ``images``.
         nbytes: stored bytes it added (0 where unknown).
+
+    >>> import numpy as np, tessera
+    >>> arr = tessera.from_numpy("memory://doc-commit", np.zeros(4))
+    >>> commit = arr.history()[0]
+    >>> commit.operation, commit.added, commit.unit
+    ('write', 1, 'fragments')
     """
 
     when: dt.datetime

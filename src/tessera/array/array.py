@@ -1,7 +1,7 @@
 """Dense arrays in tiles and immutable fragments (the TileDB model) on any Tessera store.
 
 >>> import numpy as np, tessera
->>> arr = tessera.from_numpy("memory://doc-array", np.arange(12).reshape(3, 4), tile=(2, 2))
+>>> arr = tessera.from_numpy("memory://doc-array-class", np.arange(12).reshape(3, 4), tile=(2, 2))
 >>> arr[1:, ::2]
 array([[ 4,  6],
        [ 8, 10]])
@@ -106,6 +106,12 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
     hold the handle's settings, taken from ``TESSERA_PLANNER_*``, ``TESSERA_READ_*`` and
     ``TESSERA_WRITE_*`` when it opens; replace them to change one handle
     (``arr.writes = tessera.WriteConfig(block_bytes=0)``).
+
+    >>> import numpy as np, tempfile, tessera
+    >>> url = tempfile.mkdtemp() + "/frames"
+    >>> arr = tessera.from_numpy(url, np.arange(12).reshape(3, 4), tile=(2, 2))
+    >>> arr.shape, arr[1:3, 2].tolist()
+    ((3, 4), [6, 10])
     """
 
     def __init__(self, store: Store, schema: ArraySchema, *, mode: str = "r",

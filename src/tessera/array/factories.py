@@ -85,6 +85,11 @@ def open_array(url: str, mode: str = "r", *legacy: Any,
     ``config``: the settings the handle and its store use (one
     :class:`~tessera.config.Config` snapshot: the environment is read once for all of them;
     default: read now).
+
+    >>> import numpy as np, tessera
+    >>> _ = tessera.from_numpy("memory://doc-open-array", np.arange(4))
+    >>> tessera.open_array("memory://doc-open-array")[1:3].tolist()
+    [1, 2]
     """
     at = positional_at("open_array", legacy, at)
     said = "at" if timestamp is None else "timestamp"  # errors name it as it was written
@@ -120,6 +125,11 @@ def from_numpy(url: str, ndarray: Any, tile: Any = None, codec: str | None = Non
     ``tile``: extents per dimension (default: about 1 MiB tiles). ``maxshape``: the most
     cells per dimension the array may grow to (``None`` entries: unbounded), as h5py's; a
     growable dimension keeps its tile extent however small the data is.
+
+    >>> import numpy as np, tessera
+    >>> arr = tessera.from_numpy("memory://doc-from-numpy", np.arange(6).reshape(2, 3), tile=(1, 3))
+    >>> arr.schema.tile_shape, arr[1].tolist()
+    ((1, 3), [3, 4, 5])
     """
     data = np.asarray(ndarray)
     extents = (default_tile(tuple(max(1, n) for n in data.shape), data.dtype.itemsize)

@@ -149,6 +149,12 @@ class FragmentInfo:
         nonempty_domain: inclusive ``(lo, hi)`` per dimension of the cells it writes.
         cell_count: cells written.
         nbytes: bytes stored (all attributes, after compression).
+
+    >>> import numpy as np, tessera
+    >>> arr = tessera.from_numpy("memory://doc-fragment-info", np.zeros((4, 4)), tile=(2, 2))
+    >>> info = arr.fragments[0]
+    >>> info.cell_count, info.nonempty_domain
+    (16, ((0, 3), (0, 3)))
     """
 
     name: str

@@ -39,6 +39,10 @@ class Dim:
 
     Dense arrays need integer domains; sparse arrays may use floats. ``tile=None`` means
     one tile spans the whole domain.
+
+    >>> import tessera
+    >>> tessera.Dim("x", (0, 99), 10)
+    Dim(name='x', domain=(0, 99), tile=10)
     """
 
     name: str
@@ -65,7 +69,12 @@ class Dim:
 @dataclasses.dataclass(frozen=True, eq=False)
 class Attr:
     """One attribute: name, numpy dtype (a fixed-size vector such as ``"(3,)u1"`` allowed),
-    fill value for unwritten cells (default 0 / NaN for floats) and codec spec."""
+    fill value for unwritten cells (default 0 / NaN for floats) and codec spec.
+
+    >>> import tessera
+    >>> tessera.Attr("v", "f4", fill=-1).np_dtype
+    dtype('float32')
+    """
 
     name: str
     dtype: Any = "float64"
@@ -149,6 +158,12 @@ class ArraySchema:
             (one object per attribute) or ``"tile-major"`` (one object holding, tile after
             tile, every attribute's tile in schema order: the tiles of several attributes
             of one space tile are then adjacent bytes, read in one request).
+
+    >>> import tessera
+    >>> schema = tessera.ArraySchema([tessera.Dim("t", (0, 99), 10), tessera.Dim("x", (0, 63), 64)],
+    ...                              [tessera.Attr("v", "f4")])
+    >>> schema.shape, schema.tile_shape
+    ((100, 64), (10, 64))
     """
 
     dims: Sequence[Dim]

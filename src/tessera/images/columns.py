@@ -76,7 +76,15 @@ SHARED = "shared"
 
 class ImageColumns(ImageFace):
     """A set of images stored by frequency. Make one with :meth:`create`, open it with
-    :meth:`open`."""
+    :meth:`open`.
+
+    >>> import numpy as np, tessera
+    >>> cols = tessera.create_images("memory://doc-image-columns", size=(32, 32))
+    >>> cols.append(np.zeros((2, 32, 32, 3), np.uint8)).tolist()
+    [0, 1]
+    >>> cols.read([1], k=4).shape
+    (1, 32, 32, 3)
+    """
 
     def __init__(self, store: Store, header: SetHeader, coeffs: Array, meta: Array,
                  cache: ColumnCache | str | None = SHARED) -> None:
@@ -609,7 +617,13 @@ def open_images(url: str, mode: str = "r", *, storage_options: dict[str, Any] | 
                 config: Config | None = None, at: At = None,
                 cache: ColumnCache | str | None = SHARED) -> ImageColumns:
     """The image set at ``url`` (:meth:`ImageColumns.open`). ``at``: a datetime, an
-    ISO-8601 string or a commit time in ns."""
+    ISO-8601 string or a commit time in ns.
+
+    >>> import numpy as np, tessera
+    >>> _ = tessera.create_images("memory://doc-open-images", size=(32, 32))
+    >>> tessera.open_images("memory://doc-open-images").size
+    (32, 32)
+    """
     return ImageColumns.open(url, mode, storage_options=storage_options, config=config,
                              at=at, cache=cache)
 
@@ -619,7 +633,13 @@ def create_images(url: str, *, size: tuple[int, int],
                   **options: Any) -> ImageColumns:
     """A new, empty image set at ``url`` for images of ``size`` (height, width)
     (:meth:`ImageColumns.create`: ``group``, ``fmt``, ``codec``, ``fit``, ``crop_tile``,
-    ``cache`` go there)."""
+    ``cache`` go there).
+
+    >>> import numpy as np, tessera
+    >>> cols = tessera.create_images("memory://doc-create-images", size=(32, 32), group=8)
+    >>> len(cols), cols.group
+    (0, 8)
+    """
     return ImageColumns.create(url, size=size, storage_options=storage_options,
                                config=config, **options)
 

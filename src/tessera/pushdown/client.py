@@ -48,6 +48,13 @@ class PushdownClient:
         config: timeouts and batch sizes (default: ``TESSERA_PUSHDOWN_*``).
         transport: an ``httpx`` transport to use instead of the network (tests mount the
             ASGI app in-process with ``httpx.ASGITransport``).
+
+    >>> import numpy as np, tessera
+    >>> client = PushdownClient("http://127.0.0.1:8700", token="s3cret-token-123456")
+    >>> arr = tessera.from_numpy("memory://doc-pushdown-client", np.zeros(4))
+    >>> arr.pushdown = client  # reads may now send pushdowns to that server
+    >>> arr.pushdown is client
+    True
     """
 
     def __init__(self, url: str, token: str | None = None, *,

@@ -58,6 +58,10 @@ class StoreProfile:
             the page cache, far above what one request through the event loop moves);
             ``None``: ``BW(1)``. ``tessera store profile`` times calling-thread ranges of two
             sizes on memory and folder stores and sets both.
+
+    >>> profile = DEFAULT_PROFILES["cloud"]
+    >>> profile.request_latency_s > 0, profile.bw(8) > profile.bw(1)
+    (True, True)
     """
 
     name: str

@@ -65,6 +65,12 @@ class Plan:
         totals: requests and bytes of the whole plan; ``estimate``: its seconds, dollars
             and cost.
         subject: what is read, when not an array's tiles (a tensor of a table).
+
+    >>> import numpy as np, tessera
+    >>> arr = tessera.from_numpy("memory://doc-plan", np.zeros((8, 8)), tile=(4, 4))
+    >>> plan = arr.explain((slice(0, 8), 1), method="get")
+    >>> plan.methods, len(plan.requests), plan.totals.nbytes
+    ({'get': 2}, 2, 256)
     """
 
     method: str

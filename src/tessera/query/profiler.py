@@ -113,7 +113,13 @@ def save_profile(profile: StoreProfile, endpoint: str, directory: Path | None = 
 def load_profile(store: Store | AsyncStore, directory: Path | None = None,
                  ) -> StoreProfile | None:
     """The saved profile of ``store``'s endpoint, or ``None`` (none saved, or unreadable:
-    a damaged file is ignored, never trusted)."""
+    a damaged file is ignored, never trusted).
+
+    >>> import tempfile, tessera
+    >>> tessera.load_profile(tessera.open_store("memory://doc-load-profile"),
+    ...                      directory=Path(tempfile.mkdtemp())) is None  # none saved yet
+    True
+    """
     path = _path_for(endpoint_id(store), directory)
     try:
         doc = json.loads(path.read_text())

@@ -36,7 +36,13 @@ NO_NETWORK_SCHEMES = frozenset({"memory", "file"})
 
 @dataclasses.dataclass(frozen=True)
 class PutResult:
-    """What a put returns: the new object's ``etag`` and ``version`` where the backend has them."""
+    """What a put returns: the new object's ``etag`` and ``version`` where the backend has them.
+
+    >>> import tessera
+    >>> result = tessera.open_store("memory://doc-put-result").put("a", b"hello")
+    >>> result.etag is not None
+    True
+    """
 
     etag: str | None
     version: str | None = None

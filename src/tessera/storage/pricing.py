@@ -52,6 +52,11 @@ class PriceTable:
         egress_usd_per_gb: fee per GB (2**30 bytes) sent from the store to the client.
         compute_usd_per_gb_s: fee per GB-second of serverless compute (pushdown).
         source: where the figures come from.
+
+    >>> import tessera
+    >>> s3 = tessera.PRICING["s3"]
+    >>> s3.name, s3.egress_usd_per_gb
+    ('s3', 0.09)
     """
 
     name: str

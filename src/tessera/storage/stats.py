@@ -85,6 +85,13 @@ class IOStats:
     ``collect()`` block, or for a store's running totals from the start of its first request
     to the end of its latest one. Thread-safe; stats can be added and subtracted
     (``after - before`` gives what happened in between).
+
+    >>> import numpy as np, tessera
+    >>> arr = tessera.from_numpy("memory://doc-iostats", np.zeros((8, 8)), tile=(4, 4))
+    >>> _ = arr[0:4, 0:4]
+    >>> stats = arr.last_read.stats
+    >>> stats.requests >= 1, stats.bytes_received >= 4 * 4 * 8
+    (True, True)
     """
 
     def __init__(self) -> None:

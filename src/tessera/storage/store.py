@@ -59,7 +59,14 @@ SINGLE_PUT_LIMIT = 5 * 2**30
 @dataclasses.dataclass(frozen=True)
 class ObjectInfo:
     """Metadata of one object: ``key`` (relative to the store root), ``size`` in bytes,
-    ``last_modified``, ``etag`` and ``version`` (where the backend has them)."""
+    ``last_modified``, ``etag`` and ``version`` (where the backend has them).
+
+    >>> import tessera
+    >>> store = tessera.open_store("memory://doc-object-info")
+    >>> _ = store.put("a", b"hello")
+    >>> store.head("a").size
+    5
+    """
 
     key: str
     size: int
@@ -85,6 +92,12 @@ class AsyncStore(CallingThreadIO):
         endpoint: the S3 endpoint (S3-compatible servers), if the ``endpoint`` option or
             the environment (``AWS_ENDPOINT_URL``) names one.
         stats: running totals of every request this store made.
+
+    >>> import asyncio, tessera
+    >>> store = tessera.open_store("memory://doc-async").aio
+    >>> _ = asyncio.run(store.put("a", b"hello"))
+    >>> bytes(asyncio.run(store.get_range("a", 1, 3)))  # 3 bytes from offset 1
+    b'ell'
     """
 
     def __init__(self, url: StoreURL, config: StoreConfig, options: dict[str, Any]) -> None:

@@ -148,7 +148,14 @@ class TableStats:
 
 
 class TensorTable(TableFace):
-    """A tensor table. Make one with :meth:`create`, open one with :meth:`open`."""
+    """A tensor table. Make one with :meth:`create`, open one with :meth:`open`.
+
+    >>> import tempfile, numpy as np, tessera
+    >>> table = tessera.create_table(tempfile.mkdtemp() + "/tensors")
+    >>> _ = table.write("weights", np.ones((2, 3), np.float32))
+    >>> table.ids(), table["weights"][1].tolist()
+    (['weights'], [1.0, 1.0, 1.0])
+    """
 
     def __init__(self, url: str, options: dict[str, Any] | None, mode: str,
                  version: int | str | dt.datetime | None, config: Config) -> None:
@@ -666,7 +673,13 @@ class TensorTable(TableFace):
 def create_table(url: str, *, storage_options: dict[str, Any] | None = None,
                  config: Config | TablesConfig | None = None,
                  allow_unsafe_single_writer: bool = False) -> TensorTable:
-    """A new, empty tensor table at ``url`` (:meth:`TensorTable.create`)."""
+    """A new, empty tensor table at ``url`` (:meth:`TensorTable.create`).
+
+    >>> import tempfile, tessera
+    >>> table = tessera.create_table(tempfile.mkdtemp() + "/tensors")
+    >>> table.version, table.ids()
+    (0, [])
+    """
     return TensorTable.create(url, storage_options=storage_options, config=config,
                               allow_unsafe_single_writer=allow_unsafe_single_writer)
 
@@ -675,6 +688,13 @@ def open_table(url: str, mode: str = "r", *legacy: Any,
                storage_options: dict[str, Any] | None = None,
                config: Config | TablesConfig | None = None, at: At = None,
                version: int | str | dt.datetime | None = None) -> TensorTable:
-    """The tensor table at ``url`` (:meth:`TensorTable.open`)."""
+    """The tensor table at ``url`` (:meth:`TensorTable.open`).
+
+    >>> import tempfile, numpy as np, tessera
+    >>> url = tempfile.mkdtemp() + "/tensors"
+    >>> _ = tessera.create_table(url).write("a", np.zeros(3))
+    >>> tessera.open_table(url).ids(), tessera.open_table(url, at=0).ids()
+    (['a'], [])
+    """
     return TensorTable.open(url, mode, *legacy, storage_options=storage_options,
                             config=config, at=at, version=version)

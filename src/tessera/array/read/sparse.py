@@ -36,6 +36,15 @@ class SparseResult:
     Attributes:
         coords: one 1-D array per dimension.
         values: attribute name -> 1-D array (plus cell shape) aligned with ``coords``.
+
+    >>> import numpy as np, tessera
+    >>> schema = tessera.ArraySchema([tessera.Dim("x", (0, 99), 10)], [tessera.Attr("v", "i4")],
+    ...                              sparse=True)
+    >>> arr = tessera.create_array("memory://doc-sparse-result", schema)
+    >>> _ = arr.write_cells((np.array([3, 40]),), np.array([7, 8], np.int32))
+    >>> cells = arr[0:50]
+    >>> cells.coords[0].tolist(), cells.values["v"].tolist()
+    ([3, 40], [7, 8])
     """
 
     coords: tuple[np.ndarray, ...]

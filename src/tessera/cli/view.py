@@ -93,4 +93,4 @@ def view(
 
             webbrowser.open(address)
 
-    serve(viewer, host=host, port=port, on_ready=ready)
+    serve(viewer, host=host, port=port, on_ready=ready, allow_remote=allow_remote)

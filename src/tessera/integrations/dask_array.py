@@ -36,7 +36,15 @@ from tessera.integrations.handle import ArrayRef
 
 class TileSource:
     """What ``dask.array.from_array`` slices: a Tessera array attribute with 0-based
-    indexing. Picklable; reads go through the planner."""
+    indexing. Picklable; reads go through the planner.
+
+    >>> import numpy as np, tessera
+    >>> from tessera.integrations.handle import ArrayRef
+    >>> _ = tessera.from_numpy("memory://doc-tile-source", np.arange(6).reshape(2, 3))
+    >>> source = TileSource(ArrayRef("memory://doc-tile-source"), "data")
+    >>> source.shape, source[1, 1:].tolist()
+    ((2, 3), [4, 5])
+    """
 
     def __init__(self, ref: ArrayRef, attr: str, method: str | None = None,
                  phi: float | None = None) -> None:
@@ -85,6 +93,12 @@ def from_array(array: str | Array | ArrayRef, *, attr: str | None = None,
 
     ``array``: a URI, an open :class:`~tessera.Array` or an ``ArrayRef``; ``attr``: the
     attribute (default the first); ``method`` and ``phi`` steer the planner per task.
+
+    >>> import numpy as np, tessera
+    >>> _ = tessera.from_numpy("memory://doc-dask-from", np.arange(16).reshape(4, 4), tile=(2, 2))
+    >>> x = from_array("memory://doc-dask-from")
+    >>> x.chunks, int(x.sum().compute())
+    (((2, 2), (2, 2)), 120)
     """
     ref = ArrayRef.resolve(array, storage_options)
     schema = ref.array.schema
@@ -110,6 +124,12 @@ def to_array(x: da.Array, uri: str, *, tile: tuple[int, ...] | None = None,
     ``tile`` defaults to the dask chunk shape (the first chunk per dimension). Returns the
     array opened for reading, or with ``compute=False`` a ``dask.delayed`` object that
     writes the blocks and yields their fragment names.
+
+    >>> import dask.array as da, tessera
+    >>> _ = to_array(da.ones((4, 6), chunks=(2, 3)), "memory://doc-dask-to")
+    >>> arr = tessera.open_array("memory://doc-dask-to")
+    >>> arr.schema.tile_shape, float(arr[:].sum())
+    ((2, 3), 24.0)
     """
     if any(math.isnan(c) for dim in x.chunks for c in dim):
         raise InvalidArgumentError("to_array needs known chunk sizes; call x.compute_chunk_sizes()")

@@ -30,7 +30,15 @@ from tessera.when import At, at_ns, renamed
 
 
 class ImageSource:
-    """What ``dask.array.from_array`` slices: every image of a set at one ``k``."""
+    """What ``dask.array.from_array`` slices: every image of a set at one ``k``.
+
+    >>> import numpy as np, tessera
+    >>> cols = tessera.create_images("memory://doc-image-source", size=(32, 32))
+    >>> _ = cols.append(np.zeros((2, 32, 32, 3), np.uint8))
+    >>> at = int(cols.history()[-1].marker)
+    >>> ImageSource("memory://doc-image-source", 4, "pixels", 1.0, at, {}).shape
+    (2, 32, 32, 3)
+    """
 
     def __init__(self, url: str, k: int | str, output: str, scale: float, timestamp: int,
                  storage_options: dict[str, Any]) -> None:
@@ -73,7 +81,15 @@ def from_images(url: str, k: int | str = 8, *, output: str = "pixels", scale: fl
     ``(N, C, BY, BX, T(k))``); ``chunks`` images per chunk along the first axis (default:
     the set's group, so each task reads whole groups); pinned to the set as it is now (or
     as it was ``at``: a datetime, an ISO-8601 string or a commit time in ns; ``timestamp=``
-    is its older name)."""
+    is its older name).
+
+    >>> import numpy as np, tessera
+    >>> cols = tessera.create_images("memory://doc-dask-images", size=(32, 32))
+    >>> _ = cols.append(np.full((3, 32, 32, 3), 128, np.uint8))
+    >>> x = from_images("memory://doc-dask-images", k=4)
+    >>> x.shape, x.dtype
+    ((3, 32, 32, 3), dtype('uint8'))
+    """
     when = at_ns(renamed("timestamp", "at", timestamp, at))
     source = ImageSource(url, k, output, scale, time.time_ns() if when is None else when,
                          dict(storage_options or {}))

@@ -33,7 +33,14 @@ DEFAULT_CHUNK_BYTES = 64 << 20
 
 
 class TensorSource:
-    """What ``dask.array.from_array`` slices: one tensor of a table."""
+    """What ``dask.array.from_array`` slices: one tensor of a table.
+
+    >>> import tempfile, numpy as np, tessera
+    >>> url = tempfile.mkdtemp() + "/tensors"
+    >>> _ = tessera.create_table(url).write("x", np.arange(4.0))
+    >>> TensorSource(url, "x", 1, {})[1:3].tolist()
+    [1.0, 2.0]
+    """
 
     def __init__(self, url: str, tensor_id: str, version: int,
                  storage_options: dict[str, Any]) -> None:
@@ -68,7 +75,14 @@ def from_tensor(url: str, tensor_id: str, *, chunks: Any = None, at: At = None,
     """A dask array of tensor ``tensor_id`` of the table at ``url`` (as it was ``at``: a
     version, a datetime or an ISO-8601 string; ``version=`` is its older name); ``chunks``
     as dask takes them (default: whole trailing dimensions, leading slices of about 64
-    MiB)."""
+    MiB).
+
+    >>> import tempfile, numpy as np, tessera
+    >>> url = tempfile.mkdtemp() + "/tensors"
+    >>> _ = tessera.create_table(url).write("x", np.arange(6.0).reshape(2, 3))
+    >>> from_tensor(url, "x").sum().compute()
+    np.float64(15.0)
+    """
     table = TensorTable.open(url, at=renamed("version", "at", version, at),
                              storage_options=storage_options)
     source = TensorSource(url, tensor_id, table.version, dict(storage_options or {}))

@@ -63,6 +63,11 @@ class DistributedGroupSampler(Sampler[int]):
         keys: instead of a dataset, one group key per sample position (by keyword only).
         buffer_groups: groups whose samples are mixed at a time (the memory a loader's
             cache needs to hold: about this many groups).
+
+    >>> sampler = DistributedGroupSampler(keys=[0, 0, 1, 1, 2, 2], num_replicas=2, rank=0,
+    ...                                   shuffle=False)
+    >>> sorted(sampler)  # this rank's share: whole groups (same key), none split between ranks
+    [0, 1, 4, 5]
     """
 
     def __init__(self, dataset: Grouped | None = None, num_replicas: int | None = None,

@@ -94,6 +94,14 @@ class FrequencyDataset(Dataset[Any]):
             another model reading the same set in this process, fetches only diagonals not
             held yet; 0: no cache; a number: a cache of this many bytes of this dataset's
             own (per worker process).
+
+    >>> import numpy as np, tessera
+    >>> cols = tessera.create_images("memory://doc-frequency-dataset", size=(32, 32))
+    >>> _ = cols.append(np.zeros((3, 32, 32, 3), np.uint8), labels=[0, 1, 1])
+    >>> ds = FrequencyDataset("memory://doc-frequency-dataset", k=4)
+    >>> image, label = ds[2]
+    >>> len(ds), tuple(image.shape), int(label)
+    (3, (3, 32, 32), 1)
     """
 
     def __init__(self, url: str, k: KSchedule = 8, *, output: str = "pixels",

@@ -123,7 +123,14 @@ class _Node:
 
 
 class Group(_Node):
-    """A group: a hierarchy of names holding groups and datasets (as h5py's)."""
+    """A group: a hierarchy of names holding groups and datasets (as h5py's).
+
+    >>> with File("memory://doc-h5-group/f.h5", "w") as f:
+    ...     group = f.create_group("runs")
+    ...     _ = group.create_dataset("first", data=[1, 2, 3])
+    ...     sorted(f["runs"].keys())
+    ['first']
+    """
 
     # -- names -----------------------------------------------------------------------------
     def _resolve(self, name: str | bytes) -> str:
@@ -374,7 +381,15 @@ class Group(_Node):
 
 
 class Dataset(_Node):
-    """A dataset: a Tessera array read and written with numpy indexing."""
+    """A dataset: a Tessera array read and written with numpy indexing.
+
+    >>> import numpy as np
+    >>> with File("memory://doc-h5-dataset/f.h5", "w") as f:
+    ...     ds = f.create_dataset("x", shape=(4, 4), dtype="f4", chunks=(2, 2))
+    ...     ds[1:3, 1:3] = 1.0
+    ...     ds.shape, ds.chunks, float(ds[...].sum())
+    ((4, 4), (2, 2), 4.0)
+    """
 
     def __init__(self, file: File, path: str, array: Array | None = None) -> None:
         super().__init__(file, path)
@@ -609,6 +624,13 @@ class File(Group):
     (8 MiB) on memory and local folder stores, 0 on network stores. ``rdcc_nslots`` and
     ``rdcc_w0`` are taken as h5py takes them and change nothing (the cache is least
     recently used out first).
+
+    >>> import numpy as np
+    >>> with File("memory://doc-h5-file/f.h5", "w") as f:
+    ...     _ = f.create_dataset("scans/a", data=np.arange(6).reshape(2, 3))
+    >>> with File("memory://doc-h5-file/f.h5") as f:
+    ...     f["scans/a"][1].tolist()
+    [3, 4, 5]
     """
 
     def __init__(self, uri: str | os.PathLike[str], mode: str = "r", *,

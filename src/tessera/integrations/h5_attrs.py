@@ -36,7 +36,14 @@ def join_path(path: str, name: str) -> str:
 
 
 class AttributeManager(MutableMapping[str, Any]):
-    """``obj.attrs``: a mapping stored as JSON beside the node (numbers keep their dtype)."""
+    """``obj.attrs``: a mapping stored as JSON beside the node (numbers keep their dtype).
+
+    >>> from tessera.integrations.h5 import File
+    >>> with File("memory://doc-h5-attrs/f.h5", "w") as f:
+    ...     f.attrs["units"] = "m/s"
+    ...     f.attrs["units"], list(f.attrs)
+    ('m/s', ['units'])
+    """
 
     def __init__(self, store: Store, path: str, writable: bool) -> None:
         self._store, self._key, self._writable = store, join_path(path, ATTRS_KEY), writable

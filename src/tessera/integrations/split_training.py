@@ -169,6 +169,24 @@ class SplitTrainer:
         emulate: testing only (:mod:`tessera.frozen.emulate`): the client sleeps the
             emulated seconds of its layers and of training instead of computing (losses are
             0), to pair with a server started with the same emulation file.
+
+    Without a server (as here) every layer runs in this process; with one, the frozen
+    layers up to the chosen split run beside the store (docs/frozen.md).
+
+    >>> import tempfile, numpy as np, torch, tessera
+    >>> from tessera.frozen.manifest import InputSpec
+    >>> from tessera.frozen.models import init_model
+    >>> from tessera.frozen.remote import FrozenModel
+    >>> folder = tempfile.mkdtemp()
+    >>> spec = init_model("resnet18", folder, num_classes=3, input=InputSpec(height=32, width=32))
+    >>> data = tessera.from_numpy(folder + "/samples",
+    ...                           np.zeros((8, 3, 32, 32), np.uint8), tile=(4, 3, 32, 32))
+    >>> trainer = SplitTrainer(FrozenModel.local(spec, folder), freeze="layer4.0", data=data,
+    ...                        labels=[0, 1, 2, 0, 1, 2, 0, 1], batch_size=4)
+    >>> optimizer = torch.optim.SGD(trainer.trainable_parameters(), lr=0.01)
+    >>> report = trainer.train_epoch(optimizer, torch.nn.functional.cross_entropy)
+    >>> report.epoch, len(report.losses)
+    (0, 2)
     """
 
     def __init__(self, net: FrozenModel, head: nn.Module | None = None, *,
@@ -452,6 +470,19 @@ class FrozenFeatureDataset(torch.utils.data.Dataset[tuple[torch.Tensor, Any]]):
     uses) sends one request per ``request_size`` samples; ``__getitem__`` one sample.
 
     Items are ``(features, label)`` with ``labels``, else features alone.
+
+    >>> import tempfile, numpy as np, tessera
+    >>> from tessera.frozen.manifest import InputSpec
+    >>> from tessera.frozen.models import init_model
+    >>> from tessera.frozen.remote import FrozenModel
+    >>> folder = tempfile.mkdtemp()
+    >>> spec = init_model("resnet18", folder, num_classes=3, input=InputSpec(height=32, width=32))
+    >>> data = tessera.from_numpy(folder + "/samples", np.zeros((4, 3, 32, 32), np.uint8))
+    >>> ds = FrozenFeatureDataset(FrozenModel.local(spec, folder), data, split="layer1.0",
+    ...                           labels=[0, 1, 2, 0])
+    >>> features, label = ds[3]
+    >>> tuple(features.shape), label
+    ((64, 8, 8), 0)
     """
 
     def __init__(self, net: FrozenModel, data: Array | str, split: int, *,

@@ -44,6 +44,13 @@ class TensorTableDataset(Dataset[Any]):
         at: the table as it was then: a version, a datetime or an ISO-8601 string (default:
             the newest when made; ``version=`` is its older name).
         dense: sparse tensors' samples as dense tensors instead of sparse COO ones.
+
+    >>> import tempfile, numpy as np, tessera
+    >>> url = tempfile.mkdtemp() + "/tensors"
+    >>> _ = tessera.create_table(url).write("x", np.arange(6.0).reshape(3, 2))
+    >>> ds = TensorTableDataset(url, "x")  # one sample per row of the tensor
+    >>> len(ds), ds[1].tolist()
+    (3, [2.0, 3.0])
     """
 
     def __init__(self, url: str, ids: Sequence[str] | str | None = None, *,

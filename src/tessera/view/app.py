@@ -221,7 +221,12 @@ STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript",
 
 def create_app(viewer: Viewer, *, token: str) -> ASGIApp:
     """The viewer's ASGI app over ``viewer``, guarded by ``token`` (see the module
-    docstring)."""
+    docstring), for any ASGI server; :func:`~tessera.view.running` serves it on a thread.
+
+    >>> app = create_app(Viewer("memory://doc-create-app"), token="t0k3n")
+    >>> callable(app)
+    True
+    """
     if len(token) < 4:
         raise InvalidArgumentError("the viewer's token must have at least 4 characters")
 

@@ -61,9 +61,17 @@ def check_host(host: str, allow_remote: bool) -> None:
 
 @contextlib.contextmanager
 def running(viewer: Viewer, *, host: str = "127.0.0.1", port: int = 0,
-            token: str | None = None) -> Iterator[str]:
+            token: str | None = None, allow_remote: bool = False) -> Iterator[str]:
     """Serve ``viewer`` on a thread; yields its address (with the token) until the block
-    ends."""
+    ends. A ``host`` beyond loopback needs ``allow_remote``.
+
+    >>> import httpx, numpy as np, tessera
+    >>> _ = tessera.from_numpy("memory://doc-running/a", np.arange(3))
+    >>> with running(Viewer("memory://doc-running")) as url:
+    ...     httpx.get(url).status_code
+    200
+    """
+    check_host(host, allow_remote)
     token = token or secrets.token_urlsafe(24)
     sock = _bind(host, port)
     server = _server(viewer, token)
@@ -82,8 +90,17 @@ def running(viewer: Viewer, *, host: str = "127.0.0.1", port: int = 0,
 
 
 def serve(viewer: Viewer, *, host: str = "127.0.0.1", port: int = 0,
-          token: str | None = None, on_ready: Callable[[str], None] | None = None) -> None:
-    """Serve ``viewer`` until interrupted; ``on_ready`` gets the address once listening."""
+          token: str | None = None, on_ready: Callable[[str], None] | None = None,
+          allow_remote: bool = False) -> None:
+    """Serve ``viewer`` until interrupted (``tessera view``); ``on_ready`` gets the address
+    once listening. A ``host`` beyond loopback needs ``allow_remote``:
+
+    >>> serve(Viewer("memory://doc-serve-view"), host="0.0.0.0")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tessera.errors.InvalidArgumentError: the viewer binds to this machine only ...
+    """
+    check_host(host, allow_remote)
     token = token or secrets.token_urlsafe(24)
     sock = _bind(host, port)
     if on_ready is not None:

@@ -80,3 +80,13 @@ def test_loader_workers_read_the_snapshot(image_set) -> None:
         assert x.shape == (4, 3, 32, 64)
         seen += y.tolist()
     assert sorted(seen) == list(range(16))  # every image once; the later append unseen
+
+
+def test_a_schedule_that_is_a_lambda_reaches_spawned_workers_as_its_k(image_set) -> None:
+    url, _ = image_set
+    ds = FrequencyDataset(url, k=lambda epoch: 1 if epoch == 0 else 8, output="coefficients")
+    ds.set_epoch(1)
+    shapes = {tuple(x.shape) for x, _ in ds.loader(batch_size=4, num_workers=1,
+                                                   buffer_groups=1)}
+    assert shapes == {(4, *ds[0][0].shape)}  # the workers read at epoch 1's k
+    assert ds[0][0].shape[-1] == ds.columns.fmt.kept(8)

@@ -153,6 +153,13 @@ class FrequencyDataset(Dataset[Any]):
         self.epoch = int(epoch)
         self.k = self._resolve(self._schedule)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What a worker process receives: the current ``k`` in place of the schedule (a
+        worker never changes epochs, and a lambda cannot be pickled for ``spawn``)."""
+        state = dict(self.__dict__)
+        state["_schedule"] = self.k
+        return state
+
     def __len__(self) -> int:
         return len(self.ids)
 

@@ -1,57 +1,7 @@
-"""Choosing the split: HAPI's cost model with overlap (paper section 4.3; docs/frozen.md),
-the baselines' rules, and the table ``explain`` prints.
-
-Per training iteration of ``B`` samples sent as ``q = ceil(B / R)`` requests of ``R``, with
-``c = min(C, q x (1 + prefetch))`` requests on the server at once (the next iterations'
-requests are already there)::
-
-    server   T_fwd = a_s * q * Phi(s)              Phi = R * sum_{k<=s} t_srv[k]  (take turns)
-             T_par = q * P(s) / c                  P   = R * (read + prep + o_s * copy)
-                                                       + load(s) (without a model cache)
-             T_s   = T_fwd + T_par
-             (a CPU server, whose reported per-layer times are wall times of c requests
-             sharing its cores: T_fwd = a_s * q * (Phi + P) / c, T_par = 0)
-    network  T_n   = B * o_s / bandwidth + ceil(q / c) * rtt
-    client   T_c   = a_c * B * (o_s * receive + sum_{s<k<=F} t_cli[k] + train) + q * r_c
-    NoSplit  T_s = 0, T_n = a_r * (B * input bytes / bandwidth + rtt), T_c adds the
-             client's own decoding of stored samples
-    auto     max(T_c, T_s + T_n)                 the paper's overlap rule (Alg. 1 line 18),
-                                                 when one request is on the server at a time
-             max(T_c, T_fwd, T_par, T_n)          when ``c >= 2``: the server's forward passes,
-                                                 its reads and the link overlap too (measured:
-                                                 the paper's rule over-estimated these
-                                                 pipelines by up to 2x)
-    sum      T_c + T_s + T_n                     Neurosurgeon's rule (the paper's NSG baseline)
-    epoch    (iterations - 1) * T_iter + T_head + T_c + one request's latency
-             T_head = T_s + T_n (one request at a time) or max(T_fwd, T_par, T_n): the first
-             iteration passes every stage in turn, each later one at the slowest one's pace
-             (measured: without the first iteration's client, epochs of 2 iterations came
-             out 15-40% short)
-
-``a_s``, ``a_c`` and ``a_r`` calibrate the model to the machine (1 when not profiled):
-``a_c`` is the client's measured busy seconds per iteration at its profiled split over the
-model's (it absorbs the fetch threads competing with the compute), ``a_s`` the iteration
-time measured at ``s = F`` where the server sets the pace over the model's (cores shared by
-concurrent requests; with no steady iteration at ``F``, the first batch's latency there), and
-``a_r`` NoSplit's fetches of stored samples over the link's model of them, raised to the
-iteration time measured at split 0 when neither the client nor the link explains it (the
-read path's own costs: one request per tile, the store's latency, decoding beside the link).
-``r_c`` is the client's busy seconds per iteration at ``F`` (where it only trains on what it
-received) beyond the model's, per answer: receiving answers (their framing and parse, the
-fetch thread's share of the core) costs the client's compute more than collating their bytes.
-With the client profiled at NoSplit, where no answer arrives, the model put the client's
-compute at F 10-60% short and at the other splits that receive answers up to 35% (real ResNet18 and
-AlexNet, 12 configurations: 121 of 168 swept epochs estimated within 15%; 144 with
-``r_c``, replayed on the same measurements).
-
-A split is infeasible when the client's memory estimate for it exceeds its budget, when one
-sample's features exceed the server's output limit, or when the server's memory per sample
-is over its budget; ``explain`` says which.
-
-Algorithm 1 of the paper is referenced by line in its text, but its body is not there: the
-profiling schedule :mod:`tessera.integrations.split_training` follows (epoch 0: first half at
-``s = F`` to profile the server, second half at the earliest client-feasible split to profile
-the client, then this planner) is **reconstructed from the prose** (docs/frozen.md).
+"""Choosing the split: HAPI's cost model with overlap (paper section 4.3), the baselines'
+rules, and the table ``explain`` prints. The model, term by term, and how it was
+calibrated against measured epochs: docs/design/split-planner.md; what users see:
+docs/frozen.md.
 
 >>> p = SplitProfile(names=("a", "b", "c"), out_bytes=(400, 100, 40), input_bytes=300,
 ...                  freeze=2, server_fwd_s=(0.01, 0.01), client_fwd_s=(0.01, 0.01, 0.002),

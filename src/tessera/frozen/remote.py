@@ -38,7 +38,8 @@ from tessera.pushdown.client import PushdownClient
 from tessera.pushdown.framing import ReadResponse
 from tessera.pushdown.infer_items import Augment, InferHeader, InferRequest, Region
 
-#: features agree when ``max|a - b| <= RTOL * max|b|`` (measured worst: 1.6e-6; docs/design/frozen-measurements.md)
+#: features agree when ``max|a - b| <= RTOL * max|b|`` (measured worst: 1.6e-6;
+#: docs/design/frozen-measurements.md)
 RTOL = {"<f4": 1e-4, "<f2": 1e-2}
 
 

@@ -197,7 +197,7 @@ def _sparse(viewer: Viewer, arr: Any, attr: str, index: list[int], ay: int | Non
             box: tuple[int, int, int, int], step: int,
             ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """A sparse array's cells in the box as a raster at ``step`` and the mask of drawn
-    pixels (the newest cell wins where several fall on one pixel)."""
+    pixels (where several cells fall on one pixel, the last the read returns is drawn)."""
     y0, y1, x0, x1 = box
     dims = arr.schema.dims
     sel: list[Any] = [slice(i, i + 1) for i in index]

@@ -4,22 +4,16 @@
 the operations below; what h5py can do and this facade cannot raises
 :class:`NotImplementedError` naming the feature.
 
-Layout in the store, below the file's URI: a group is a folder holding ``__group.json``; a
-dataset is a Tessera array (a folder holding ``__schema.json``, its chunks as tiles);
-attributes of a group live in its ``__attrs.json``, a dataset's in its array's metadata
-(:attr:`tessera.Array.metadata`); JSON either way, numbers and arrays keep their dtype, never
-pickled. Dataset writes add fragments, so earlier versions stay readable with
-``tessera.open_array(url, at=...)``.
+A group is a folder holding ``__group.json``, a dataset a Tessera array (its chunks are
+tiles; its writes add fragments, so ``tessera.open_array(url, at=...)`` reads earlier
+versions); attributes are JSON, never pickled (the layout: docs/integrations.md).
 
-Selections, creation arguments, attributes, groups and file modes follow h5py, refusals
-and exception classes included (as Tessera errors that are also h5py's built-in classes;
-selections by :data:`~tessera.format.selection.H5_RULES`). Differences from h5py: ``chunks``
-is always the tile shape (Tessera always tiles); datasets are numeric (no strings, compound
-or object dtypes) with at least one dimension; a value outside a dataset's dtype is refused
-where h5py wraps it; a group's attribute updates are read-modify-write of one object (last
-writer wins), a dataset's are per key (writers of different keys never lose each other's). Each
-dataset keeps a chunk cache as HDF5's (``rdcc_nbytes``; :mod:`tessera.integrations.h5_chunks`):
-small reads in chunks read before copy from memory.
+Selections (:data:`~tessera.format.selection.H5_RULES`), creation arguments, attributes,
+groups and file modes follow h5py, refusals and exception classes included. Differences:
+``chunks`` is always the tile shape; datasets are numeric with at least one dimension; a
+value outside a dataset's dtype is refused where h5py wraps it; a group's attribute updates
+are read-modify-write of one object (last writer wins), a dataset's per key. Each dataset
+keeps a chunk cache as HDF5's (``rdcc_nbytes``; :mod:`tessera.integrations.h5_chunks`).
 
 >>> import numpy as np
 >>> import tessera.h5 as h5py
@@ -126,9 +120,8 @@ class Group(_Node):
     """A group: a hierarchy of names holding groups and datasets (as h5py's).
 
     >>> with File("memory://doc-h5-group/f.h5", "w") as f:
-    ...     group = f.create_group("runs")
-    ...     _ = group.create_dataset("first", data=[1, 2, 3])
-    ...     sorted(f["runs"].keys())
+    ...     _ = f.create_group("runs").create_dataset("first", data=[1, 2, 3])
+    ...     list(f["runs"].keys())
     ['first']
     """
 
@@ -383,7 +376,6 @@ class Group(_Node):
 class Dataset(_Node):
     """A dataset: a Tessera array read and written with numpy indexing.
 
-    >>> import numpy as np
     >>> with File("memory://doc-h5-dataset/f.h5", "w") as f:
     ...     ds = f.create_dataset("x", shape=(4, 4), dtype="f4", chunks=(2, 2))
     ...     ds[1:3, 1:3] = 1.0
@@ -408,9 +400,8 @@ class Dataset(_Node):
         are seen without it, and other processes' within ``TESSERA_READ_REFRESH_S``
         (1 s by default).
 
-        >>> import numpy as np, tessera.h5 as h5
-        >>> with h5.File("memory://doc-h5-refresh", "w") as f:
-        ...     d = f.create_dataset("x", data=np.arange(4))
+        >>> with File("memory://doc-h5-refresh", "w") as f:
+        ...     d = f.create_dataset("x", data=[0, 1, 2, 3])
         ...     d.refresh()
         ...     d[:].tolist()
         [0, 1, 2, 3]
@@ -614,22 +605,17 @@ class _AsType:
 class File(Group):
     """An h5py-shaped file rooted at a store URI.
 
-    Modes as h5py's: ``r`` (read, must exist), ``r+`` (read/write, must exist), ``w``
-    (create, replacing a tessera.h5 file there; a location holding other objects is
-    refused, nothing deleted), ``w-`` or ``x`` (create, fail if it exists), ``a``
-    (read/write, create if missing).
+    Modes as h5py's: ``r`` (must exist), ``r+`` (read/write, must exist), ``w`` (create,
+    replacing a tessera.h5 file there; other objects there are refused, nothing deleted),
+    ``w-`` or ``x`` (create, fail if it exists), ``a`` (read/write, create if missing).
+    ``rdcc_nbytes``: each dataset's chunk cache in bytes (0: none;
+    :mod:`tessera.integrations.h5_chunks`), by default ``TESSERA_H5_CHUNK_CACHE_BYTES``
+    (8 MiB) on memory and folder stores, 0 on network stores; ``rdcc_nslots`` and
+    ``rdcc_w0`` are accepted as h5py's and change nothing (least recently used goes first).
 
-    ``rdcc_nbytes``: each dataset's chunk cache, in bytes (0: none; see
-    :mod:`tessera.integrations.h5_chunks`); by default ``TESSERA_H5_CHUNK_CACHE_BYTES``
-    (8 MiB) on memory and local folder stores, 0 on network stores. ``rdcc_nslots`` and
-    ``rdcc_w0`` are taken as h5py takes them and change nothing (the cache is least
-    recently used out first).
-
-    >>> import numpy as np
     >>> with File("memory://doc-h5-file/f.h5", "w") as f:
-    ...     _ = f.create_dataset("scans/a", data=np.arange(6).reshape(2, 3))
-    >>> with File("memory://doc-h5-file/f.h5") as f:
-    ...     f["scans/a"][1].tolist()
+    ...     _ = f.create_dataset("scans/a", data=[[0, 1, 2], [3, 4, 5]])
+    >>> File("memory://doc-h5-file/f.h5")["scans/a"][1].tolist()
     [3, 4, 5]
     """
 

@@ -68,7 +68,7 @@ def run(root: Path, side: int, reps: int) -> list[dict[str, Any]]:
     rng = np.random.default_rng(0)
     with running(Viewer(str(root), budget_bytes=1 << 30)) as address, \
             httpx.Client(base_url=address.split("?")[0], timeout=600,
-                         cookies={"tessera_view_token": address.split("token=")[1]}) as http:
+                         params={"token": address.split("token=")[1]}) as http:
         images = tessera.open(str(root / "photos"))
         pages = len(images) // 48
         for i, page in enumerate([0, *rng.integers(1, pages, reps).tolist()]):
@@ -101,7 +101,7 @@ def run(root: Path, side: int, reps: int) -> list[dict[str, Any]]:
     with PushdownTestServer(str(root)) as server, \
             running(Viewer(str(root), budget_bytes=1 << 30, pushdown=server.client())) as url, \
             httpx.Client(base_url=url.split("?")[0], timeout=600,
-                         cookies={"tessera_view_token": url.split("token=")[1]}) as http:
+                         params={"token": url.split("token=")[1]}) as http:
         rows += overviews(http, "overview through a pushdown server", reps)
     return rows
 

@@ -16,6 +16,7 @@ import tessera
 from tessera.images import psnr
 from tessera.testing.view_store import SampleStore
 from tessera.view import HANDLERS, Viewer, running
+from tessera.view.app import cookie_name
 from tessera.view.pictures import colour
 
 TOKEN = "test-token-1234"
@@ -47,10 +48,10 @@ def test_requests_without_the_token_get_403_and_the_token_sets_a_cookie(client) 
     page = client.get("/", params={"token": TOKEN})
     assert page.status_code == 200 and "app.js" in page.text
     assert "HttpOnly" in page.headers["set-cookie"]
-    assert page.cookies.get("tessera_view_token") == TOKEN
+    assert page.cookies.get(cookie_name(TOKEN)) == TOKEN
     for given, status in ((TOKEN, 200), ("nope", 403)):
         with httpx.Client(base_url=client.base_url,
-                          cookies={"tessera_view_token": given}) as fresh:
+                          cookies={cookie_name(TOKEN): given}) as fresh:
             assert fresh.get("/api/tree").status_code == status
 
 

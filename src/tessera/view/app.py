@@ -26,6 +26,7 @@ Only ``GET`` and ``HEAD`` are served: the viewer has no way to write.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import hmac
 import json
 import logging
@@ -51,8 +52,16 @@ _log = logging.getLogger("tessera.view")
 
 #: A handler: the viewer and the request's parameters -> a JSON-ready document.
 Handler = Callable[[Viewer, Query], Any]
-#: The cookie that carries the token after the page was opened with it.
-COOKIE = "tessera_view_token"
+
+
+def cookie_name(token: str) -> str:
+    """The cookie that carries ``token`` once the page was opened with it: named after the
+    token, so that viewers on other ports of this machine (cookies ignore ports) keep theirs.
+
+    >>> cookie_name("t0k3n")
+    'tessera_view_b81c829a'
+    """
+    return "tessera_view_" + hashlib.sha256(token.encode()).hexdigest()[:8]
 #: What the page may load: its own scripts and styles, pictures from data: URLs.
 POLICY = ("default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
           "script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
@@ -103,11 +112,8 @@ def _plain(value: Any) -> Any:
     """What ``json`` cannot write by itself: numpy scalars and arrays, datetimes."""
     if isinstance(value, dt.datetime):
         return value.isoformat()
-    for name in ("item", "tolist"):
-        method = getattr(value, name, None)
-        if callable(method):
-            return method()
-    return str(value)
+    tolist = getattr(value, "tolist", None)  # numpy arrays and scalars
+    return tolist() if callable(tolist) else str(value)
 
 
 def status_of(exc: Exception) -> int:
@@ -132,10 +138,12 @@ def finite(doc: Any) -> Any:
 
     >>> finite({"fill": float("nan"), "v": [1.5, float("-inf")], "at": 1795866248879781226})
     {'fill': 'nan', 'v': [1.5, '-inf'], 'at': '1795866248879781226'}
+    >>> import numpy as np
+    >>> finite({"a": np.array([1.0, np.nan]), "b": np.float32(2)})
+    {'a': [1.0, 'nan'], 'b': 2.0}
     """
-    item = getattr(doc, "item", None)
-    if callable(item) and getattr(doc, "ndim", None) == 0:  # a numpy scalar
-        doc = item()
+    if getattr(doc, "ndim", None) is not None and callable(getattr(doc, "tolist", None)):
+        doc = doc.tolist()  # a numpy array or scalar: lists and Python numbers
     if isinstance(doc, float):
         return doc if math.isfinite(doc) else str(doc)
     if isinstance(doc, int) and not isinstance(doc, bool) and abs(doc) > 1 << 53:
@@ -157,7 +165,7 @@ class TokenGate:
     opened with ``?token=`` sets it as a cookie (HttpOnly, SameSite=Strict)."""
 
     def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app, self.token = app, token.encode()
+        self.app, self.token, self.cookie = app, token.encode(), cookie_name(token)
 
     def _given(self, scope: Scope) -> tuple[bool, bool]:
         """Whether the request carries the token, and whether in its query."""
@@ -171,7 +179,7 @@ class TokenGate:
             if name == b"cookie":
                 jar: SimpleCookie = SimpleCookie()
                 jar.load(value.decode("latin-1"))
-                if COOKIE in jar and hmac.compare_digest(jar[COOKIE].value.encode(),
+                if self.cookie in jar and hmac.compare_digest(jar[self.cookie].value.encode(),
                                                          self.token):
                     return True, False
         return False, False
@@ -195,7 +203,7 @@ class TokenGate:
         if not in_query:
             await self.app(scope, receive, send)
             return
-        cookie = (f"{COOKIE}={self.token.decode()}; Path=/; HttpOnly; SameSite=Strict")
+        cookie = f"{self.cookie}={self.token.decode()}; Path=/; HttpOnly; SameSite=Strict"
 
         async def with_cookie(message: Any) -> None:
             if message["type"] == "http.response.start":

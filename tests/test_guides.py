@@ -53,21 +53,14 @@ def servers(s3_server) -> Iterator[dict[str, str]]:
                "token": first.token}
 
 
-#: Runs one page's blocks in a fresh interpreter (a page may register codecs or handlers:
-#: nothing of it may leak into the other tests): argv = page, then JSON substitutions.
+#: Runs a page's blocks, given as JSON ``[[code, line], ...]``, in order in one namespace in
+#: a fresh interpreter (a page may register codecs or handlers: nothing of it may leak into
+#: the other tests).
 RUNNER = """
-import json, re, sys, textwrap
-page, subs = sys.argv[1], json.loads(sys.argv[2])
-text = open(page).read()
-pattern = re.compile(r"(?:<!-- not run: (?P<why>.*?) -->\\n)?```python\\n(?P<code>.*?)```", re.S)
+import json, sys
+page, blocks = sys.argv[1], json.loads(sys.stdin.read())
 namespace = {"__name__": "__main__"}
-for m in pattern.finditer(text):
-    if m.group("why"):
-        continue
-    code = textwrap.dedent(m.group("code"))
-    for old, new in subs.items():
-        code = re.sub(old, new, code)
-    line = text[:m.start()].count("\\n") + 1
+for code, line in blocks:
     exec(compile("\\n" * line + code, page, "exec"), namespace)
 """
 
@@ -80,9 +73,17 @@ def test_a_guide_runs(page: Path, tmp_path, s3_server, servers) -> None:
                AWS_ACCESS_KEY_ID=str(options["access_key_id"]),
                AWS_SECRET_ACCESS_KEY=str(options["secret_access_key"]), AWS_ALLOW_HTTP="true",
                TESSERA_PUSHDOWN_TOKEN=servers["token"])
-    subs = {r"s3://(my-)?bucket": s3_server.unique_url(page.stem),
-            **{re.escape(name): url for name, url in servers.items() if name != "token"}}
-    done = subprocess.run([sys.executable, "-c", RUNNER, str(page), json.dumps(subs)],
+    bucket = s3_server.unique_url(page.stem)
+    blocks = []
+    for code, why, line in page_blocks(page):
+        if why:
+            continue
+        code = re.sub(r"s3://(my-)?bucket", bucket, code)
+        for name, url in servers.items():
+            if name.startswith("http"):
+                code = code.replace(name, url)
+        blocks.append([code, line])
+    done = subprocess.run([sys.executable, "-c", RUNNER, str(page)], input=json.dumps(blocks),
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
 

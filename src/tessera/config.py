@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar, get_args, get_type_hints
 
@@ -585,6 +586,18 @@ class ProcessConfig:
         if "TESSERA_DEBUG" in env and env["TESSERA_DEBUG"].strip() == "":
             env = {k: v for k, v in env.items() if k != "TESSERA_DEBUG"}
         return _from_env(cls, "TESSERA_", env)
+
+
+def has_screen(environ: Mapping[str, str] | None = None, platform: str = sys.platform) -> bool:
+    """Whether a browser can open here: macOS or Windows, or a desktop session (``DISPLAY``
+    or ``WAYLAND_DISPLAY`` set); ``tessera view`` opens one only then.
+
+    >>> has_screen({}, "linux"), has_screen({"DISPLAY": ":0"}, "linux"), has_screen({}, "darwin")
+    (False, True, True)
+    """
+    env = os.environ if environ is None else environ
+    return platform in ("darwin", "win32") or bool(env.get("DISPLAY")
+                                                   or env.get("WAYLAND_DISPLAY"))
 
 
 #: Config dataclasses' field types, resolved once per class (``get_type_hints`` takes about

@@ -20,6 +20,15 @@ if TYPE_CHECKING:
     from tessera.array.array import Array
 
 
+def a_kind(kind: str) -> str:
+    """``kind`` with its article.
+
+    >>> a_kind("image set"), a_kind("array")
+    ('an image set', 'an array')
+    """
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+
+
 def array_doc(url: str, arr: Array) -> dict[str, Any]:
     """An array's ``info`` document."""
     schema = arr.schema

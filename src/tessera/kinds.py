@@ -75,9 +75,11 @@ def open(url: str, mode: str = "r", *, storage_options: dict[str, Any] | None = 
 
 
 def opened(url: str, mode: str = "r", *, storage_options: dict[str, Any] | None = None,
-           config: Config | None = None, at: At = None,
+           config: Config | None = None, at: At = None, cache: Any = "shared",
            ) -> tuple[str, Array | TensorTable | ImageColumns | File]:
-    """:func:`open`, and the kind it found (as :func:`kind_at` names it)."""
+    """:func:`open`, and the kind it found (as :func:`kind_at` names it). ``cache``: an image
+    set's column cache (:meth:`~tessera.images.ImageColumns.open`; ``None``: every read
+    fetches)."""
     settings = config or Config.from_env()
     store = open_store(url, config=settings.store, **(storage_options or {}))
     kind = kind_at(store)
@@ -93,7 +95,7 @@ def opened(url: str, mode: str = "r", *, storage_options: dict[str, Any] | None 
         from tessera.images.columns import open_images
 
         return kind, open_images(url, mode, storage_options=storage_options, config=settings,
-                                 at=at)
+                                 at=at, cache=cache)
     if kind == "tessera.h5 file":
         if at is not None:
             raise InvalidArgumentError("a tessera.h5 file has no time travel: open its "

@@ -1,7 +1,7 @@
 """Dense arrays in tiles and immutable fragments (the TileDB model) on any Tessera store.
 
 >>> import numpy as np, tessera
->>> arr = tessera.from_numpy("memory://doc-array-class", np.arange(12).reshape(3, 4), tile=(2, 2))
+>>> arr = tessera.from_numpy("memory://doc-array", np.arange(12).reshape(3, 4), tile=(2, 2))
 >>> arr[1:, ::2]
 array([[ 4,  6],
        [ 8, 10]])

@@ -34,7 +34,7 @@ from tessera.cli.common import (
     table,
     url_arg,
 )
-from tessera.describe import describe
+from tessera.describe import a_kind, describe
 from tessera.errors import BeforeFirstCommitError, DataNotFoundError, InvalidArgumentError
 from tessera.format.parse import parse_selection
 from tessera.integrations.h5 import File
@@ -149,15 +149,6 @@ def open_any(url: str, opts: dict[str, Any], at: str | None) -> tuple[str, Any]:
         first = exc.first_commit.isoformat() if exc.first_commit else "its first commit"
         raise BeforeFirstCommitError(f"{url} did not exist yet at --at {at}: its first commit "
                                      f"was at {first}", exc.first_commit) from None
-
-
-def a_kind(kind: str) -> str:
-    """``kind`` with its article.
-
-    >>> a_kind("image set"), a_kind("array")
-    ('an image set', 'an array')
-    """
-    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
 
 
 def print_doc(doc: dict[str, Any]) -> None:

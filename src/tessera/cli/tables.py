@@ -22,8 +22,8 @@ from tessera.cli.common import (
     table,
     url_arg,
 )
-from tessera.cli.data import a_kind, print_doc
-from tessera.describe import table_doc
+from tessera.cli.data import print_doc
+from tessera.describe import a_kind, table_doc
 from tessera.errors import TableNotFoundError
 from tessera.kinds import kind_at
 from tessera.storage.blocking import open_store

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -19,13 +17,8 @@ from tessera.cli.common import (
     out,
     url_arg,
 )
+from tessera.config import has_screen
 from tessera.errors import ConfigError
-
-
-def _has_screen() -> bool:
-    """Whether a browser could open here (a desktop session)."""
-    return sys.platform in ("darwin", "win32") or bool(
-        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
 def view(
@@ -73,13 +66,11 @@ def view(
     """
     try:
         from tessera.view import Viewer, serve
-        from tessera.view.serve import check_host
     except ImportError as exc:
         raise ConfigError(f"tessera view needs the view extra ({exc.name} is missing): "
                           "pip install 'tessera[view]'") from None
     if budget_mb <= 0:
         raise typer.BadParameter(f"must be positive, got {budget_mb}", param_hint="--budget-mb")
-    check_host(host, allow_remote)
     viewer = Viewer(url, storage_options=options(endpoint, region, allow_http, option),
                     budget_bytes=int(budget_mb * (1 << 20)), models=models,
                     pushdown=pushdown)
@@ -88,7 +79,7 @@ def view(
     def ready(address: str) -> None:
         out.print(f"Tessera viewer of {url}: {address}", soft_wrap=True)
         err.print("[dim]read-only; Ctrl-C stops it[/]")
-        if not no_browser and _has_screen():
+        if not no_browser and has_screen():
             import webbrowser
 
             webbrowser.open(address)

@@ -109,11 +109,9 @@ HANDLERS: dict[str, Handler] = {
 
 
 def _plain(value: Any) -> Any:
-    """What ``json`` cannot write by itself: numpy scalars and arrays, datetimes."""
-    if isinstance(value, dt.datetime):
-        return value.isoformat()
-    tolist = getattr(value, "tolist", None)  # numpy arrays and scalars
-    return tolist() if callable(tolist) else str(value)
+    """What ``json`` cannot write by itself (numpy values are lists and numbers already,
+    by :func:`finite`): datetimes in ISO-8601, anything else as its text."""
+    return value.isoformat() if isinstance(value, dt.datetime) else str(value)
 
 
 def status_of(exc: Exception) -> int:

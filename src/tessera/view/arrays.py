@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from tessera.describe import array_doc
+from tessera.errors import InvalidArgumentError
 from tessera.query.plan import Plan
 from tessera.view.core import Viewer
 from tessera.view.params import Query
@@ -59,21 +60,18 @@ def _geometry(arr: Any, q: Query) -> tuple[list[int], int | None, int, list[int]
         axes = [-1, 0] if axes in ([0], [-1, 0]) else axes
     if len(axes) != 2 or any(not -1 <= a < nd for a in axes) or axes[0] == axes[1] or \
             (nd >= 2 and min(axes) < 0):
-        raise_bad(f"axes must be two different axes of the array's {nd}, got {axes}")
+        raise InvalidArgumentError(f"axes must be two different axes of the array's {nd}, "
+                                   f"got {axes}")
     index = q.integers("index", [0] * nd)
     if len(index) != nd:
-        raise_bad(f"index must give one position per axis ({nd}), got {len(index)}")
+        raise InvalidArgumentError(f"index must give one position per axis ({nd}), got "
+                                   f"{len(index)}")
     for d, (i, n) in enumerate(zip(index, shape, strict=True)):
         if not 0 <= i < max(n, 1):
-            raise_bad(f"index[{d}] = {i} is outside the array's {n} positions on that axis")
+            raise InvalidArgumentError(f"index[{d}] = {i} is outside the array's {n} "
+                                       "positions on that axis")
     ay = None if axes[0] < 0 else axes[0]
     return index, ay, axes[1], shape
-
-
-def raise_bad(message: str) -> None:
-    from tessera.errors import InvalidArgumentError
-
-    raise InvalidArgumentError(message)
 
 
 def _box(q: Query, ny: int, nx: int) -> tuple[int, int, int, int, int, int, int]:

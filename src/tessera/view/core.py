@@ -23,8 +23,9 @@ from typing import Any
 
 from tessera.array.array import Array
 from tessera.config import Config
+from tessera.describe import a_kind
 from tessera.errors import InvalidArgumentError, MemoryLimitError
-from tessera.kinds import kind_at, opened
+from tessera.kinds import opened
 from tessera.storage.blocking import Store, open_store
 from tessera.view.params import child_url, clean_path
 from tessera.when import moment
@@ -73,20 +74,11 @@ class Viewer:
             if key in self._open and not fresh:
                 self._open.move_to_end(key)
                 return self._open[key]
-            url = child_url(self.url, key[0])
-            when = moment(at, "at")
-            found: tuple[str, Any]
-            if kind_at(self.store(key[0])) == "image set":  # no cache: reads say what they read
-                from tessera.images.columns import open_images
-
-                found = ("image set", open_images(url, "r", storage_options=self.storage_options,
-                                                  config=self.config, at=when, cache=None))
-            else:
-                found = opened(url, "r", storage_options=self.storage_options,
-                               config=self.config, at=when)
-                handle = found[1]
-                if isinstance(handle, Array) and self.pushdown is not None:
-                    handle.pushdown = self.pushdown
+            found = opened(child_url(self.url, key[0]), "r",
+                           storage_options=self.storage_options, config=self.config,
+                           at=moment(at, "at"), cache=None)  # image sets: reads say what they read
+            if isinstance(found[1], Array) and self.pushdown is not None:
+                found[1].pushdown = self.pushdown
             self._open[key] = found
             while len(self._open) > KEEP_OPEN:
                 self._open.popitem(last=False)
@@ -96,11 +88,8 @@ class Viewer:
         """:meth:`open`, refusing anything but ``kind``."""
         found_kind, handle = self.open(path, at, fresh=fresh and at is None)
         if found_kind != kind:
-            def a(what: str) -> str:
-                return f"{'an' if what[0] in 'aeiou' else 'a'} {what}"
-
-            raise InvalidArgumentError(f"{path or 'the viewed URL'} is {a(found_kind)}, not "
-                                       f"{a(kind)}")
+            raise InvalidArgumentError(f"{path or 'the viewed URL'} is {a_kind(found_kind)}, "
+                                       f"not {a_kind(kind)}")
         return handle
 
     def check_budget(self, nbytes: int, what: str) -> None:

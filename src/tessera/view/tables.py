@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from tessera.describe import table_doc
+from tessera.errors import InvalidArgumentError
 from tessera.tables.layouts import get_layout
 from tessera.view.core import Viewer
 from tessera.view.params import Query
@@ -69,8 +70,6 @@ def tensor(viewer: Viewer, q: Query) -> dict[str, Any]:
         index = q.integers("index", [0] * len(shape))
         if len(index) != len(shape) or any(not 0 <= i < max(n, 1)
                                            for i, n in zip(index, shape, strict=True)):
-            from tessera.errors import InvalidArgumentError
-
             raise InvalidArgumentError(f"index must give one position within the tensor's "
                                        f"shape {shape} per axis, got {index}")
         if len(shape) >= 2:

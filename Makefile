@@ -58,7 +58,8 @@ test-all: $(VENV)/.installed-all
 # mkdocstrings) into build/site, every warning an error: a broken link, a missing page, a
 # reference that does not resolve.
 docs: $(VENV)/.installed-all
-	$(BIN)/python -m doctest mkdocs_ext/rst_docstrings.py mkdocs_ext/cli_reference.py
+	$(BIN)/python -m doctest mkdocs_ext/rst_docstrings.py mkdocs_ext/cli_reference.py \
+		mkdocs_ext/config_reference.py
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 lint: $(VENV)/.installed-all

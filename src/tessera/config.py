@@ -113,8 +113,7 @@ class PlannerConfig:
         method: ``auto`` (cost-based), or a forced ``get``, ``merge``, ``fetch``,
             ``pushdown`` (or a mode a plug-in registered) for every read that does not pass
             ``method=``; checked against the read-mode registry
-            (:mod:`tessera.query.methods`) when an array handle opens, so the ground floor
-            holds no list that the registry above it fills.
+            (:mod:`tessera.query.methods`) when an array handle opens.
         phi: seconds a read may take longer to save one dollar (0: fastest).
         pricing: price table for the dollars in plans (``s3``, ``gcs``, ``azure``,
             ``local``); empty: chosen from the store's URL scheme.
@@ -181,8 +180,7 @@ class ReadConfig:
             (as TileDB reads an open array's fragment bookkeeping once, and zarr its
             metadata). Listing at every read costs a LIST per read: on S3 a LIST costs 12.5x
             a GET ($0.005 against $0.0004 per 1000), so a loop of small reads would pay
-            more for listing than for data; and through an emulated 20 ms link the test
-            server's LIST held a 21 x 21 box read at 28 ms against 24 ms without it.
+            more for listing than for data, and wait a round trip more per read.
         window_bytes: the most bytes a read holds beside its output: tiles whose requests
             are in flight or whose bytes arrived and wait to be decoded and placed (their
             encoded bytes, and their decoded bytes when compressed). A tile takes its share
@@ -586,6 +584,17 @@ class ProcessConfig:
         if "TESSERA_DEBUG" in env and env["TESSERA_DEBUG"].strip() == "":
             env = {k: v for k, v in env.items() if k != "TESSERA_DEBUG"}
         return _from_env(cls, "TESSERA_", env)
+
+
+#: Every settings class with the prefix of its environment variables (``prefix + FIELD``
+#: in upper case), in the order the configuration guide lists them.
+ENVIRONMENT: tuple[tuple[type, str], ...] = (
+    (StoreConfig, "TESSERA_STORE_"), (RetryPolicy, "TESSERA_RETRY_"),
+    (PlannerConfig, "TESSERA_PLANNER_"), (ReadConfig, "TESSERA_READ_"),
+    (WriteConfig, "TESSERA_WRITE_"), (TablesConfig, "TESSERA_TABLES_"),
+    (ImageConfig, "TESSERA_IMAGES_"), (CacheConfig, "TESSERA_"),
+    (PushdownConfig, "TESSERA_PUSHDOWN_"), (ServerConfig, "TESSERA_SERVER_"),
+    (ProcessConfig, "TESSERA_"))
 
 
 def has_screen(environ: Mapping[str, str] | None = None, platform: str = sys.platform) -> bool:

@@ -22,6 +22,11 @@ FORBIDDEN = {
     "a path outside the repository": re.compile(
         r"(\.\./)+(shared|\.library)\b|(?<![\w:/])/(work|root|home|Users)/"),
     "a date outside code": re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b"),
+    "a figure of one machine": re.compile(
+        r"\b(this|the) (2|two)-core\b|\bdevelopment machine\b|\bmeasured on this machine\b",
+        re.I),
+    "a history of fixes": re.compile(r"\bbefore (this|it) was fixed\b|\bused to return\b",
+                                     re.I),
 }
 
 
@@ -45,6 +50,6 @@ def test_a_user_page_speaks_of_now(page: Path) -> None:
 
 def test_the_check_finds_what_it_forbids() -> None:
     bad = ("Fixed in issue 53 during wave 4, see ../shared/seeds/x.pdf and /work/main; "
-           "measured on 2026-11-27.")
+           "measured on 2026-11-27 on this 2-core machine; before this was fixed it failed.")
     assert {what for what, p in FORBIDDEN.items() if p.search(prose(bad))} == \
         set(FORBIDDEN) - {"a session"}

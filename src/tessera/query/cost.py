@@ -48,8 +48,8 @@ class StoreProfile:
             requests: what a small read costs where the link is not what it waits for.
             Added to a plan's estimate, never to the costs that choose between methods
             (they are the same whichever method is chosen). ``tessera store profile`` measures
-            them through the array reader; the defaults were measured on the development
-            machine (docs/performance.md, "Per-call cost").
+            them through the array reader; the defaults are typical of a laptop-class
+            CPU (docs/performance.md, "Per-call cost").
         now_request_s: the time of one request of a read made on the calling thread (a
             small read of a memory or folder store, one request after another without the
             event loop: :func:`~tessera.query.plan.plan_needs` ``now_bytes``); ``None``:
@@ -104,8 +104,8 @@ class StoreProfile:
         one in flight, each ``now_request_s`` (default ``T_R``) plus its bytes at
         ``now_bytes_per_s`` (default ``BW(1)``). A plan made with it halves no range for
         concurrency it will not have, and merges or splits ranges at what a request costs
-        there (5-10 us on a folder, where the loop's ``T_R`` of 150 us had two tiles' ranges
-        merged across 120 KiB of bytes between them).
+        there (microseconds on a folder, against the event loop's hundreds: with the
+        loop's ``T_R``, ranges of neighbouring tiles would be merged across large gaps).
 
         >>> p = DEFAULT_PROFILES["local"].calling_thread()
         >>> p.concurrency, p.request_latency_s, p.bandwidth

@@ -25,8 +25,10 @@ Link speeds: 50 Mbit/s (RTT 20 ms), 100 MB/s (RTT 5 ms), 1 Gbit/s (RTT 1 ms) thr
 :class:`tessera.testing.EmulatedLink`, and ``none``. Reported per row: seconds (median of
 ``--reps``), images/s or MB/s of delivered output, link bytes and requests (the link's
 counters; Tessera's own counters where there is no link), CPU seconds of this process per GB
-delivered, and the ceiling (obstore's GETs; with a link, also ``RTT x waves + bytes /
-bandwidth``).
+delivered and, for images, CPU milliseconds per image of this process (fetch, checks, decode,
+placing; with a link, the emulated link's thread too) and of the S3 test server's process
+(so that a ratio of systems does not hang on the server sharing the cores), and the
+ceiling (obstore's GETs; with a link, also ``RTT x waves + bytes / bandwidth``).
 
 Writes ``throughput.csv``, ``throughput.png`` and ``throughput_results.md`` under ``--out``.
 
@@ -39,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import os
 import statistics
 import sys
 import tarfile
@@ -79,6 +82,16 @@ def _median_run(fn: Callable[[], Any], reps: int) -> tuple[float, float, Any]:
         walls.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
     return statistics.median(walls), statistics.median(cpus), out
+
+
+def _cpu_of(pid: int | None) -> float | None:
+    """CPU seconds (user + system) process ``pid`` has used so far, from ``/proc`` (Linux);
+    ``None`` where that cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _obstore(s3: S3TestServer, endpoint: str, prefix: str) -> Any:
@@ -228,7 +241,9 @@ def measure_link(setup: Setup, name: str, endpoint: str, link: EmulatedLink | No
             ) -> dict[str, Any]:
         if link is not None:
             link.reset_counters()
+        server_before = _cpu_of(s3.pid)
         wall, cpu, out = _median_run(fn, reps)
+        server_after = _cpu_of(s3.pid)
         counters = link.counters() if link is not None else None
         row: dict[str, Any] = {"link": name, "shape": shape, "system": system,
                                "seconds": round(wall, 4),
@@ -236,6 +251,10 @@ def measure_link(setup: Setup, name: str, endpoint: str, link: EmulatedLink | No
                                "cpu_s_per_GB": round(cpu / (delivered / 1e9), 2)}
         if items:
             row["items_per_s"] = round(items / wall, 1)
+            row["cpu_ms_per_item"] = round(cpu / items * 1e3, 3)
+            if server_before is not None and server_after is not None:
+                row["server_cpu_ms_per_item"] = round(
+                    (server_after - server_before) / reps / items * 1e3, 3)
         if counters is not None:
             row["link_bytes"] = counters.bytes_down // reps
             row["requests"] = counters.requests // reps
@@ -636,6 +655,13 @@ def results_md(rows: list[dict[str, Any]], n_images: int, array_mib: float) -> s
             lines.append(f"| pushdown 82-column slab raw, the planner's estimate within 25% "
                          f"({link}) | measured / estimate {over:.2f} | "
                          f"{'yes' if 0.75 <= over <= 1.25 else 'no'} |")
+    jpeg_cpu = get("none", "images JPEG q90", "JPEG objects + PIL", "cpu_ms_per_item")
+    for k in (63, 8):
+        ours = get("none", f"images k={k} pixels", "tessera", "cpu_ms_per_item")
+        if ours and jpeg_cpu:
+            lines.append(f"| k = {k} pixels: client CPU per image <= JPEG + PIL's (loopback) | "
+                         f"{ours:.2f} vs {jpeg_cpu:.2f} ms: {ours / jpeg_cpu:.2f}x | "
+                         f"{'yes' if ours <= jpeg_cpu else 'no'} |")
     jpeg_loader = get(LOADER, "images JPEG q90", "JPEG objects + PIL", "items_per_s")
     for k in (8, 63):
         ours = get(LOADER, f"images k={k} pixels", "FrequencyDataset", "items_per_s")
@@ -652,6 +678,7 @@ def results_md(rows: list[dict[str, Any]], n_images: int, array_mib: float) -> s
                      f"{'yes' if per_256 <= 0.15 else 'no'} |")
     lines += ["", "## Every row", ""]
     fields = ["link", "shape", "system", "seconds", "items_per_s", "MB_per_s", "cpu_s_per_GB",
+              "cpu_ms_per_item", "server_cpu_ms_per_item",
               "link_bytes", "requests", "obstore_s", "over_obstore", "link_model_s",
               "over_model", "estimate_s", "over_estimate", "reference_s", "speedup"]
     lines += ["| " + " | ".join(fields) + " |", "|" + "---|" * len(fields)]

@@ -1,6 +1,6 @@
 """A MkDocs hook for the documentation site: the command-line reference, generated from
 the ``tessera`` command itself. A page holding the marker ``<!-- cli-reference -->`` gets,
-in its place, every command (groups first, then their commands), with its help, its usage
+in its place, every command (each group before its own commands), with its help, its usage
 line and a table of its arguments and options, as ``tessera COMMAND --help`` states them.
 
 (The CLI is a typer app; typer carries its own copy of click, so generators written for

@@ -88,7 +88,9 @@ def rows() -> list[tuple[type, str, list[tuple[str, str, str]]]]:
     """``(class, prefix, [(variable, default, description), ...])`` for every settings
     class, in the order of ``tessera.config.ENVIRONMENT``; fields that are themselves
     settings (a store's retry policy) are left to their own class."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    source = str(Path(__file__).resolve().parents[1] / "src")
+    if source not in sys.path:  # a checkout that is not installed
+        sys.path.insert(0, source)
     from tessera.config import ENVIRONMENT
 
     out = []

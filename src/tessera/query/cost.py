@@ -48,8 +48,8 @@ class StoreProfile:
             requests: what a small read costs where the link is not what it waits for.
             Added to a plan's estimate, never to the costs that choose between methods
             (they are the same whichever method is chosen). ``tessera store profile`` measures
-            them through the array reader; the defaults are typical of a laptop-class
-            CPU (docs/performance.md, "Per-call cost").
+            them through the array reader; the defaults are fixed figures of one
+            measurement (docs/design/performance-history.md, "Per-call cost").
         now_request_s: the time of one request of a read made on the calling thread (a
             small read of a memory or folder store, one request after another without the
             event loop: :func:`~tessera.query.plan.plan_needs` ``now_bytes``); ``None``:

@@ -447,8 +447,9 @@ class AsyncStore(CallingThreadIO):
         one delimited listing (:meth:`list_dir`) elsewhere; counted as one ``list`` request.
 
         obstore's local listing reads every file's metadata, which a scan does not (about
-        20x the time for a folder of 100 commit markers). As obstore's does, the scan hides the staging files of uploads in flight
-        (names ending in ``#`` and digits) and anything that is not a file.
+        20x the time for a folder of 100 commit markers). As obstore's does, the scan hides
+        the staging files of uploads in flight (names ending in ``#`` and digits) and
+        anything that is not a file.
 
         >>> import asyncio, tessera
         >>> store = tessera.open_store("memory://doc-names")

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from tessera.array.lazy_attrs import LazyAttrs
 from tessera.errors import CorruptDataError
 from tessera.format.layout import Box, tile_range
 from tessera.format.schema import ArraySchema
@@ -241,7 +242,10 @@ def check_against_schema(meta: Fragment, schema: ArraySchema, array_url: str) ->
             f"{tuple(thi.tolist())}: the schema's tiling was changed after the fragment was "
             "written; restore the schema object (__schema.json)")
     count = math.prod(int(h) - int(lo) + 1 for lo, h in zip(tlo, thi, strict=True))
-    for name, tiles in meta.attrs.items():
-        if len(tiles.sizes) != count:
-            raise CorruptDataError(f"{where}, attribute {name!r}: {len(tiles.sizes)} tiles "
+    attrs = meta.attrs
+    for name in attrs:  # counted from the documents: a tile table is parsed when read
+        stored = (column_length(attrs.document(name)["sizes"], "sizes", where)
+                  if isinstance(attrs, LazyAttrs) else len(attrs[name].sizes))
+        if stored != count:
+            raise CorruptDataError(f"{where}, attribute {name!r}: {stored} tiles "
                                    f"stored for the {count} space tiles of its subarray")

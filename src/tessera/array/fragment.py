@@ -39,12 +39,13 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from typing import Any
 
 import numpy as np
 
 from tessera.array.bookkeeping import COLUMNS, check_document, tile_column
+from tessera.array.lazy_attrs import LazyAttrs
 from tessera.errors import (
     CorruptDataError,
 )
@@ -234,7 +235,7 @@ class FragmentMeta:
     subarray: Box
     tile_lo: np.ndarray
     tile_hi: np.ndarray
-    attrs: dict[str, AttrTiles]
+    attrs: Mapping[str, AttrTiles]
     cell_count: int
     # Sparse and delete fragments: their data tiles of ``capacity`` cells each.
     coords: AttrTiles | None = None
@@ -300,7 +301,7 @@ class FragmentMeta:
             if int(doc["version"]) > FRAGMENT_VERSION:
                 raise ValueError(f"fragment format version {doc['version']} is newer than this "
                                  "Tessera understands; upgrade Tessera")
-            attrs = {n: _tiles_from_doc(a) for n, a in doc["attrs"].items()}
+            attrs = LazyAttrs(doc["attrs"], _tiles_from_doc, where)  # parsed when read
             sparse = "coords" in doc
             return cls(doc["name"], int(doc["timestamp"]), doc["kind"],
                        (tuple(doc["subarray"][0]), tuple(doc["subarray"][1])),

@@ -1,0 +1,74 @@
+"""A fragment's per-attribute tile tables, parsed from its bookkeeping document when a read
+first needs them: opening a fragment checks the document's structure (every attribute's
+columns, by length) but decodes only the attributes read. An image set stores one attribute
+per diagonal (63), and a read at k = 8 needs 8 of them, so the first read after opening a
+set of many appends parses an eighth of the tables it parsed before.
+
+>>> calls = []
+>>> lazy = LazyAttrs({"a": {"sizes": [1, 2]}, "b": {"sizes": [3]}},
+...                  lambda doc: calls.append(doc) or sum(doc["sizes"]), "fragment f")
+>>> lazy["a"], len(lazy), sorted(lazy), len(calls), sorted(lazy.parsed)
+(3, 2, ['a', 'b'], 1, ['a'])
+>>> lazy["a"], len(calls)
+(3, 1)
+>>> LazyAttrs({"a": {}}, lambda doc: doc["sizes"], "fragment f")["a"]
+Traceback (most recent call last):
+...
+tessera.errors.CorruptDataError: fragment f: unreadable fragment bookkeeping: 'sizes'
+"""
+
+from __future__ import annotations
+
+import binascii
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+from tessera.errors import CorruptDataError
+
+T = TypeVar("T")
+
+
+class LazyAttrs(Mapping[str, T]):
+    """Attribute name -> its parsed tile table, each parsed by ``parse`` from its document
+    on first use; a document that cannot be parsed raises :class:`CorruptDataError` naming
+    ``where`` (the array and fragment), as the whole fragment's document does when it
+    is opened."""
+
+    def __init__(self, docs: Mapping[str, Any], parse: Callable[[Any], T], where: str) -> None:
+        self._docs = dict(docs)
+        self._parse = parse
+        self._where = where
+        self._parsed: dict[str, T] = {}
+
+    def __getitem__(self, name: str) -> T:
+        got = self._parsed.get(name)
+        if got is None:
+            doc = self._docs[name]  # an unknown name: KeyError, as a dict
+            try:
+                got = self._parse(doc)
+            except (ValueError, KeyError, TypeError, IndexError, binascii.Error) as err:
+                raise CorruptDataError(f"{self._where}: unreadable fragment bookkeeping: "
+                                       f"{err}") from None
+            self._parsed[name] = got  # two threads may both parse: the same value
+        return got
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._docs)
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._docs
+
+    @property
+    def parsed(self) -> frozenset[str]:
+        """The attributes whose tile tables have been parsed so far."""
+        return frozenset(self._parsed)
+
+    def document(self, name: str) -> Any:
+        """The unparsed document of attribute ``name``."""
+        return self._docs[name]
+
+    def __repr__(self) -> str:
+        return f"LazyAttrs({list(self._docs)}, parsed {sorted(self._parsed)})"

@@ -30,6 +30,7 @@ import numpy as np
 
 from tessera.array.lazy_attrs import LazyAttrs
 from tessera.errors import CorruptDataError
+from tessera.format.checksum import check_algorithm
 from tessera.format.layout import Box, tile_range
 from tessera.format.schema import ArraySchema
 
@@ -171,6 +172,7 @@ def _tiles(doc: Any, where: str) -> None:
                          f"({offsets}, {sizes}, {crcs})")
     if "blocks" in doc and not isinstance(doc["blocks"], dict):
         raise ValueError(f"{where}: field 'blocks' must be a JSON object")
+    check_algorithm(doc.get("checksum", "crc32"), where)  # refused at open, read or not
 
 
 def check_document(doc: Any, where: str) -> None:

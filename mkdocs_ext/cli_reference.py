@@ -35,14 +35,18 @@ def _cell(text: str) -> str:
     return " ".join(text.replace("|", "\\|").split())
 
 
+def subcommands(command: Any) -> list[str]:
+    """The names of ``command``'s visible subcommands, in alphabetical order."""
+    found = getattr(command, "commands", {}) or {}
+    return [name for name in sorted(found) if not getattr(found[name], "hidden", False)]
+
+
 def commands(command: Any, path: tuple[str, ...] = ("tessera",)) -> Iterator[
         tuple[tuple[str, ...], Any]]:
-    """Every visible command below ``command`` (itself first) with its path of names, in
-    alphabetical order within each group."""
-    if getattr(command, "hidden", False):
-        return
+    """``command`` and every visible command below it, with its path of names, each group
+    before its own commands."""
     yield path, command
-    for name in sorted(getattr(command, "commands", {}) or {}):
+    for name in subcommands(command):
         yield from commands(command.commands[name], (*path, name))
 
 
@@ -86,8 +90,7 @@ def reference(app: Any = None) -> str:
             out += ["| argument or option | what it does |", "|---|---|"]
             out += [f"| `{_cell(names)}` | {_cell(text)} |" for _, names, text in rows]
             out.append("")
-        subs = [name for name, sub in sorted((getattr(command, "commands", {}) or {}).items())
-                if not getattr(sub, "hidden", False)]
+        subs = subcommands(command)
         if subs:
             out += ["Commands: " + ", ".join(
                 f"[`{name}`](#{'-'.join((*path, name))})" for name in subs) + ".", ""]

@@ -9,21 +9,22 @@ import dataclasses
 import inspect
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 MARKER = "<!-- config-reference -->"
-ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj):`(~?)([^`]+)`")
 
 
-def _role(match: re.Match[str]) -> str:
-    """A reST role as inline code: ``~`` keeps the last part of the name.
+def _markdown() -> Callable[[str], str]:
+    """The docstring-to-Markdown conversion the API reference uses (roles, double
+    backticks), from the site's griffe extension beside this hook."""
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    from rst_docstrings import markdown
 
-    >>> ROLE.sub(_role, ":meth:`~tessera.Array.refresh` and :mod:`tessera.query`")
-    '`refresh` and `tessera.query`'
-    """
-    name = match.group(2)
-    return f"`{name.rsplit('.', 1)[-1] if match.group(1) else name}`"
+    return markdown
 
 
 def attributes(cls: type) -> dict[str, str]:
@@ -93,6 +94,7 @@ def rows() -> list[tuple[type, str, list[tuple[str, str, str]]]]:
         sys.path.insert(0, source)
     from tessera.config import ENVIRONMENT
 
+    markdown = _markdown()
     out = []
     for cls, prefix in ENVIRONMENT:
         described = attributes(cls)
@@ -100,9 +102,8 @@ def rows() -> list[tuple[type, str, list[tuple[str, str, str]]]]:
         for field in dataclasses.fields(cls):  # type: ignore[arg-type]
             if field.default is dataclasses.MISSING:
                 continue  # a nested settings object
-            text = ROLE.sub(_role, described.get(field.name, ""))
             entries.append((prefix + field.name.upper(), _default(field),
-                            text.replace("``", "`")))
+                            markdown(described.get(field.name, ""))))
         out.append((cls, prefix, entries))
     return out
 
@@ -111,8 +112,8 @@ def reference() -> str:
     """The tables as Markdown."""
     out: list[str] = []
     for cls, _prefix, entries in rows():
-        summary = inspect.cleandoc(cls.__doc__ or "").split("\n\n")[0].replace("``", "`")
-        out += [f"### {cls.__name__}", "", ROLE.sub(_role, " ".join(summary.split())), "",
+        summary = inspect.cleandoc(cls.__doc__ or "").split("\n\n")[0]
+        out += [f"### {cls.__name__}", "", _markdown()(" ".join(summary.split())), "",
                 "| variable | default | what it sets |", "|---|---|---|"]
         out += [f"| `{name}` | {default} | {text.replace('|', chr(92) + '|')} |"
                 for name, default, text in entries]

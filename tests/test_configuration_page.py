@@ -5,7 +5,6 @@ reads listed, and each under the prefix its ``from_env`` really reads."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import re
 from pathlib import Path
 
@@ -18,23 +17,14 @@ ROOT = Path(__file__).resolve().parents[1]
 INTERNAL = {"TESSERA_AZURITE", "TESSERA_S3_READY", "TESSERA_SERVE_WORKER_SPEC"}
 
 
-def _hook():
-    spec = importlib.util.spec_from_file_location(
-        "config_reference", ROOT / "mkdocs_ext" / "config_reference.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_every_setting_is_described() -> None:
-    missing = [name for _, _, entries in _hook().rows() for name, _, text in entries
-               if len(text) < 10]
+def test_every_setting_is_described(docs_hook) -> None:
+    rows = docs_hook("config_reference").rows()
+    missing = [name for _, _, entries in rows for name, _, text in entries if len(text) < 10]
     assert not missing, f"settings without a description in their class's docstring: {missing}"
 
 
-def test_every_variable_the_code_reads_is_listed() -> None:
-    page = _hook().reference()
+def test_every_variable_the_code_reads_is_listed(docs_hook) -> None:
+    page = docs_hook("config_reference").reference()
     read = {m for path in (ROOT / "src").rglob("*.py")
             for m in re.findall(r"TESSERA_[A-Z0-9_]*[A-Z0-9]", path.read_text())}
     listed = set(re.findall(r"`(TESSERA_[A-Z0-9_]+)`", page))
@@ -69,5 +59,6 @@ def test_each_variable_sets_its_field(cls: type, prefix: str) -> None:
         assert getattr(got, field.name) != field.default, prefix + field.name.upper()
 
 
-def test_the_guide_holds_the_marker() -> None:
-    assert _hook().MARKER in (ROOT / "docs" / "configuration.md").read_text()
+def test_the_guide_holds_the_marker(docs_hook) -> None:
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    assert docs_hook("config_reference").MARKER in page

@@ -3,7 +3,6 @@ the CLI itself) holds every command, argument and option, each under its own com
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
@@ -12,27 +11,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _hook():
-    spec = importlib.util.spec_from_file_location("cli_reference",
-                                                  ROOT / "mkdocs_ext" / "cli_reference.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _sections(text: str) -> dict[str, str]:
     """The reference cut at its headings: command path -> its section."""
     parts = re.split(r"^#+ `([^`]+)`$", text, flags=re.M)
     return dict(zip(parts[1::2], parts[2::2], strict=True))
 
 
-def test_every_command_and_option_is_in_the_reference() -> None:
+def test_every_command_and_option_is_in_the_reference(docs_hook) -> None:
     import typer
 
     from tessera.cli.main import app
 
-    hook = _hook()
+    hook = docs_hook("cli_reference")
     sections = _sections(hook.reference())
 
     def walk(command, path):
@@ -59,12 +49,12 @@ def test_every_command_and_option_is_in_the_reference() -> None:
     assert "--method METHOD" in sections["tessera array explain"]
 
 
-def test_the_reference_page_holds_the_marker() -> None:
+def test_the_reference_page_holds_the_marker(docs_hook) -> None:
     page = (ROOT / "docs" / "reference" / "cli.md").read_text()
-    assert _hook().MARKER in page
+    assert docs_hook("cli_reference").MARKER in page
 
 
 @pytest.mark.parametrize("text", ["a | b", "x\n  y"])
-def test_a_cell_stays_one_cell(text: str) -> None:
-    cell = _hook()._cell(text)
+def test_a_cell_stays_one_cell(text: str, docs_hook) -> None:
+    cell = docs_hook("cli_reference")._cell(text)
     assert "\n" not in cell and re.search(r"(?<!\\)\|", cell) is None

@@ -91,9 +91,9 @@ def test_reader_with_a_stale_list_rereads_after_vacuum(store_url) -> None:
     arr.vacuum(orphan_grace_s=0, force=True)
     calls = {"n": 0}
 
-    async def first_stale_then_fresh(cached_ok: bool = True):
+    async def first_stale_then_fresh(cached_ok: bool = True, lazy: bool = False):
         calls["n"] += 1
-        return listed if calls["n"] == 1 else await stale(cached_ok)
+        return listed if calls["n"] == 1 else await stale(cached_ok, lazy)
 
     reader._visible_metas = first_stale_then_fresh
     np.testing.assert_array_equal(reader[:, :], states[-1])

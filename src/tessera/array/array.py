@@ -24,18 +24,15 @@ from typing import Any, TypeVar
 import numpy as np
 
 from tessera._sync import run_sync
-from tessera.array.bookkeeping import check_against_schema
 from tessera.array.calling_thread import CallingThreadReads, Planned, UnionPlan
-from tessera.array.commits import list_committed, load_meta
 from tessera.array.face import ArrayFace
-from tessera.array.fragment import FragmentMeta, name_timestamp, replaces_others
+from tessera.array.fragment import FragmentMeta
 from tessera.array.growth import load_extent
+from tessera.array.listing import FragmentListing
 from tessera.array.maintenance import (
     TimestampLike,
-    apply_replacements,
     check_history,
     same_fragments,
-    visible_at,
 )
 from tessera.array.metadata import ArrayMetadata
 from tessera.array.numpy_face import NumpyConventions
@@ -83,13 +80,13 @@ from tessera.query.plan_cache import PlanCache
 from tessera.query.profiler import load_profile
 from tessera.storage.blocking import Store
 from tessera.storage.window import ByteWindow
-from tessera.when import at_ns, first_commit_error
+from tessera.when import at_ns
 
 T = TypeVar("T")
 
 
 
-class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
+class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads, FragmentListing):
     """An open array. Get one with :func:`open_array`, :func:`create_array` or
     :func:`from_numpy`.
 
@@ -137,6 +134,7 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
         self._recipes = {}  # see tessera.array.read.recipe
         self._last_visible: list[FragmentMeta] | None = None  # what the latest read used
         self._metas: dict[str, FragmentMeta] = {}
+        self._void: set[str] = set()  # see FragmentListing
         # The newest run of many small updates, merged once (see tessera.array.read.updates).
         self._updates: dict[Any, tuple[int, MergedUpdates | None]] = {}
         self._snapshot: list[FragmentMeta] | None = None  # timestamped handles list once
@@ -318,7 +316,8 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
                           metas: list[FragmentMeta] | None = None) -> UnionPlan:
         """:meth:`_union_plan_with` the fragments a read sees (``metas``, else listed)."""
         if metas is None:
-            metas = await self._visible_metas()
+            metas = await self._visible_metas(lazy=True)
+        await self._load_for_read(metas, [s.bounds() for s in sels if not s.empty])
         return self._union_plan_with(sels, names, method, phi, metas)
 
     def _plan_needs(self, reads: list[TileRead], needs: list[TileNeed], method: str, phi: float,
@@ -362,11 +361,12 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
         """Tile reads holding the points, the points of each, the sparse tiles that may
         hold some, and one plan over the tiles."""
         if metas is None:
-            metas = await self._visible_metas()
+            metas = await self._visible_metas(lazy=True)
         if not len(pts):
             return [], [], [], None, 0
         box = normalize_selection(tuple(np.unique(pts[:, d]).tolist()
                                         for d in range(self.ndim)), self.schema)
+        await self._load_for_read(metas, [box.bounds()])
         reads, cell_reads, skipped = plan_tile_reads(self.schema, box, metas, names)
         kept, members, needs = point_needs(self.schema, pts, reads)
         # Points fetch tiles, never push them down (each point is a cell of its own).
@@ -460,7 +460,9 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
             plan = run_sync(self._union_plan(way.selection, names, method, phi))[3]
         else:
             selection = normalize_selection(way.selection, self.schema)
-            metas = run_sync(self._visible_metas())
+            metas = run_sync(self._visible_metas(lazy=True))
+            if not selection.empty:
+                run_sync(self._load_for_read(metas, [selection.bounds()]))
             reads, _, _ = plan_tile_reads(self.schema, selection, metas, names)
             plan = self._plan_needs(reads, tile_needs(self.schema, selection, reads), method,
                                     phi)
@@ -489,7 +491,7 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
             return await self._read_relisting(read, cached)
         last = self._last_visible
         if last is not None and self.timestamp is None:
-            listing = asyncio.ensure_future(self._visible_metas())
+            listing = asyncio.ensure_future(self._visible_metas(lazy=True))
             try:
                 guess: T | None = await read(last)
             except CorruptDataError:
@@ -502,7 +504,7 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
             if guess is not None and same_fragments(metas, last):
                 return guess
         else:
-            metas = await self._visible_metas()
+            metas = await self._visible_metas(lazy=True)
             if self.timestamp is not None:
                 return await self._read_relisting(read, metas)
         return await read(metas)
@@ -515,7 +517,7 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
         try:
             return await read(metas)
         except CorruptDataError:
-            fresh = await self._visible_metas(cached_ok=False)
+            fresh = await self._visible_metas(cached_ok=False, lazy=True)
             if same_fragments(fresh, metas):
                 raise
             return await read(fresh)
@@ -527,20 +529,22 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
         pushdown = self._pushdown_reader()
         window = ByteWindow(self.reads.window_bytes)
         while True:
-            start, merged = merged_for(self._updates, self.schema, metas, names, self.uri)
-            plan: Plan | None
-            if planned is not None:  # planned on the calling thread (no merged run there)
-                reads, cell_reads, skipped, plan = (planned.reads, planned.cell_reads,
-                                                    planned.skipped, planned.plan)
-                planned = None
-            else:
-                reads, cell_reads, skipped = plan_tile_reads(self.schema, selection,
-                                                             metas[:start], names)
-                plan = None
-            if plan is None:
-                plan = self._plan_needs(reads, tile_needs(self.schema, selection, reads),
-                                        method, phi)
             try:
+                if planned is None and not selection.empty:  # (the calling thread's plan
+                    await self._load_for_read(metas, [selection.bounds()])  # had them)
+                start, merged = merged_for(self._updates, self.schema, metas, names, self.uri)
+                plan: Plan | None
+                if planned is not None:  # planned on the calling thread (no merged run there)
+                    reads, cell_reads, skipped, plan = (planned.reads, planned.cell_reads,
+                                                        planned.skipped, planned.plan)
+                    planned = None
+                else:
+                    reads, cell_reads, skipped = plan_tile_reads(self.schema, selection,
+                                                                 metas[:start], names)
+                    plan = None
+                if plan is None:
+                    plan = self._plan_needs(reads, tile_needs(self.schema, selection, reads),
+                                            method, phi)
                 outputs = await execute_tile_reads(self._store.aio, self.schema, selection,
                                                    reads, names, self.uri, cell_reads, plan,
                                                    pushdown=pushdown, merged=merged,
@@ -551,7 +555,7 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
                 # again with a fresh list; if the list did not change, the damage is real.
                 if not retry:
                     raise
-                fresh = await self._visible_metas(cached_ok=False)
+                fresh = await self._visible_metas(cached_ok=False, lazy=True)
                 if same_fragments(fresh, metas):
                     raise
                 metas = fresh
@@ -583,67 +587,6 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads):
         used = len({r.fragment for r in reads})
         return result, with_fallbacks(
             ReadReport([], used, len(metas) - used, cell_reads=reads), pushdown)
-
-    async def _committed_metas(self, replaced: bool = True) -> list[FragmentMeta]:
-        """Every committed fragment at this handle's timestamp, replaced ones included
-        unless ``replaced`` is false: then the fragments that replace others (their names
-        say so) are loaded first, and those they replace are not loaded at all (readers
-        never use them; an open after a consolidation loads only the live bookkeeping)."""
-        everything = await list_committed(self._store.aio)
-        names = visible_at(everything, self.timestamp)
-        if everything and not names:
-            raise first_commit_error(self.uri, name_timestamp(everything[0]), self.timestamp)
-        if replaced:
-            await self._load_metas([n for n in names if n not in self._metas])
-            return [self._metas[n] for n in names if n in self._metas]
-        newest = max((n for n in names if replaces_others(n)), default="")
-        # first those and what is named after all of them (which none of them can replace)
-        await self._load_metas([n for n in names if n not in self._metas
-                                and (replaces_others(n) or n > newest)])
-        gone = {r for n in names if n in self._metas for r in self._metas[n].replaces}
-        await self._load_metas([n for n in names if n not in self._metas and n not in gone])
-        return [self._metas[n] for n in names if n in self._metas and n not in gone]
-
-    async def _load_metas(self, names: list[str]) -> None:
-        """Load the bookkeeping of committed fragments ``names`` (concurrently)."""
-        for meta in await asyncio.gather(*(load_meta(self._store.aio, n, self.uri)
-                                           for n in names)):
-            if meta is not None:
-                check_against_schema(meta, self._created, self.uri)
-                self._metas[meta.name] = meta
-
-    async def _visible_metas(self, cached_ok: bool = True) -> list[FragmentMeta]:
-        """The fragments reads use, oldest first: replaced fragments hidden.
-
-        A handle opened at a timestamp lists them once, at its first read (as TileDB opens
-        an array at a timestamp), and again only when not ``cached_ok``; a handle without
-        one lists them again unless :meth:`_cached_listing` still holds (and ``cached_ok``).
-        """
-        if self.timestamp is None:
-            cached = self._cached_listing() if cached_ok else None
-            if cached is not None:
-                return cached
-            listed_at, change = time.monotonic(), LOCAL_CHANGES.get(self.uri, 0)
-            metas = apply_replacements(await self._committed_metas(replaced=False))
-            self._listed = (listed_at, change, metas)
-            return metas
-        if self._snapshot is None or not cached_ok:
-            # (again when a read found its objects gone: another process consolidated and
-            # vacuumed; the fragments that replaced them hold the same cells at this time,
-            # or the history is gone and HistoryVacuumedError says so)
-            await check_history(self._store.aio, self.timestamp, self.uri)
-            self._snapshot = apply_replacements(await self._committed_metas(replaced=False))
-        return self._snapshot
-
-    def _cached_listing(self) -> list[FragmentMeta] | None:
-        """The latest list of fragments if ``reads.refresh_s`` still covers it and no
-        handle of this process changed the array since."""
-        if self.timestamp is not None or self._listed is None:
-            return None
-        listed_at, change, metas = self._listed
-        if change != LOCAL_CHANGES.get(self.uri, 0):
-            return None
-        return metas if time.monotonic() - listed_at < self.reads.refresh_s else None
 
     def refresh(self) -> None:
         """Make the next read list the commit markers, even within ``reads.refresh_s`` of

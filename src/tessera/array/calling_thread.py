@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,6 +39,7 @@ from tessera.array.read.tiles import TileReads, plan_tile_reads
 from tessera.array.read.updates import MergedUpdates, merged_for
 from tessera.config import PlannerConfig
 from tessera.errors import CorruptDataError, ObjectNotFoundError
+from tessera.format.layout import Box
 from tessera.format.schema import ArraySchema
 from tessera.format.selection import Selection, box_of
 from tessera.format.tile import CellTileRead, TileRead
@@ -108,6 +109,10 @@ class CallingThreadReads:
         def _cached_listing(self) -> list[FragmentMeta] | None:
             """The latest list of fragments, while it is current."""
 
+        def _pending_meeting(self, metas: list[FragmentMeta],
+                             boxes: Sequence[Box] | None = None) -> list[FragmentMeta]:
+            """The fragments of ``metas`` meeting ``boxes`` whose bookkeeping is not loaded."""
+
         def _refresh_extent(self, force: bool = False) -> None:
             """Bring a growable array's shape up to date."""
 
@@ -170,8 +175,9 @@ class CallingThreadReads:
         here for the loop's path to go on with (:class:`Planned`), or ``None`` when
         nothing was (the loop's path plans it)."""
         metas = self._now_metas(names)
-        if metas is None:
-            return None
+        if metas is None or (not selection.empty
+                             and self._pending_meeting(metas, [selection.bounds()])):
+            return None  # (the loop's path loads the bookkeeping it meets first)
         reads, cell_reads, skipped = plan_tile_reads(self.schema, selection, metas, names)
         if cell_reads:
             return Planned(metas, reads, cell_reads, skipped, None)
@@ -214,7 +220,7 @@ class CallingThreadReads:
         if recipe is None or not moves_now(recipe.template.totals):
             return None
         rank = newest_cover(self.schema, metas, (lo, hi))
-        if rank is None:
+        if rank is None or metas[rank].pending:
             return None
         with self._store.collect() as stats:
             outputs = run(recipe, self._store.aio, self.schema, metas[rank], first, starts,
@@ -266,7 +272,8 @@ class CallingThreadReads:
         """A union's full-shape outputs (one per selection) read on this thread, or
         ``None`` (then the caller takes the loop's path)."""
         metas = self._now_metas(names)
-        if metas is None:
+        if metas is None or self._pending_meeting(metas, [s.bounds() for s in sels
+                                                          if not s.empty]):
             return None
         per, positions, distinct, plan = self._union_plan_with(sels, names, method, phi,
                                                                metas)

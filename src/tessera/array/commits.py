@@ -13,22 +13,25 @@ whose bookkeeping is gone as never committed.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import json
+import math
+from collections.abc import Sequence
 
 import numpy as np
 
+from tessera.array.bookkeeping import check_against_schema
 from tessera.array.fragment import (
     COMMITS,
     DOOMED,
     FRAGMENTS,
     FragmentMeta,
-    fragment_name,
-    name_id,
-    new_timestamp,
     store_dense_fragment,
 )
+from tessera.array.lazy_attrs import PendingAttrs
+from tessera.array.names import fragment_name, name_box, name_id, name_timestamp, new_timestamp
 from tessera.cache import LRUCache, ProcessCache
 from tessera.config import CacheConfig
 from tessera.errors import (
@@ -38,6 +41,7 @@ from tessera.errors import (
     StorageError,
 )
 from tessera.format.blocks import BLOCK_BYTES
+from tessera.format.layout import tile_range
 from tessera.format.schema import ArraySchema
 from tessera.storage.store import AsyncStore
 
@@ -111,3 +115,54 @@ async def load_meta(store: AsyncStore, name: str, array_url: str) -> FragmentMet
     meta = FragmentMeta.from_json(bytes(data), f"array {array_url}, fragment {name}")
     META_CACHE().put((array_url, name), meta, len(data))
     return meta
+
+
+def pending_meta(name: str, schema: ArraySchema, array_url: str) -> FragmentMeta | None:
+    """A committed dense fragment known by the box its name records, its bookkeeping not
+    loaded (:attr:`FragmentMeta.pending`; :func:`load_pending` loads it); ``None`` when the
+    name records no box that fits ``schema`` or this process holds the bookkeeping already
+    (:data:`META_CACHE`): the caller then loads it.
+
+    >>> import tessera
+    >>> from tessera.array.names import fragment_name, new_fragment_id
+    >>> schema = tessera.ArraySchema([tessera.Dim("x", (0, 99), 10)],
+    ...                              [tessera.Attr("v", "int8")])
+    >>> name = fragment_name(5, new_fragment_id(box=((20,), (39,))))
+    >>> meta = pending_meta(name, schema, "memory://doc-pending")
+    >>> meta.subarray, meta.tile_lo.tolist(), meta.tile_hi.tolist(), meta.pending
+    (((20,), (39,)), [2], [3], True)
+    """
+    box = name_box(name)
+    if box is None or len(box[0]) != schema.ndim \
+            or META_CACHE().get((array_url, name)) is not None:
+        return None
+    tlo, thi = tile_range(schema, box)
+    cells = math.prod(b - a + 1 for a, b in zip(*box, strict=True))
+    return FragmentMeta(name, name_timestamp(name), "dense", box, tlo, thi,
+                        PendingAttrs(f"array {array_url}, fragment {name}"), cells)
+
+
+async def load_pending(store: AsyncStore, metas: Sequence[FragmentMeta], schema: ArraySchema,
+                       array_url: str) -> list[str]:
+    """Load the bookkeeping of the pending fragments among ``metas`` (concurrently) and fill
+    each one's tile tables with it; returns the names of those a vacuum made void (see
+    :func:`load_meta`), left pending. A fragment whose bookkeeping does not say what its
+    name says (a dense fragment of that box), or does not fit ``schema``, is
+    :class:`CorruptDataError` naming it."""
+    todo = [m for m in metas if m.pending]
+    void = []
+    for meta, real in zip(todo, await asyncio.gather(*(load_meta(store, m.name, array_url)
+                                                      for m in todo)), strict=True):
+        if real is None:
+            void.append(meta.name)
+            continue
+        check_against_schema(real, schema, array_url)
+        said = (real.kind, real.subarray, real.cell_count, real.replaces, real.is_dense)
+        if said != (meta.kind, meta.subarray, meta.cell_count, (), True):
+            raise CorruptDataError(
+                f"array {array_url}, fragment {meta.name}: its name records a dense "
+                f"fragment of the box {meta.subarray}, but its bookkeeping holds a "
+                f"{real.kind} fragment of {real.subarray}")
+        assert isinstance(meta.attrs, PendingAttrs)
+        meta.attrs.fill(real.attrs)
+    return void

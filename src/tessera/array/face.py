@@ -20,7 +20,8 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from tessera._sync import run_sync
-from tessera.array.fragment import FragmentInfo, FragmentMeta, replaces_others
+from tessera.array.fragment import FragmentInfo, FragmentMeta
+from tessera.array.names import replaces_others
 from tessera.format.schema import ArraySchema
 from tessera.when import Commit, History, iso, utc
 
@@ -42,11 +43,11 @@ class ArrayFace:
         def shape(self) -> tuple[int, ...]:
             """Cells per dimension."""
 
-        def _visible_metas(self, cached_ok: bool = True,
+        def _visible_metas(self, cached_ok: bool = True, lazy: bool = False,
                            ) -> Coroutine[Any, Any, list[FragmentMeta]]:
             """The fragments reads use."""
 
-        def _committed_metas(self, replaced: bool = True,
+        def _committed_metas(self, replaced: bool = True, lazy: bool = False,
                              ) -> Coroutine[Any, Any, list[FragmentMeta]]:
             """Every committed fragment at the handle's timestamp."""
 

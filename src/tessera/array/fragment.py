@@ -36,16 +36,14 @@ import dataclasses
 import itertools
 import json
 import os
-import threading
-import time
-import uuid
 from collections.abc import Generator, Mapping
 from typing import Any
 
 import numpy as np
 
 from tessera.array.bookkeeping import COLUMNS, check_document, tile_column
-from tessera.array.lazy_attrs import LazyAttrs
+from tessera.array.lazy_attrs import LazyAttrs, PendingAttrs
+from tessera.array.names import new_fragment_id
 from tessera.errors import (
     CorruptDataError,
 )
@@ -93,51 +91,6 @@ COMMITS = "__commits"
 FRAGMENTS = "__fragments"
 VACUUMED = "__vacuumed"
 DOOMED = "__doomed"
-
-_clock_lock = threading.Lock()
-_last_ns = 0
-
-
-def new_timestamp() -> int:
-    """Nanoseconds since the epoch, strictly increasing within this process."""
-    global _last_ns
-    with _clock_lock:
-        _last_ns = max(time.time_ns(), _last_ns + 1)
-        return _last_ns
-
-
-#: The first letter of the id of a fragment that replaces others (a consolidation's): not a
-#: hex digit, so the commit markers' listing alone says which fragments replace others.
-REPLACING = "r"
-
-
-def new_fragment_id(replacing: bool = False) -> str:
-    """A random fragment id (the folder of its objects); one of a fragment that replaces
-    others starts with :data:`REPLACING`."""
-    return REPLACING + uuid.uuid4().hex[:15] if replacing else uuid.uuid4().hex[:16]
-
-
-def replaces_others(name: str) -> bool:
-    """Whether the committed fragment ``name`` replaces others, from its name alone
-    (fragments consolidated before this mark existed answer False: readers then load the
-    bookkeeping of every fragment, which is always correct)."""
-    return name_id(name).startswith(REPLACING)
-
-
-def fragment_name(timestamp: int, fragment_id: str) -> str:
-    """The time-sortable name a fragment is committed under."""
-    return f"f{timestamp:020d}-{fragment_id}"
-
-
-def name_timestamp(name: str) -> int:
-    """The timestamp encoded in a fragment name."""
-    return int(name[1:21])
-
-
-def name_id(name: str) -> str:
-    """The fragment id encoded in a fragment name."""
-    return name[22:]
-
 
 @dataclasses.dataclass(frozen=True)
 class FragmentInfo:
@@ -258,6 +211,12 @@ class FragmentMeta:
     def is_dense(self) -> bool:
         """True for fragments that hold every cell of their subarray."""
         return self.coords is None
+
+    @property
+    def pending(self) -> bool:
+        """True for a dense fragment a handle knows by its name's box
+        (:mod:`tessera.array.names`) while its bookkeeping is not loaded."""
+        return isinstance(self.attrs, PendingAttrs) and not self.attrs.loaded
 
     @property
     def info(self) -> FragmentInfo:
@@ -428,7 +387,7 @@ async def store_dense_fragment(store: AsyncStore, schema: ArraySchema,
     compressed whole)."""
     shape = next(iter(values.values())).shape[:schema.ndim]
     box: Box = (origin, tuple(o + s - 1 for o, s in zip(origin, shape, strict=True)))
-    fid = new_fragment_id(replacing=bool(replaces))
+    fid = new_fragment_id(replacing=bool(replaces), box=box if kind == "dense" else None)
     tlo, thi = tile_range(schema, box)
     tiles = tiles_in_order(schema, tlo, thi)
     attrs: dict[str, AttrTiles] = {}

@@ -23,7 +23,7 @@ import dataclasses
 import json
 from typing import Any
 
-from tessera.array.fragment import new_fragment_id, new_timestamp
+from tessera.array.names import new_fragment_id, new_timestamp
 from tessera.errors import CorruptDataError, InvalidArgumentError, ObjectExistsError
 from tessera.format.schema import ArraySchema
 from tessera.storage.store import AsyncStore

@@ -72,3 +72,53 @@ class LazyAttrs(Mapping[str, T]):
 
     def __repr__(self) -> str:
         return f"LazyAttrs({list(self._docs)}, parsed {sorted(self._parsed)})"
+
+
+class PendingAttrs(Mapping[str, T]):
+    """The tile tables of a fragment whose bookkeeping is not loaded yet (a handle knows
+    its box from its name: :mod:`tessera.array.names`); a read loads the bookkeeping of the
+    fragments it meets first (:func:`tessera.array.commits.load_pending`), which
+    :meth:`fill` s this mapping with their tables. Using it before then is a bug in Tessera
+    and raises :class:`RuntimeError` naming ``where``.
+
+    >>> pending = PendingAttrs("fragment f")
+    >>> pending.loaded
+    False
+    >>> pending.fill({"a": 1})
+    >>> pending["a"], list(pending), pending.loaded
+    (1, ['a'], True)
+    """
+
+    def __init__(self, where: str) -> None:
+        self._where = where
+        self._tables: Mapping[str, T] | None = None
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the fragment's bookkeeping was loaded into this mapping."""
+        return self._tables is not None
+
+    def fill(self, tables: Mapping[str, T]) -> None:
+        """Take the loaded bookkeeping's tile tables (a fragment never changes, so two
+        loads fill the same tables)."""
+        self._tables = tables
+
+    @property
+    def tables(self) -> Mapping[str, T]:
+        """The loaded tile tables."""
+        if self._tables is None:
+            raise RuntimeError(f"{self._where}: its bookkeeping was used before it was "
+                               "loaded (a bug in Tessera: please report it)")
+        return self._tables
+
+    def __getitem__(self, name: str) -> T:
+        return self.tables[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tables)
+
+    def __len__(self) -> int:
+        return len(self.tables)
+
+    def __repr__(self) -> str:
+        return f"PendingAttrs({self._where}, loaded={self.loaded})"

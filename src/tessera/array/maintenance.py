@@ -39,9 +39,8 @@ from tessera.array.fragment import (
     FRAGMENTS,
     VACUUMED,
     FragmentMeta,
-    name_id,
-    name_timestamp,
 )
+from tessera.array.names import name_id, name_timestamp
 from tessera.errors import (
     HistoryVacuumedError,
     ObjectExistsError,

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
 
-from tessera.array.fragment import new_fragment_id, new_timestamp
+from tessera.array.names import new_fragment_id, new_timestamp
 from tessera.errors import (
     CorruptDataError,
     HistoryVacuumedError,

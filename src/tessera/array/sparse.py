@@ -21,8 +21,8 @@ from tessera.array.fragment import (
     INLINE_RAW_BYTES,
     FragmentMeta,
     encode_tiles,
-    new_fragment_id,
 )
+from tessera.array.names import new_fragment_id
 from tessera.errors import SelectionError
 from tessera.format.schema import ArraySchema
 from tessera.storage.store import AsyncStore

@@ -71,10 +71,12 @@ class ArrayWrites:
         def read(self, sel: Any = ..., *, attrs: list[str] | None = None) -> Any:
             """A read (see :meth:`Array.read`)."""
 
-        async def _visible_metas(self, cached_ok: bool = True) -> list[FragmentMeta]:
+        async def _visible_metas(self, cached_ok: bool = True,
+                                 lazy: bool = False) -> list[FragmentMeta]:
             """The fragments a read sees."""
 
-        async def _committed_metas(self) -> list[FragmentMeta]:
+        async def _committed_metas(self, replaced: bool = True,
+                                   lazy: bool = False) -> list[FragmentMeta]:
             """Every committed fragment."""
 
         @property

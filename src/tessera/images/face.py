@@ -24,7 +24,7 @@ import numpy as np
 
 from tessera._sync import run_sync
 from tessera.array.array import Array
-from tessera.array.fragment import replaces_others
+from tessera.array.names import replaces_others
 from tessera.when import Commit, History, iso, utc
 
 #: The k of the thumbnails a notebook shows (clipped to the set's largest).

@@ -1,0 +1,190 @@
+"""How a handle lists the committed fragments and loads their bookkeeping.
+
+A listing names the fragments a read uses, lowest rank first (replaced fragments hidden:
+:func:`~tessera.array.maintenance.apply_replacements`). A dense fragment whose name records
+its box (:mod:`tessera.array.names`) enters the listing *pending*: its box is known, its
+bookkeeping (the per-tile offsets, sizes and checksums, one ``__meta.json`` each) is loaded
+only when a read meets it (:meth:`FragmentListing._load_for`), in place, so the listing
+stays the same list object (what the handle's caches key on) while it fills. A first read
+of one region of an array of many appends then loads one fragment's bookkeeping, not all
+of them. Every caller that is not a read (writes, consolidation, ``fragments``) asks for a
+listing with everything loaded.
+
+>>> import numpy as np, tessera
+>>> from tessera._sync import run_sync
+>>> from tessera.array.commits import META_CACHE
+>>> arr = tessera.from_numpy("memory://doc-listing", np.zeros(8, np.int8), tile=(4,))
+>>> arr[4:8] = np.ones(4, np.int8)
+>>> META_CACHE().clear()
+>>> fresh = tessera.open_array("memory://doc-listing")
+>>> fresh[0:2].tolist()
+[0, 0]
+>>> [m.pending for m in fresh.current_fragments()]
+[False, True]
+>>> [m.pending for m in run_sync(fresh._visible_metas())]
+[False, False]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tessera.array.bookkeeping import check_against_schema
+from tessera.array.commits import list_committed, load_meta, load_pending, pending_meta
+from tessera.array.fragment import FragmentMeta
+from tessera.array.maintenance import apply_replacements, check_history, visible_at
+from tessera.array.names import name_timestamp, replaces_others
+from tessera.array.read.fragment_index import fragment_index
+from tessera.array.writes import LOCAL_CHANGES
+from tessera.config import ReadConfig
+from tessera.errors import CorruptDataError
+from tessera.format.layout import Box, tile_box, tile_range
+from tessera.format.schema import ArraySchema
+from tessera.storage.blocking import Store
+from tessera.when import first_commit_error
+
+
+class FragmentListing:
+    """Listing and loading of committed fragments. The handle's state is
+    :class:`~tessera.array.array.Array`'s; this base names what it uses of it."""
+
+    schema: ArraySchema
+    _created: ArraySchema
+    timestamp: int | None
+    reads: ReadConfig
+    _store: Store
+    _metas: dict[str, FragmentMeta]
+    _snapshot: list[FragmentMeta] | None
+    _listed: tuple[float, int, list[FragmentMeta]] | None
+    _extent_at: tuple[float, int] | None
+    #: Fragments whose commit marker a vacuum made void (their writer takes it back): not
+    #: listed again by this handle.
+    _void: set[str]
+
+    if TYPE_CHECKING:
+        @property
+        def uri(self) -> str:
+            """The array's URI."""
+
+    async def _committed_metas(self, replaced: bool = True,
+                               lazy: bool = False) -> list[FragmentMeta]:
+        """Every committed fragment at this handle's timestamp, replaced ones included
+        unless ``replaced`` is false: then the fragments that replace others (their names
+        say so) are loaded first, and those they replace are not loaded at all (readers
+        never use them; an open after a consolidation loads only the live bookkeeping).
+        ``lazy``: dense fragments whose names record their boxes are left pending."""
+        everything = await list_committed(self._store.aio)
+        names = visible_at(everything, self.timestamp)
+        if everything and not names:
+            raise first_commit_error(self.uri, name_timestamp(everything[0]), self.timestamp)
+        if self._void:
+            names = [n for n in names if n not in self._void]
+        if replaced:
+            await self._load_metas([n for n in names if n not in self._metas], lazy)
+            metas = [self._metas[n] for n in names if n in self._metas]
+            return metas if lazy or await self._load_for(metas) else \
+                await self._committed_metas(replaced, lazy)
+        newest = max((n for n in names if replaces_others(n)), default="")
+        # first those and what is named after all of them (which none of them can replace)
+        await self._load_metas([n for n in names if n not in self._metas
+                                and (replaces_others(n) or n > newest)], lazy)
+        gone = {r for n in names if n in self._metas for r in self._metas[n].replaces}
+        await self._load_metas([n for n in names if n not in self._metas and n not in gone],
+                               lazy)
+        return [self._metas[n] for n in names if n in self._metas and n not in gone]
+
+    async def _load_metas(self, names: list[str], lazy: bool = False) -> None:
+        """Load the bookkeeping of committed fragments ``names`` (concurrently); ``lazy``:
+        those :func:`~tessera.array.commits.pending_meta` knows by their names are left
+        pending."""
+        if lazy:
+            for n in names:
+                meta = pending_meta(n, self._created, self.uri)
+                if meta is not None:
+                    self._metas[n] = meta
+            names = [n for n in names if n not in self._metas]
+        for meta in await asyncio.gather(*(load_meta(self._store.aio, n, self.uri)
+                                           for n in names)):
+            if meta is not None:
+                check_against_schema(meta, self._created, self.uri)
+                self._metas[meta.name] = meta
+
+    async def _visible_metas(self, cached_ok: bool = True,
+                             lazy: bool = False) -> list[FragmentMeta]:
+        """The fragments reads use, oldest first: replaced fragments hidden; every one
+        loaded unless ``lazy`` (reads: they load what they meet with :meth:`_load_for`).
+
+        A handle opened at a timestamp lists them once, at its first read (as TileDB opens
+        an array at a timestamp), and again only when not ``cached_ok``; a handle without
+        one lists them again unless :meth:`_cached_listing` still holds (and ``cached_ok``).
+        """
+        metas = await self._listing(cached_ok)
+        if lazy or await self._load_for(metas):
+            return metas
+        return await self._visible_metas(cached_ok=False)  # one was void: list again
+
+    async def _listing(self, cached_ok: bool) -> list[FragmentMeta]:
+        if self.timestamp is None:
+            cached = self._cached_listing() if cached_ok else None
+            if cached is not None:
+                return cached
+            listed_at, change = time.monotonic(), LOCAL_CHANGES.get(self.uri, 0)
+            metas = apply_replacements(await self._committed_metas(False, lazy=True))
+            self._listed = (listed_at, change, metas)
+            return metas
+        if self._snapshot is None or not cached_ok:
+            # (again when a read found its objects gone: another process consolidated and
+            # vacuumed; the fragments that replaced them hold the same cells at this time,
+            # or the history is gone and HistoryVacuumedError says so)
+            await check_history(self._store.aio, self.timestamp, self.uri)
+            self._snapshot = apply_replacements(await self._committed_metas(False, lazy=True))
+        return self._snapshot
+
+    async def _load_for(self, metas: list[FragmentMeta],
+                        boxes: Sequence[Box] | None = None) -> bool:
+        """Load the bookkeeping of the pending fragments of ``metas`` that meet any of
+        ``boxes`` (widened to whole tiles), or of all of them (``boxes`` ``None``). False
+        when one turned out void (a vacuum took its writer for dead: it is left out of
+        later listings, and the caller lists again)."""
+        todo = self._pending_meeting(metas, boxes)
+        if not todo:
+            return True
+        void = await load_pending(self._store.aio, todo, self._created, self.uri)
+        self._void.update(void)
+        return not void
+
+    async def _load_for_read(self, metas: list[FragmentMeta],
+                             boxes: Sequence[Box] | None = None) -> None:
+        """:meth:`_load_for`; a void fragment is :class:`CorruptDataError`, on which reads
+        list again (as for fragments vacuumed under them)."""
+        if not await self._load_for(metas, boxes):
+            raise CorruptDataError(f"array {self.uri}: a fragment this read listed was "
+                                   "taken back by its writer (a vacuum ran meanwhile)")
+
+    def _pending_meeting(self, metas: list[FragmentMeta],
+                         boxes: Sequence[Box] | None = None) -> list[FragmentMeta]:
+        """The pending fragments of ``metas`` meeting ``boxes`` (all when ``None``)."""
+        if boxes is None:
+            return [m for m in metas if m.pending]
+        index = fragment_index(metas, self.schema)
+        ranks = {r for box in boxes for r in index.meeting(self._whole_tiles(box))}
+        return [metas[r] for r in sorted(ranks) if metas[r].pending]
+
+    def _whole_tiles(self, box: Box) -> Box:
+        """``box`` widened to the tiles it touches (what a read of it may plan over)."""
+        tlo, thi = tile_range(self._created, box)
+        return (tile_box(self._created, tuple(tlo.tolist()))[0],
+                tile_box(self._created, tuple(thi.tolist()))[1])
+
+    def _cached_listing(self) -> list[FragmentMeta] | None:
+        """The latest list of fragments if ``reads.refresh_s`` still covers it and no
+        handle of this process changed the array since."""
+        if self.timestamp is not None or self._listed is None:
+            return None
+        listed_at, change, metas = self._listed
+        if change != LOCAL_CHANGES.get(self.uri, 0):
+            return None
+        return metas if time.monotonic() - listed_at < self.reads.refresh_s else None

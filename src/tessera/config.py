@@ -188,6 +188,11 @@ class ReadConfig:
             decoding falls behind the download holds at most its output plus this window
             (a tile larger than the window is read alone). The default, 128 MiB, is about
             what fills a 25 Gbit/s link with 30 ms to the first byte (~94 MB in flight).
+        gc_pause_tiles: a read (or ``explain``) of a selection spanning at least this many
+            tiles runs with Python's cyclic garbage collector paused: such a read makes a
+            few small objects per tile, none in a cycle, and the collector would walk every
+            object of the process again and again while they are made (about a third of a
+            read of 10^5 tiles). 0 never pauses it.
 
     >>> ReadConfig.from_env({"TESSERA_READ_REFRESH_S": "60"}).refresh_s
     60.0
@@ -197,6 +202,7 @@ class ReadConfig:
 
     refresh_s: float = 1.0
     window_bytes: int = 128 << 20
+    gc_pause_tiles: int = 4096
 
     def __post_init__(self) -> None:
         try:
@@ -211,6 +217,10 @@ class ReadConfig:
                 or self.window_bytes < 1):
             raise ConfigError("window_bytes must be a whole number of bytes >= 1, got "
                               f"{self.window_bytes!r}")
+        if (not isinstance(self.gc_pause_tiles, int) or isinstance(self.gc_pause_tiles, bool)
+                or self.gc_pause_tiles < 0):
+            raise ConfigError("gc_pause_tiles must be a whole number of tiles >= 0 (0: never "
+                              f"pause the garbage collector), got {self.gc_pause_tiles!r}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ReadConfig:

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from tessera._gc import collector_paused
 from tessera._sync import run_sync
 from tessera.array.calling_thread import CallingThreadReads, Planned, UnionPlan
 from tessera.array.face import ArrayFace
@@ -58,8 +59,10 @@ from tessera.errors import (
     ObjectNotFoundError,
     SchemaError,
 )
+from tessera.format.layout import tile_spans
 from tessera.format.schema import ArraySchema
 from tessera.format.selection import (
+    Selection,
     SparseSelection,
     check_memory,
     is_ellipsis,
@@ -260,9 +263,10 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads, Fragme
             return values if attrs is not None or len(names) > 1 else values[names[0]]
         if way.way == "union":
             sels = way.selection
-            boxes = self._read_union_now(sels, names, method, phi)
-            if boxes is None:
-                boxes = self._run_read(self._read_union_async(sels, names, method, phi))
+            with collector_paused(self._many_tiles(sels)):
+                boxes = self._read_union_now(sels, names, method, phi)
+                if boxes is None:
+                    boxes = self._run_read(self._read_union_async(sels, names, method, phi))
             return [self._shape_result(s, out, names, attrs) for s, out in
                     zip(sels, boxes, strict=True)]
         sel = way.selection
@@ -273,10 +277,28 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads, Fragme
         check_memory(math.prod(selection.shape) * sum(self.schema.attr(n).cell_nbytes
                                                       for n in names),
                      f"a read of {selection.shape} cells of {self.uri}")
-        outputs = self._read_now(selection, names, method, phi)
-        if not isinstance(outputs, dict):
-            outputs = self._run_read(self._read_async(selection, names, method, phi, outputs))
+        with collector_paused(self._many_tiles([selection])):
+            outputs = self._read_now(selection, names, method, phi)
+            if not isinstance(outputs, dict):
+                outputs = self._run_read(self._read_async(selection, names, method, phi,
+                                                          outputs))
         return self._shape_result(selection, outputs, names, attrs)
+
+    def _many_tiles(self, selections: list[Selection]) -> bool:
+        """Whether ``selections`` span at least ``reads.gc_pause_tiles`` tiles (their
+        reads then run with the garbage collector paused: :mod:`tessera._gc`)."""
+        least = self.reads.gc_pause_tiles
+        if not least:
+            return False
+        lower, extent = self.schema.lower, self.schema.tile_shape
+        total = 0
+        for s in selections:
+            if not s.empty:
+                total += math.prod(len(span) for span in tile_spans(lower, extent,
+                                                                     s.bounds()))
+                if total >= least:
+                    return True
+        return False
 
     def _attr_names(self, attrs: list[str] | None) -> list[str]:
         """The attributes a read asks for (default: all), each checked to exist."""
@@ -457,15 +479,17 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads, Fragme
         if way.way == "points":
             plan = run_sync(self._points_plan(way.selection, names, method, phi))[3]
         elif way.way == "union":
-            plan = run_sync(self._union_plan(way.selection, names, method, phi))[3]
+            with collector_paused(self._many_tiles(way.selection)):
+                plan = run_sync(self._union_plan(way.selection, names, method, phi))[3]
         else:
             selection = normalize_selection(way.selection, self.schema)
             metas = run_sync(self._visible_metas(lazy=True))
             if not selection.empty:
                 run_sync(self._load_for_read(metas, [selection.bounds()]))
-            reads, _, _ = plan_tile_reads(self.schema, selection, metas, names)
-            plan = self._plan_needs(reads, tile_needs(self.schema, selection, reads), method,
-                                    phi)
+            with collector_paused(self._many_tiles([selection])):
+                reads, _, _ = plan_tile_reads(self.schema, selection, metas, names)
+                plan = self._plan_needs(reads, tile_needs(self.schema, selection, reads),
+                                        method, phi)
         return plan if plan is not None else plan_needs([], url=self._store.url,
                                                          method=method, phi=phi)
 

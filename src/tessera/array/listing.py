@@ -35,7 +35,12 @@ from typing import TYPE_CHECKING
 from tessera.array.bookkeeping import check_against_schema
 from tessera.array.commits import list_committed, load_meta, load_pending, pending_meta
 from tessera.array.fragment import FragmentMeta
-from tessera.array.maintenance import apply_replacements, check_history, visible_at
+from tessera.array.maintenance import (
+    apply_replacements,
+    check_history,
+    same_fragments,
+    visible_at,
+)
 from tessera.array.names import name_timestamp, replaces_others
 from tessera.array.read.fragment_index import fragment_index
 from tessera.array.writes import LOCAL_CHANGES
@@ -60,6 +65,7 @@ class FragmentListing:
     _snapshot: list[FragmentMeta] | None
     _listed: tuple[float, int, list[FragmentMeta]] | None
     _extent_at: tuple[float, int] | None
+    _last_visible: list[FragmentMeta] | None
     #: Fragments whose commit marker a vacuum made void (their writer takes it back): not
     #: listed again by this handle.
     _void: set[str]
@@ -132,7 +138,8 @@ class FragmentListing:
             if cached is not None:
                 return cached
             listed_at, change = time.monotonic(), LOCAL_CHANGES.get(self.uri, 0)
-            metas = apply_replacements(await self._committed_metas(False, lazy=True))
+            metas = self._same_list(apply_replacements(await self._committed_metas(False,
+                                                                                   lazy=True)))
             self._listed = (listed_at, change, metas)
             return metas
         if self._snapshot is None or not cached_ok:
@@ -178,6 +185,18 @@ class FragmentListing:
         tlo, thi = tile_range(self._created, box)
         return (tile_box(self._created, tuple(tlo.tolist()))[0],
                 tile_box(self._created, tuple(thi.tolist()))[1])
+
+    def _same_list(self, metas: list[FragmentMeta]) -> list[FragmentMeta]:
+        """The handle's previous list of fragments if ``metas`` names the same ones (the
+        same objects, in the same order), else ``metas``: what a read planned, recipes and
+        the fragment index are kept by the list's identity, so a listing that finds nothing
+        new keeps them."""
+        for old in (self._listed[2] if self._listed is not None else None,
+                    self._last_visible):
+            if old is not None and same_fragments(metas, old) \
+                    and all(a is b for a, b in zip(metas, old, strict=True)):
+                return old
+        return metas
 
     def _cached_listing(self) -> list[FragmentMeta] | None:
         """The latest list of fragments if ``reads.refresh_s`` still covers it and no

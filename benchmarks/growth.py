@@ -124,8 +124,11 @@ def tiles_series(sizes: list[int], reps: int, root: Path) -> list[dict[str, Any]
 
 def million_plan(root: Path, tiles: int = 1_000_000) -> dict[str, Any]:
     """Plan a whole read of ``tiles`` 16 x 16 int8 tiles (one fragment) on a fresh handle,
-    step by step as a read does: the tile reads, what each needs, the planner's choice.
-    Returns the seconds of each step and of all, and the plan's requests and bytes."""
+    step by step as a read does (the garbage collector paused, as a read over many tiles
+    runs): the tile reads, what each needs, the planner's choice; then ``explain()`` of the
+    whole array on a fresh handle. Returns the seconds of each step and of all, and the
+    plan's requests and bytes."""
+    from tessera._gc import collector_paused
     from tessera._sync import run_sync
     from tessera.array.read.tiles import plan_tile_reads
     from tessera.format.selection import normalize_selection
@@ -137,17 +140,24 @@ def million_plan(root: Path, tiles: int = 1_000_000) -> dict[str, Any]:
     metas = run_sync(arr._visible_metas())
     sel = normalize_selection((slice(None), slice(None)), arr.schema)
     gc.collect()
-    t0 = time.perf_counter()
-    reads, _, _ = plan_tile_reads(arr.schema, sel, metas, ["data"])
-    t1 = time.perf_counter()
-    needs = tile_needs(arr.schema, sel, reads)
-    t2 = time.perf_counter()
-    plan = arr._plan_needs(reads, needs, "auto", 0.0)
-    t3 = time.perf_counter()
+    with collector_paused():
+        t0 = time.perf_counter()
+        reads, _, _ = plan_tile_reads(arr.schema, sel, metas, ["data"])
+        t1 = time.perf_counter()
+        needs = tile_needs(arr.schema, sel, reads)
+        t2 = time.perf_counter()
+        plan = arr._plan_needs(reads, needs, "auto", 0.0)
+        t3 = time.perf_counter()
     assert plan is not None
-    return {"tiles": len(reads), "tile_reads_s": t1 - t0, "needs_s": t2 - t1,
-            "planner_s": t3 - t2, "total_s": t3 - t0, "requests": len(plan.requests),
-            "plan_bytes": plan.totals.nbytes}
+    del reads, needs
+    fresh = tessera.open_array(url)
+    gc.collect()
+    t4 = time.perf_counter()
+    fresh.explain()
+    t5 = time.perf_counter()
+    return {"tiles": len(plan.choices), "tile_reads_s": t1 - t0, "needs_s": t2 - t1,
+            "planner_s": t3 - t2, "total_s": t3 - t0, "explain_s": t5 - t4,
+            "requests": len(plan.requests), "plan_bytes": plan.totals.nbytes}
 
 
 def _whole(arr: tessera.Array) -> None:
@@ -316,7 +326,8 @@ def main() -> None:
         print(f"planning a whole read of {got['tiles']:,} tiles: {got['total_s']:.2f} s "
               f"(tile reads {got['tile_reads_s']:.2f} s, needs {got['needs_s']:.2f} s, "
               f"planner {got['planner_s']:.2f} s); the plan moves {got['plan_bytes']:,} bytes "
-              f"in {got['requests']:,} requests")
+              f"in {got['requests']:,} requests; explain() on a fresh handle "
+              f"{got['explain_s']:.2f} s")
         return
     reps = args.reps or (3 if args.quick else 5)
     sizes = {"fragments": [10, 30], "tiles": [100, 300], "tensors": [20, 40],

@@ -11,6 +11,7 @@ log(seconds) against log(size) by least squares and prints it beside the goal.
     python benchmarks/growth.py --quick    # the spans shortened to 30x
     python benchmarks/growth.py --only images   # one series again, the others kept
     python benchmarks/growth.py --million       # plan a whole read of 10^6 tiles, by step
+    python benchmarks/growth.py --images-s3     # an image set's first read on S3, requests
 
 Writes ``benchmarks/results/growth.csv`` (every measurement), ``growth_slopes.csv`` and
 ``growth.png`` (time against size on log-log axes, one line per operation, the goal slope
@@ -252,6 +253,42 @@ def images_series(sizes: list[int], reps: int, root: Path) -> list[dict[str, Any
     return rows
 
 
+def images_s3(appends: list[int], reps: int) -> list[dict[str, Any]]:
+    """On the S3 test server: the first read of one image (k = 8) of a set of ``appends``
+    appends of 250 32 x 32 RGB images, on a fresh handle with the bookkeeping cache emptied:
+    seconds (median) and the requests it made, by kind."""
+    from tessera.images import ImageColumns
+    from tessera.testing import S3TestServer
+
+    rows = []
+    with S3TestServer() as s3:
+        options = s3.storage_options()
+        for count in appends:
+            url = s3.unique_url(f"growth-images-{count}")
+            cols = ImageColumns.create(url, size=(32, 32), channels=3, cache=None,
+                                       storage_options=options)
+            rng = np.random.default_rng(count)
+            for _ in range(count):
+                cols.append(rng.integers(0, 256, (250, 32, 32, 3), dtype=np.uint8))
+            ids = cols.ids()
+            image = int(ids[len(ids) // 2])
+            times, stats = [], None
+            for _ in range(reps):
+                META_CACHE().clear()
+                with tessera.collect_stats() as stats:
+                    start = time.perf_counter()
+                    ImageColumns.open(url, cache=None, storage_options=options).read(
+                        [image], k=8)
+                    times.append(time.perf_counter() - start)
+            assert stats is not None
+            rows.append({"appends": count, "images": count * 250,
+                         "seconds": float(np.median(times)), "requests": stats.requests,
+                         **{f"{kind}_requests": m.requests
+                            for kind, m in sorted(stats.by_method.items())}})
+            print(f"images on S3, {count} appends: {rows[-1]}", flush=True)
+    return rows
+
+
 def _first_image(url: str, image: int) -> None:
     """Open an image set (bookkeeping cache emptied) and read one image at k = 8."""
     from tessera.images import ImageColumns
@@ -317,7 +354,15 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS, help="where results go")
     parser.add_argument("--million", action="store_true",
                         help="only plan a whole read of 10^6 tiles and report its steps")
+    parser.add_argument("--images-s3", action="store_true",
+                        help="only an image set's first read on the S3 test server, with "
+                             "its requests, after 6 and 80 appends")
     args = parser.parse_args()
+    if args.images_s3:
+        got_rows = images_s3([6, 80], args.reps or 5)
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_csv(args.out / "growth_images_s3.csv", got_rows)
+        return
     if args.million:
         with tempfile.TemporaryDirectory() as tmp:
             got = million_plan(Path(tmp))

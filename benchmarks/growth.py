@@ -272,7 +272,7 @@ def images_s3(appends: list[int], reps: int) -> list[dict[str, Any]]:
                 cols.append(rng.integers(0, 256, (250, 32, 32, 3), dtype=np.uint8))
             ids = cols.ids()
             image = int(ids[len(ids) // 2])
-            times, stats = [], None
+            times, made = [], []
             for _ in range(reps):
                 META_CACHE().clear()
                 with tessera.collect_stats() as stats:
@@ -280,7 +280,8 @@ def images_s3(appends: list[int], reps: int) -> list[dict[str, Any]]:
                     ImageColumns.open(url, cache=None, storage_options=options).read(
                         [image], k=8)
                     times.append(time.perf_counter() - start)
-            assert stats is not None
+                made.append(stats)
+            stats = made[-1]
             rows.append({"appends": count, "images": count * 250,
                          "seconds": float(np.median(times)), "requests": stats.requests,
                          **{f"{kind}_requests": m.requests

@@ -116,6 +116,17 @@ def test_a_marker_a_vacuum_made_void_is_left_out(store_url: StoreLocation) -> No
     fresh = tessera.open_array(uri, storage_options=store_url[1])
     np.testing.assert_array_equal(fresh[26:32, :], expected[26:32])
     assert len(fresh.fragments) == 7
+    pts = (np.array([27, 30]), np.array([0, 5]))
+    for way in ("points", "again", "union"):
+        META_CACHE().clear()
+        fresh = tessera.open_array(uri, storage_options=store_url[1])
+        if way == "again":  # a handle that read before reads with its last list first
+            fresh.reads = tessera.ReadConfig(refresh_s=0)
+            np.testing.assert_array_equal(fresh[0:2, :], expected[0:2])
+        got = (fresh[tessera.Hyperslabs([(slice(26, 32), slice(None))])][0] if way == "union"
+               else fresh[tessera.Points(pts)])
+        np.testing.assert_array_equal(got, expected[26:32] if way == "union" else
+                                      expected[pts])
     META_CACHE().clear()
     listing = tessera.open_array(uri, storage_options=store_url[1])
     assert newest not in [f.name for f in listing.fragments]

@@ -529,9 +529,9 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads, Fragme
                 return guess
         else:
             metas = await self._visible_metas(lazy=True)
-            if self.timestamp is not None:
-                return await self._read_relisting(read, metas)
-        return await read(metas)
+        # (relisting if a fragment listed is gone: e.g. one whose writer took it back, found
+        # when its bookkeeping was loaded)
+        return await self._read_relisting(read, metas)
 
     async def _read_relisting(self, read: Callable[[list[FragmentMeta]], Awaitable[T]],
                               metas: list[FragmentMeta]) -> T:

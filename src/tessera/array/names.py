@@ -6,7 +6,7 @@ dimension, inclusive), so the listing of commit markers alone says where each de
 lies: a handle opened on an array of many appends loads the bookkeeping of only the fragments
 a read meets (as TileDB keeps each fragment's non-empty domain where it can prune fragments
 before loading their tile tables). Ids of other fragments (sparse, deletes, consolidations,
-and dense fragments written before ids recorded boxes) are the 16 hex digits alone; their
+and dense fragments written before ids recorded boxes) are 16 characters and no box; their
 bookkeeping is loaded when the array is listed. The box is part of the id, so the
 fragment's folder (``__fragments/<id>/``) and every key made from the id are unchanged in
 form, and readers that do not look for a box read such fragments as before.

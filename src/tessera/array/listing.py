@@ -133,6 +133,7 @@ class FragmentListing:
         return await self._visible_metas(cached_ok=False)  # one was void: list again
 
     async def _listing(self, cached_ok: bool) -> list[FragmentMeta]:
+        """The handle's list of the fragments reads use, dense ones possibly pending."""
         if self.timestamp is None:
             cached = self._cached_listing() if cached_ok else None
             if cached is not None:

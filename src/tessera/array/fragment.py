@@ -16,10 +16,11 @@ Layout below the array's root (all keys relative to it)::
 A fragment exists for readers only once its commit marker does, so a writer killed at any
 point leaves nothing visible; orphaned objects without a marker are never read (vacuum
 removes them). ``<id>`` is random, so writers in different processes never collide and need
-no lock. The timestamp (ns since the epoch, 20 digits) is taken when the writer commits,
-after its data is stored; a commit whose requests are slow can still become visible after
-a later one, which is why consolidations say what they outrank (``FragmentMeta.covers``,
-:mod:`tessera.array.maintenance`).
+no lock (a plain dense fragment's id also records the box it writes:
+:mod:`tessera.array.names`). The timestamp (ns since the epoch, 20 digits) is taken when
+the writer commits, after its data is stored; a commit whose requests are slow can still
+become visible after a later one, which is why consolidations say what they outrank
+(``FragmentMeta.covers``, :mod:`tessera.array.maintenance`).
 
 How a commit meets a vacuum, and how committed fragments are listed and loaded, is
 :mod:`tessera.array.commits`.

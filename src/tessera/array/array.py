@@ -138,6 +138,7 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads, Fragme
         self._last_visible: list[FragmentMeta] | None = None  # what the latest read used
         self._metas: dict[str, FragmentMeta] = {}
         self._void: set[str] = set()  # see FragmentListing
+        self._loaded_state: tuple[list[FragmentMeta] | None, bool] = (None, False)
         # The newest run of many small updates, merged once (see tessera.array.read.updates).
         self._updates: dict[Any, tuple[int, MergedUpdates | None]] = {}
         self._snapshot: list[FragmentMeta] | None = None  # timestamped handles list once

@@ -47,8 +47,7 @@ class ArrayFace:
                            ) -> Coroutine[Any, Any, list[FragmentMeta]]:
             """The fragments reads use."""
 
-        def _committed_metas(self, replaced: bool = True, lazy: bool = False,
-                             ) -> Coroutine[Any, Any, list[FragmentMeta]]:
+        def _committed_metas(self) -> Coroutine[Any, Any, list[FragmentMeta]]:
             """Every committed fragment at the handle's timestamp."""
 
     @property

@@ -38,7 +38,6 @@ from tessera.array.fragment import FragmentMeta
 from tessera.array.maintenance import (
     apply_replacements,
     check_history,
-    same_fragments,
     visible_at,
 )
 from tessera.array.names import name_timestamp, replaces_others
@@ -46,7 +45,7 @@ from tessera.array.read.fragment_index import fragment_index
 from tessera.array.writes import LOCAL_CHANGES
 from tessera.config import ReadConfig
 from tessera.errors import CorruptDataError
-from tessera.format.layout import Box, tile_box, tile_range
+from tessera.format.layout import Box, tile_spans
 from tessera.format.schema import ArraySchema
 from tessera.storage.blocking import Store
 from tessera.when import first_commit_error
@@ -69,37 +68,46 @@ class FragmentListing:
     #: Fragments whose commit marker a vacuum made void (their writer takes it back): not
     #: listed again by this handle.
     _void: set[str]
+    #: The latest list :meth:`_pending_meeting` looked at, and whether every fragment of it
+    #: was loaded then (a fragment once loaded stays so: a small read on the calling thread
+    #: then costs one comparison, not a look at the fragment index).
+    _loaded_state: tuple[list[FragmentMeta] | None, bool]
 
     if TYPE_CHECKING:
         @property
         def uri(self) -> str:
             """The array's URI."""
 
-    async def _committed_metas(self, replaced: bool = True,
-                               lazy: bool = False) -> list[FragmentMeta]:
-        """Every committed fragment at this handle's timestamp, replaced ones included
-        unless ``replaced`` is false: then the fragments that replace others (their names
-        say so) are loaded first, and those they replace are not loaded at all (readers
-        never use them; an open after a consolidation loads only the live bookkeeping).
-        ``lazy``: dense fragments whose names record their boxes are left pending."""
+    async def _committed_names(self) -> list[str]:
+        """Names of the fragments committed at this handle's timestamp, oldest first, less
+        those found void."""
         everything = await list_committed(self._store.aio)
         names = visible_at(everything, self.timestamp)
         if everything and not names:
             raise first_commit_error(self.uri, name_timestamp(everything[0]), self.timestamp)
-        if self._void:
-            names = [n for n in names if n not in self._void]
-        if replaced:
-            await self._load_metas([n for n in names if n not in self._metas], lazy)
-            metas = [self._metas[n] for n in names if n in self._metas]
-            return metas if lazy or await self._load_for(metas) else \
-                await self._committed_metas(replaced, lazy)
+        return [n for n in names if n not in self._void] if self._void else names
+
+    async def _committed_metas(self) -> list[FragmentMeta]:
+        """Every committed fragment at this handle's timestamp, replaced ones included, its
+        bookkeeping loaded."""
+        names = await self._committed_names()
+        await self._load_metas([n for n in names if n not in self._metas])
+        metas = [self._metas[n] for n in names if n in self._metas]
+        return metas if await self._load_for(metas) else await self._committed_metas()
+
+    async def _live_metas(self) -> list[FragmentMeta]:
+        """The committed fragments no consolidation replaced, dense ones whose names record
+        their boxes left pending: the fragments that replace others (their names say so)
+        are loaded first, and those they replace are not loaded at all (readers never use
+        them; an open after a consolidation loads only the live bookkeeping)."""
+        names = await self._committed_names()
         newest = max((n for n in names if replaces_others(n)), default="")
         # first those and what is named after all of them (which none of them can replace)
         await self._load_metas([n for n in names if n not in self._metas
-                                and (replaces_others(n) or n > newest)], lazy)
+                                and (replaces_others(n) or n > newest)], lazy=True)
         gone = {r for n in names if n in self._metas for r in self._metas[n].replaces}
         await self._load_metas([n for n in names if n not in self._metas and n not in gone],
-                               lazy)
+                               lazy=True)
         return [self._metas[n] for n in names if n in self._metas and n not in gone]
 
     async def _load_metas(self, names: list[str], lazy: bool = False) -> None:
@@ -139,8 +147,7 @@ class FragmentListing:
             if cached is not None:
                 return cached
             listed_at, change = time.monotonic(), LOCAL_CHANGES.get(self.uri, 0)
-            metas = self._same_list(apply_replacements(await self._committed_metas(False,
-                                                                                   lazy=True)))
+            metas = self._same_list(apply_replacements(await self._live_metas()))
             self._listed = (listed_at, change, metas)
             return metas
         if self._snapshot is None or not cached_ok:
@@ -148,7 +155,7 @@ class FragmentListing:
             # vacuumed; the fragments that replaced them hold the same cells at this time,
             # or the history is gone and HistoryVacuumedError says so)
             await check_history(self._store.aio, self.timestamp, self.uri)
-            self._snapshot = apply_replacements(await self._committed_metas(False, lazy=True))
+            self._snapshot = apply_replacements(await self._live_metas())
         return self._snapshot
 
     async def _load_for(self, metas: list[FragmentMeta],
@@ -162,6 +169,7 @@ class FragmentListing:
             return True
         void = await load_pending(self._store.aio, todo, self._created, self.uri)
         self._void.update(void)
+        self._loaded_state = (None, False)  # look at the list again
         return not void
 
     async def _load_for_read(self, metas: list[FragmentMeta],
@@ -174,18 +182,28 @@ class FragmentListing:
 
     def _pending_meeting(self, metas: list[FragmentMeta],
                          boxes: Sequence[Box] | None = None) -> list[FragmentMeta]:
-        """The pending fragments of ``metas`` meeting ``boxes`` (all when ``None``)."""
+        """The pending fragments of ``metas`` meeting ``boxes`` (widened to the tiles they
+        touch: what a read of them may plan over), all of them when ``boxes`` is ``None``."""
+        seen, loaded = self._loaded_state
+        if seen is metas and loaded:
+            return []
         if boxes is None:
-            return [m for m in metas if m.pending]
-        index = fragment_index(metas, self.schema)
-        ranks = {r for box in boxes for r in index.meeting(self._whole_tiles(box))}
-        return [metas[r] for r in sorted(ranks) if metas[r].pending]
-
-    def _whole_tiles(self, box: Box) -> Box:
-        """``box`` widened to the tiles it touches (what a read of it may plan over)."""
-        tlo, thi = tile_range(self._created, box)
-        return (tile_box(self._created, tuple(tlo.tolist()))[0],
-                tile_box(self._created, tuple(thi.tolist()))[1])
+            todo = [m for m in metas if m.pending]
+        else:
+            index = fragment_index(metas, self.schema)
+            lower, extent = self._created.lower, self._created.tile_shape
+            ranks = set()
+            for box in boxes:
+                spans = tile_spans(lower, extent, box)
+                ranks.update(index.meeting((
+                    tuple(lw + s.start * e for lw, s, e in zip(lower, spans, extent,
+                                                               strict=True)),
+                    tuple(lw + s.stop * e - 1 for lw, s, e in zip(lower, spans, extent,
+                                                                  strict=True)))))
+            todo = [metas[r] for r in sorted(ranks) if metas[r].pending]
+        if seen is not metas:
+            self._loaded_state = (metas, not todo and not any(m.pending for m in metas))
+        return todo
 
     def _same_list(self, metas: list[FragmentMeta]) -> list[FragmentMeta]:
         """The handle's previous list of fragments if ``metas`` names the same ones (the
@@ -194,7 +212,7 @@ class FragmentListing:
         new keeps them."""
         for old in (self._listed[2] if self._listed is not None else None,
                     self._last_visible):
-            if old is not None and same_fragments(metas, old) \
+            if old is not None and len(old) == len(metas) \
                     and all(a is b for a, b in zip(metas, old, strict=True)):
                 return old
         return metas

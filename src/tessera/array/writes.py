@@ -75,8 +75,7 @@ class ArrayWrites:
                                  lazy: bool = False) -> list[FragmentMeta]:
             """The fragments a read sees."""
 
-        async def _committed_metas(self, replaced: bool = True,
-                                   lazy: bool = False) -> list[FragmentMeta]:
+        async def _committed_metas(self) -> list[FragmentMeta]:
             """Every committed fragment."""
 
         @property

@@ -10,7 +10,9 @@ Layout below the root::
     coeffs/         a tile-major dense array: dims n (images; grows, tile = group), c, by, bx
                     (one tile each, or ``crop_tile`` blocks); attributes d00..d62, cell = the
                     n_d coefficients of that diagonal of one block (int8, or int16 below
-                    q = 33)
+                    q = 33); with chroma 4:2:0, c is 1 and a cell holds the diagonal's
+                    luma, then its Cb and Cr inside the chroma corner
+                    (:mod:`tessera.images.subsampling`)
     meta/           a dense array over n (tile 4096): true height and width (smaller than
                     the size only with ``fit="pad"``; 0: no image, a hole left by padding an
                     append to whole groups) and label (-1: none)
@@ -89,7 +91,8 @@ class ImageColumns(ImageFace):
     def __init__(self, store: Store, header: SetHeader, coeffs: Array, meta: Array,
                  cache: ColumnCache | str | None = SHARED) -> None:
         self._store, self.header, self.coeffs, self.meta = store, header, coeffs, meta
-        self.fmt = FrequencyFormat(block=header.block, q=header.q, colour=header.colour)
+        self.fmt = FrequencyFormat(block=header.block, q=header.q, colour=header.colour,
+                                   chroma=header.chroma)
         self.size: tuple[int, int] = header.size
         self.channels = header.channels
         self.group = header.group
@@ -136,7 +139,8 @@ class ImageColumns(ImageFace):
         header = SetHeader.new(size=(h, w), channels=channels, colour=fmt.colour,
                                block=fmt.block, q=fmt.q, group=group, codec=codec, fit=fit,
                                crop_tile=None if crop_tile is None else tiles,
-                               transform=fmt.transform, level_shift=fmt.level_shift)
+                               transform=fmt.transform, level_shift=fmt.level_shift,
+                               chroma=fmt.chroma)
         try:
             store.put(HEADER_KEY, header.to_json(), mode="create")
         except ObjectExistsError:
@@ -146,7 +150,7 @@ class ImageColumns(ImageFace):
         coeffs = ArraySchema(
             [Dim("n", (0, -1), group), Dim("c", (0, c - 1), c),
              Dim("by", (0, by - 1), tiles[0]), Dim("bx", (0, bx - 1), tiles[1])],
-            [Attr(f"d{d:02d}", f"({fmt.diagonal_size(d)},){fmt.dtype.str[1:]}", codec=codec)
+            [Attr(f"d{d:02d}", f"({fmt.width(d)},){fmt.dtype.str[1:]}", codec=codec)
              for d in range(fmt.k_max)],
             maxshape=(None, c, by, bx), attr_layout="tile-major")
         meta = ArraySchema([Dim("n", (0, META_CAPACITY - 1), META_TILE)],
@@ -187,7 +191,7 @@ class ImageColumns(ImageFace):
         try:
             header = _header(store, url)
             if fmt is not None:
-                for field in ("block", "q", "colour", "transform", "level_shift"):
+                for field in ("block", "q", "colour", "transform", "level_shift", "chroma"):
                     if getattr(header, field) != getattr(fmt, field):
                         raise SchemaError(f"image set {url} stores {field}="
                                           f"{getattr(header, field)!r}, the format given has "
@@ -333,7 +337,9 @@ class ImageColumns(ImageFace):
 
         ``output="pixels"``: uint8 ``(N, H*scale, W*scale, 3)`` (``scale`` in 1, 1/2, ...,
         1/32); ``"coefficients"``: the quantized diagonals concatenated,
-        ``(N, C, BY, BX, T(k))``. ``crop=(y0, y1, x0, x1)`` (full-resolution pixels of the
+        ``(N, C, BY, BX, T(k))`` (4:2:0 sets: ``(N, 1, BY, BX, fmt.stored(k))``, the three
+        planes of each diagonal side by side, as :mod:`tessera.images.subsampling` says).
+        ``crop=(y0, y1, x0, x1)`` (full-resolution pixels of the
         canvas) decodes only the blocks under it and returns exactly its pixels (scaled; with
         ``scale < 1`` its bounds must be multiples of ``1/scale``; block-aligned for
         coefficients); in sets made with ``crop_tile`` it also fetches only the tiles under
@@ -420,7 +426,7 @@ class ImageColumns(ImageFace):
         by = len(range(self.size[0] // b)[blocks[0]])
         bx = len(range(self.size[1] // b)[blocks[1]])
         width = self.coeffs.schema.attr("d00").np_dtype.itemsize
-        return self.fmt.channels(self.channels) * by * bx * self.fmt.kept(k) * width
+        return self.fmt.channels(self.channels) * by * bx * self.fmt.stored(k) * width
 
     def _images_of(self, err: CorruptDataError) -> str:
         """``err``'s message and the image ids of the damaged tile's group."""
@@ -494,12 +500,12 @@ class ImageColumns(ImageFace):
                         new = concatenate(self.read_columns(
                             list(range(grp * g, (grp + 1) * g)), 0, k))
                     else:
-                        new = np.concatenate([old.data[..., :self.fmt.kept(start)], new],
+                        new = np.concatenate([old.data[..., :self.fmt.stored(start)], new],
                                              axis=-1)
                 data = np.ascontiguousarray(new)
                 held[grp] = data
                 self.cache.put_group((ident, grp), k, data)
-        total = self.fmt.kept(k)
+        total = self.fmt.stored(k)
         first = held[groups[0]][:, :, blocks[0], blocks[1], :total]
         out = np.empty((len(chosen), *first.shape[1:]), dtype=first.dtype)
         for grp in groups:

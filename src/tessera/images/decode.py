@@ -34,6 +34,7 @@ import numpy as np
 
 from tessera._threads import run_chunks, workers
 from tessera.errors import InvalidArgumentError
+from tessera.images.subsampling import plane_index
 from tessera.images.transform import (
     _diagonal_order,
     dct_matrix,
@@ -54,9 +55,12 @@ class FrequencyFormat(Protocol):
     def colour(self) -> str: ...
     @property
     def level_shift(self) -> int: ...
+    @property
+    def subsampled(self) -> bool: ...
     def kept(self, k: int) -> int: ...
+    def stored(self, k: int) -> int: ...
     def check_k(self, k: Any) -> int: ...
-    def diagonal_size(self, d: int) -> int: ...
+    def width(self, d: int) -> int: ...
 
 #: float32 bytes of one chunk's work (its coefficients or its pixels, whichever is larger):
 #: small enough to stay in cache between the steps, large enough that per-chunk overheads
@@ -90,9 +94,9 @@ def check_columns(fmt: FrequencyFormat, columns: Sequence[np.ndarray]) -> tuple[
     fmt.check_k(len(columns))
     head: tuple[int, ...] = tuple(columns[0].shape[:4])
     for d, col in enumerate(columns):
-        if col.shape != (*head, fmt.diagonal_size(d)):
+        if col.shape != (*head, fmt.width(d)):
             raise InvalidArgumentError(f"column {d} has shape {col.shape}, expected "
-                                       f"{(*head, fmt.diagonal_size(d))}")
+                                       f"{(*head, fmt.width(d))}")
     return head
 
 
@@ -148,6 +152,44 @@ def corners(fmt: FrequencyFormat, source: np.ndarray, k: int, r: int, lo: int,
     return out.reshape(hi - lo, *src.shape[1:4], r, r)
 
 
+def chroma_corners(fmt: FrequencyFormat, source: np.ndarray, k: int, r: int, lo: int,
+                   hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Of a 4:2:0 set (:mod:`tessera.images.subsampling`): dequantized float32 corners of
+    luma ``(hi - lo, 1, BY, BX, r, r)`` and of the chroma planes ``(hi - lo, 2, BY, BX, rc,
+    rc)`` (``rc = min(r, block / 2)``) of images ``lo..hi-1`` from diagonals ``0..k-1`` of
+    ``source`` (concatenated, ``(N, 1, BY, BX, >= stored(k))``)."""
+    luma, chroma = plane_index(fmt.block, r, k)
+    rc = min(r, fmt.block // 2)
+    total = fmt.stored(k)
+    src = source[lo:hi, 0, ..., :total]
+    if max(luma.max(initial=0), chroma.max(initial=0)) == total:  # a zero slot is used
+        src = np.concatenate([src, np.zeros((*src.shape[:-1], 1), src.dtype)], axis=-1)
+    n, by, bx = src.shape[:3]
+    y = np.take(src, luma, axis=-1).astype(np.float32)
+    y *= fmt.q
+    c = np.empty((n, 2, by, bx, rc, rc), np.float32)
+    c[...] = np.moveaxis(np.take(src, chroma.reshape(-1), axis=-1).reshape(
+        n, by, bx, 2, rc, rc), 3, 1)
+    c *= fmt.q
+    return y.reshape(n, 1, by, bx, r, r), c
+
+
+def planes(luma: np.ndarray, chroma: np.ndarray, m: int) -> np.ndarray:
+    """RGB rows of pixels ``(N, 3, BY, m, BX * m)`` (level-shifted, not scaled) of a 4:2:0
+    set's luma corners ``(N, 1, BY, BX, r, r)`` and chroma corners ``(N, 2, BY, BX, rc,
+    rc)``, ``rc < r``: each plane's inverse DCT from its own corner, the colour conversion
+    on the pixels (the planes' corners differ, so not on the coefficients)."""
+    pixels = np.concatenate([inverse_dct_raster(luma, m), inverse_dct_raster(chroma, m)],
+                            axis=1)
+    return to_rgb(pixels)
+
+
+def output_channels(fmt: FrequencyFormat, stored: int) -> int:
+    """Channels of the pixels decoded from columns with ``stored`` channels (a 4:2:0 set
+    stores its three planes in one)."""
+    return 3 if fmt.subsampled else stored
+
+
 def decode(fmt: FrequencyFormat, columns: Sequence[np.ndarray], m: int,
            output_dtype: Any = np.uint8) -> np.ndarray:
     """Pixels ``(N, BY*m, BX*m, C)`` of the first ``len(columns)`` diagonals at block edge
@@ -169,12 +211,14 @@ def decode_concatenated(fmt: FrequencyFormat, source: Source, k: int, m: int,
     kk = min(k, 2 * m - 1)
     held = (source.shape[-1] if isinstance(source, np.ndarray)
             else sum(c.shape[-1] for c in source))
-    if held < fmt.kept(kk) or (not isinstance(source, np.ndarray) and len(source) < kk):
+    if held < fmt.stored(kk) or (not isinstance(source, np.ndarray) and len(source) < kk):
         raise InvalidArgumentError(f"{held} coefficients per block cannot hold "
-                                   f"diagonals 0..{kk - 1} ({fmt.kept(kk)})")
+                                   f"diagonals 0..{kk - 1} ({fmt.stored(kk)})")
     cat = source if isinstance(source, np.ndarray) else concatenate(source[:kk])
     r = min(kk, m)
     dtype = np.dtype(output_dtype)
+    folded = fmt.subsampled  # three planes in one stored channel
+    ch = output_channels(fmt, ch)
     shape = (n, by * m, bx * m, ch)
     if out is None:
         out = np.empty(shape, dtype=dtype)
@@ -191,12 +235,16 @@ def decode_concatenated(fmt: FrequencyFormat, source: Source, k: int, m: int,
     factor = np.float32(m / fmt.block)
 
     def run(lo: int, hi: int) -> None:
-        c = corners(fmt, cat, kk, r, lo, hi)
-        if rgb:
-            c = to_rgb(c)
         means = r == 1 and m > 1  # block means: one value per block, broadcast when written
-        pixels = ((_dct_row0(m) * c[..., 0, 0]) * _dct_row0(m) if means  # (n, C, BY, BX)
-                  else inverse_dct_raster(c, m))  # rows of pixels: (n, C, BY, m, BX * m)
+        if folded and r > fmt.block // 2:  # 4:2:0 beyond the chroma corner: planes apart
+            pixels = planes(*chroma_corners(fmt, cat, kk, r, lo, hi), m)
+        else:
+            c = (np.concatenate(chroma_corners(fmt, cat, kk, r, lo, hi), axis=1) if folded
+                 else corners(fmt, cat, kk, r, lo, hi))
+            if rgb:
+                c = to_rgb(c)
+            pixels = ((_dct_row0(m) * c[..., 0, 0]) * _dct_row0(m) if means  # (n, C, BY, BX)
+                      else inverse_dct_raster(c, m))  # rows of pixels: (n, C, BY, m, BX * m)
         if m != fmt.block:  # an m-point IDCT of b-point coefficients (x 1: no change)
             pixels *= factor
         pixels += level

@@ -7,7 +7,7 @@ inside a diagonal ``i`` ascends). ``Sf_k``, the format that keeps the ``k`` lowe
 is the first ``k(k+1)/2`` zig-zag positions for ``k <= block``.
 
 Colour: JFIF (BT.601 full range) YCbCr without subsampling by default; ``"rgb"`` and ``"gray"``
-too. Reconstruction is k-aware: the (linear) YCbCr -> RGB matrix is applied to the
+too; ``chroma="4:2:0"`` keeps Cb and Cr at half resolution (:mod:`tessera.images.subsampling`). Reconstruction is k-aware: the (linear) YCbCr -> RGB matrix is applied to the
 coefficients before the inverse DCT (only the DC carries the offsets), a truncated inverse DCT
 uses only the kept ``k x k`` corner when that is cheaper, and a reduced-resolution output of
 scale ``m / block`` is the ``m x m`` inverse DCT of the ``m x m`` corner (libjpeg's DCT
@@ -33,7 +33,9 @@ from typing import Any
 import numpy as np
 
 from tessera.errors import InvalidArgumentError, InvalidTypeError, SchemaError
-from tessera.images.decode import decode
+from tessera.images import subsampling
+from tessera.images.decode import decode, planes
+from tessera.images.subsampling import CHROMA
 from tessera.images.transform import (
     RGB_TO_YCBCR,
     TRUNCATED_UP_TO,
@@ -46,7 +48,7 @@ from tessera.images.transform import (
     to_rgb,
 )
 
-__all__ = ["BLOCKS", "COLOURS", "RGB_TO_YCBCR", "TRUNCATED_UP_TO", "YCBCR_TO_RGB",
+__all__ = ["BLOCKS", "CHROMA", "COLOURS", "RGB_TO_YCBCR", "TRUNCATED_UP_TO", "YCBCR_TO_RGB",
            "FrequencyFormat", "check_images", "dct_matrix", "diagonals", "inverse_dct",
            "psnr"]
 
@@ -68,6 +70,12 @@ class FrequencyFormat:
         colour: ``"ycbcr"`` (JFIF, no subsampling), ``"rgb"`` or ``"gray"`` (1 channel).
         transform: ``"dct2-ortho"``, the only one (recorded so a header can be checked).
         level_shift: subtracted before the DCT (128: signed coefficients, int8 at q >= 33).
+        chroma: ``"4:4:4"`` (every channel at full resolution) or ``"4:2:0"`` (YCbCr only:
+            Cb and Cr at half resolution in each direction, as JPEG by default; a block
+            stores half the coefficients at full quality, :mod:`tessera.images.subsampling`).
+
+    >>> FrequencyFormat(chroma="4:2:0").stored(63), FrequencyFormat().stored(63)
+    (1536, 1024)
     """
 
     block: int = 32
@@ -75,6 +83,7 @@ class FrequencyFormat:
     colour: str = "ycbcr"
     transform: str = "dct2-ortho"
     level_shift: int = 128
+    chroma: str = "4:4:4"
 
     def __post_init__(self) -> None:
         if self.block not in BLOCKS:
@@ -91,6 +100,12 @@ class FrequencyFormat:
                               "'dct2-ortho' (orthonormal DCT-II) is the only one")
         if self.level_shift != 128:
             raise SchemaError("FrequencyFormat.level_shift is 128 for 8-bit images")
+        if self.chroma not in CHROMA:
+            raise SchemaError(f"FrequencyFormat.chroma must be one of {CHROMA}, got "
+                              f"{self.chroma!r}")
+        if self.chroma != "4:4:4" and self.colour != "ycbcr":
+            raise SchemaError(f"FrequencyFormat.chroma={self.chroma!r} subsamples Cb and Cr: "
+                              f"it needs colour='ycbcr', got colour={self.colour!r}")
 
     # -- geometry --------------------------------------------------------------------------
     @property
@@ -112,14 +127,41 @@ class FrequencyFormat:
         return sum(self.diagonal_size(d) for d in range(k))
 
     @property
+    def subsampled(self) -> bool:
+        """Whether Cb and Cr are stored at half resolution (``chroma="4:2:0"``): the three
+        planes then share each column (:mod:`tessera.images.subsampling`)."""
+        return self.chroma == "4:2:0"
+
+    def width(self, d: int) -> int:
+        """Coefficients per block and stored channel of diagonal ``d``'s column: the
+        diagonal's (:meth:`diagonal_size`), or in a 4:2:0 set luma's and the chroma
+        corner's of all three planes."""
+        if self.subsampled:
+            return subsampling.column_width(self.block, d)
+        return self.diagonal_size(d)
+
+    def stored(self, k: int) -> int:
+        """Coefficients per block and stored channel of diagonals ``0..k-1`` (:meth:`kept`
+        in 4:4:4; all three planes' in 4:2:0): the last axis of concatenated columns.
+
+        >>> FrequencyFormat(chroma="4:2:0").stored(8), FrequencyFormat().stored(8)
+        (108, 36)
+        """
+        k = self.check_k(k)
+        if self.subsampled:
+            return subsampling.stored(self.block, k)
+        return self.kept(k)
+
+    @property
     def dtype(self) -> np.dtype[Any]:
         """int8 when every quantized coefficient of an 8-bit image fits it, else int16."""
         bound = self.block * 128 / self.q
         return np.dtype(np.int8) if round(bound) <= 127 else np.dtype(np.int16)
 
     def channels(self, image_channels: int) -> int:
-        """Channels stored for images of ``image_channels`` (gray keeps one)."""
-        return 1 if self.colour == "gray" else image_channels
+        """The stored columns' channel axis for images of ``image_channels``: gray keeps
+        one, 4:2:0 one (its three planes share each column)."""
+        return 1 if self.colour == "gray" or self.subsampled else image_channels
 
     def check_k(self, k: Any) -> int:
         """``k`` as an int in ``1..k_max`` (``"all"`` is ``k_max``), or a clear error."""
@@ -167,7 +209,9 @@ class FrequencyFormat:
         x = check_images(images, self.block)
         n, h, w, _ = x.shape
         head = (n, self.channels(x.shape[-1]), h // self.block, w // self.block)
-        out = [np.empty((*head, len(idx)), self.dtype) for idx in diagonals(self.block)]
+        out = [np.empty((*head, self.width(d)), self.dtype) for d in range(self.k_max)]
+        order = (subsampling.stored_order(self.block) if self.subsampled
+                 else _diagonal_order(self.block))
         info = np.iinfo(self.dtype)
         # ENCODE_CHUNK images at a time: the float64 work arrays are 16x the pixels' bytes
         for lo in range(0, n, ENCODE_CHUNK):
@@ -177,7 +221,10 @@ class FrequencyFormat:
             quantized = np.rint(flat / self.q)  # round half to even, as numpy
             if quantized.size and (quantized.min() < info.min or quantized.max() > info.max):
                 raise InvalidArgumentError(f"coefficients exceed {self.dtype} at q={self.q}")
-            ordered = quantized[..., _diagonal_order(self.block)].astype(self.dtype)
+            if self.subsampled:  # the three planes of a block side by side, one channel
+                quantized = np.moveaxis(quantized, 1, 3).reshape(*quantized.shape[:1], 1,
+                                                                 *quantized.shape[2:4], -1)
+            ordered = quantized[..., order].astype(self.dtype)
             start = 0
             for column in out:  # diagonal d is the next n_d entries of the d-major order
                 column[lo:lo + ENCODE_CHUNK] = ordered[..., start:start + column.shape[-1]]
@@ -196,12 +243,25 @@ class FrequencyFormat:
         m = self.block if size is None else size
         r = min(k, m)
         head = columns[0].shape[:4]
+        kk = min(k, 2 * r - 1)
+        for d in range(kk):
+            if np.shape(columns[d]) != (*head, self.width(d)):
+                raise InvalidArgumentError(f"column {d} has shape {np.shape(columns[d])}, "
+                                           f"expected {(*head, self.width(d))}")
+        if self.subsampled:  # luma's r x r corner and the chroma planes' inside theirs
+            cat = np.concatenate([*(np.asarray(c) for c in columns[:kk]),
+                                  np.zeros((*head, 1), self.dtype)], axis=-1)[:, 0]
+            luma, chroma = subsampling.plane_index(self.block, r, kk)
+            rc = min(r, self.block // 2)
+            planes3 = np.zeros((head[0], 3, *head[2:], r, r), dtype=dtype)
+            planes3[:, 0] = cat[..., luma].reshape(*cat.shape[:3], r, r)
+            planes3[:, 1:, ..., :rc, :rc] = np.moveaxis(
+                cat[..., chroma].reshape(*cat.shape[:3], 2, rc, rc), 3, 1)
+            planes3 *= self.q
+            return planes3
         out = np.zeros((*head, r * r), dtype=dtype)
-        for d in range(min(k, 2 * r - 1)):
+        for d in range(kk):
             col = np.asarray(columns[d])
-            if col.shape != (*head, self.diagonal_size(d)):
-                raise InvalidArgumentError(f"column {d} has shape {col.shape}, expected "
-                                           f"{(*head, self.diagonal_size(d))}")
             slots, targets = _corner_slots(self.block, r, d)
             out[..., targets] = col[..., slots]  # int8 -> float before scaling: no overflow
         out *= self.q
@@ -225,11 +285,16 @@ class FrequencyFormat:
         m = self.check_scale(scale)
         k = self.check_k(len(columns))
         c = self.coefficients(columns[:min(k, 2 * m - 1)], size=m)  # (N, C', BY, BX, r, r)
-        if self.colour == "ycbcr":
-            # YCbCr -> RGB on the few coefficients kept (linear; the blocks hold M (rgb - 128):
-            # M's luma row sums to 1 and its chroma rows to 0, so no offset is left over).
-            c = to_rgb(c)
-        pixels = inverse_dct_raster(c, m)  # (N, C, BY, m, BX * m)
+        h = self.block // 2
+        if self.subsampled and c.shape[-1] > h:  # planes transformed apart, colour after
+            pixels = planes(np.ascontiguousarray(c[:, :1]),
+                            np.ascontiguousarray(c[:, 1:, :, :, :h, :h]), m)
+        else:
+            if self.colour == "ycbcr":
+                # YCbCr -> RGB on the few coefficients kept (linear; the blocks hold M (rgb -
+                # 128): M's luma row sums to 1 and its chroma rows to 0, so no offset is left).
+                c = to_rgb(c)
+            pixels = inverse_dct_raster(c, m)  # (N, C, BY, m, BX * m)
         if m != self.block:  # an m-point IDCT of b-point coefficients (x 1 changes nothing)
             pixels *= np.float32(m / self.block)
         pixels += np.float32(self.level_shift)

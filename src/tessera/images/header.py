@@ -23,8 +23,10 @@ from tessera.errors import SchemaError
 
 #: Where the header lives, below the set's URL.
 HEADER_KEY = "__images.json"
-#: The version this Tessera writes (and the newest it reads).
-HEADER_VERSION = 1
+#: The newest version this Tessera reads. It writes 1 for sets every earlier Tessera reads
+#: as stored, 2 for sets that one which knows only version 1 would misread (chroma
+#: subsampling).
+HEADER_VERSION = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,16 +48,20 @@ class SetHeader:
     crop_tile: tuple[int, int] | None
     rounding: str = "half-even"
     diagonal_order: str = "d-major, i ascending"
-    version: int = HEADER_VERSION
+    version: int = 1
+    chroma: str = "4:4:4"
 
     @classmethod
     def new(cls, *, size: tuple[int, int], channels: int, colour: str, block: int, q: float,
             group: int, codec: str, fit: str, crop_tile: tuple[int, int] | None,
-            transform: str = "dct2-ortho", level_shift: int = 128) -> SetHeader:
-        """A header for a new set (a fresh ``uid``)."""
+            transform: str = "dct2-ortho", level_shift: int = 128,
+            chroma: str = "4:4:4") -> SetHeader:
+        """A header for a new set (a fresh ``uid``; version 2 where the chroma is
+        subsampled, so that a Tessera which does not know subsampling refuses the set)."""
         return cls(uuid.uuid4().hex, (int(size[0]), int(size[1])), channels, colour, block, q,
                    transform, level_shift, group, codec, fit,
-                   None if crop_tile is None else (int(crop_tile[0]), int(crop_tile[1])))
+                   None if crop_tile is None else (int(crop_tile[0]), int(crop_tile[1])),
+                   version=1 if chroma == "4:4:4" else 2, chroma=chroma)
 
     def to_json(self) -> bytes:
         """The stored form."""
@@ -67,7 +73,7 @@ class SetHeader:
                                "diagonal_order": self.diagonal_order, "group": self.group,
                                "codec": self.codec, "fit": self.fit,
                                "crop_tile": None if self.crop_tile is None
-                               else list(self.crop_tile)}
+                               else list(self.crop_tile), "chroma": self.chroma}
         return json.dumps(doc, indent=1).encode()
 
     @classmethod
@@ -119,4 +125,5 @@ class SetHeader:
                    crop_tile=pair("crop_tile", optional=True),
                    rounding=str(doc.get("rounding", "half-even")),
                    diagonal_order=str(doc.get("diagonal_order", "d-major, i ascending")),
-                   version=version)
+                   version=version,
+                   chroma=field("chroma", str) if "chroma" in doc else "4:4:4")

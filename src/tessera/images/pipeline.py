@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from tessera._threads import submit
-from tessera.images.decode import FrequencyFormat, decode_concatenated
+from tessera.images.decode import FrequencyFormat, decode_concatenated, output_channels
 
 #: Coefficient bytes a batch holds at least (the fetch of one overlaps the decode of the
 #: one before; smaller batches add a read's fixed cost per batch).
@@ -58,7 +58,8 @@ def read_decoded(fmt: FrequencyFormat, read: Callable[[list[int]], Sequence[np.n
                 pending = submit(read, ids[batches[i + 1]].tolist())
             n, ch, by, bx = columns[0].shape[:4]
             if out is None:
-                out = np.empty((len(ids), by * m, bx * m, ch), dtype=np.uint8)
+                out = np.empty((len(ids), by * m, bx * m, output_channels(fmt, ch)),
+                               dtype=np.uint8)
             contiguous = bool(np.all(np.diff(positions) == 1))
             if contiguous:
                 decode_concatenated(fmt, columns, k, m,

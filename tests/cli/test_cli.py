@@ -202,6 +202,18 @@ def test_import_images_from_an_image_folder(tmp_path) -> None:
                                        "--size", "32x64", "--group", "2"])
     assert resized.exit_code == 0 and "7 images" in resized.output, resized.output
     assert ImageColumns.open((tmp_path / "r").as_uri()).size == (32, 64)
+    half = (tmp_path / "half").as_uri()
+    subsampled = CliRunner(env={"COLUMNS": "200"}).invoke(
+        app, ["import", "images", str(src), half, "--size", "64", "--chroma", "4:2:0"])
+    assert subsampled.exit_code == 0, subsampled.output
+    assert ImageColumns.open(half).fmt.chroma == "4:2:0"
+    info = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["images", "info", half])
+    assert info.exit_code == 0 and "ycbcr 4:2:0" in info.output, info.output
+    assert "1536" in info.output  # k = 63: 1024 luma + 2 x 256 chroma coefficients a block
+    refused = _tessera("import", "images", str(src), (tmp_path / "x").as_uri(), "--colour",
+                       "rgb", "--chroma", "4:2:0")
+    assert refused.returncode != 0 and "needs colour='ycbcr'" in refused.stderr
+    assert "Traceback" not in refused.stderr
 
 
 def test_import_images_refuses_an_empty_folder(tmp_path) -> None:

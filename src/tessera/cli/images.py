@@ -55,7 +55,8 @@ def images_info(
     count = len(cols)
     fmt = cols.fmt
     out.print(f"[bold]{url}[/]  {count} images of {cols.size[0]}x{cols.size[1]}, "
-              f"{fmt.colour}, {fmt.block}x{fmt.block} blocks, q = {fmt.q}, groups of "
+              f"{fmt.colour}" + (f" {fmt.chroma}" if fmt.colour == "ycbcr" else "") +
+              f", {fmt.block}x{fmt.block} blocks, q = {fmt.q}, groups of "
               f"{cols.group}, {cols.header.codec}")
     if not count:
         return
@@ -68,12 +69,13 @@ def images_info(
         columns = cols.read_columns(chosen.tolist(), 0, fmt.k_max)
         best = fmt.decode(columns)
         scores = {k: psnr(best, fmt.decode(columns[:k])) for k in ks}
+    planes = fmt.channels(cols.channels)  # stored channels (4:2:0 folds its three in one)
     grid = table("k", "coefficients per block", "bytes per image", "share of k max",
                  f"PSNR dB vs k = {fmt.k_max}" + (f" ({min(sample, count)} images)"
                                                   if scores else ""),
                  title="bytes and quality per k")
     for k in ks:
-        grid.add_row(str(k), str(fmt.kept(k)), f"{per_image[k - 1]:,.0f}",
+        grid.add_row(str(k), str(fmt.stored(k) * planes), f"{per_image[k - 1]:,.0f}",
                       f"{per_image[k - 1] / per_image[-1]:.1%}",
                       "-" if k not in scores else ("exact" if np.isinf(scores[k])
                                                    else f"{scores[k]:.2f}"))

@@ -243,6 +243,10 @@ def images(
                                      help="Quantization step (larger: fewer bytes).")] = 50,
     colour: Annotated[str, typer.Option(metavar="SPACE", help="ycbcr, rgb or gray.")]
     = "ycbcr",
+    chroma: Annotated[str, typer.Option(
+        metavar="MODE", help="`4:4:4` (full resolution) or `4:2:0` (Cb and Cr at half "
+                             "resolution, as JPEG: half the coefficients to decode; "
+                             "ycbcr only).")] = "4:4:4",
     codec: Annotated[str, typer.Option(metavar="NAME[:LEVEL]", help="Codec of the columns.")]
     = "zstd:9",
     flush: Annotated[int, typer.Option(metavar="N", help="Images per commit.")] = 4096,
@@ -274,9 +278,9 @@ def images(
     with progress("importing images", quiet=quiet) as step:
         try:
             report = import_images(source, url, size=canvas, fit=fit, group=group,
-                                   fmt=FrequencyFormat(q=q, colour=colour), codec=codec,
-                                   flush_images=flush, progress=step, storage_options=opts,
-                                   append=append)
+                                   fmt=FrequencyFormat(q=q, colour=colour, chroma=chroma),
+                                   codec=codec, flush_images=flush, progress=step,
+                                   storage_options=opts, append=append)
         except ArrayNotFoundError:
             if not append:
                 raise

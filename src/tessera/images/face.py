@@ -90,7 +90,8 @@ class ImageFace:
         count = len(self.ids()) if self.coeffs.shape[0] else 0
         at = ("" if self.coeffs.timestamp is None
               else f", at {iso(self.coeffs.timestamp)}")
-        kind = "gray" if self.fmt.colour == "gray" else "RGB"
+        kind = ("gray" if self.fmt.colour == "gray"
+                else "RGB 4:2:0" if self.fmt.subsampled else "RGB")
         return (f"{self.url} {self.size[0]}x{self.size[1]} {kind}, {count} "
                 f"image{'s' if count != 1 else ''}, group {self.group}{at}")
 

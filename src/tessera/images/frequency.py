@@ -7,8 +7,10 @@ inside a diagonal ``i`` ascends). ``Sf_k``, the format that keeps the ``k`` lowe
 is the first ``k(k+1)/2`` zig-zag positions for ``k <= block``.
 
 Colour: JFIF (BT.601 full range) YCbCr without subsampling by default; ``"rgb"`` and ``"gray"``
-too; ``chroma="4:2:0"`` keeps Cb and Cr at half resolution (:mod:`tessera.images.subsampling`). Reconstruction is k-aware: the (linear) YCbCr -> RGB matrix is applied to the
-coefficients before the inverse DCT (only the DC carries the offsets), a truncated inverse DCT
+too; ``chroma="4:2:0"`` keeps Cb and Cr at half resolution (:mod:`tessera.images.subsampling`).
+Reconstruction is k-aware: the (linear) YCbCr -> RGB matrix is applied to the coefficients
+before the inverse DCT (only the DC carries the offsets; in 4:2:0 beyond the chroma corner,
+to the pixels of planes transformed apart), a truncated inverse DCT
 uses only the kept ``k x k`` corner when that is cheaper, and a reduced-resolution output of
 scale ``m / block`` is the ``m x m`` inverse DCT of the ``m x m`` corner (libjpeg's DCT
 scaling; at ``m = 1`` the block means).

@@ -179,8 +179,10 @@ def planes(luma: np.ndarray, chroma: np.ndarray, m: int) -> np.ndarray:
     set's luma corners ``(N, 1, BY, BX, r, r)`` and chroma corners ``(N, 2, BY, BX, rc,
     rc)``, ``rc < r``: each plane's inverse DCT from its own corner, the colour conversion
     on the pixels (the planes' corners differ, so not on the coefficients)."""
-    pixels = np.concatenate([inverse_dct_raster(luma, m), inverse_dct_raster(chroma, m)],
-                            axis=1)
+    n, _, by, bx = luma.shape[:4]
+    pixels = np.empty((n, 3, by, m, bx * m), np.float32)
+    inverse_dct_raster(luma, m, out=pixels[:, :1])
+    inverse_dct_raster(chroma, m, out=pixels[:, 1:])
     return to_rgb(pixels)
 
 

@@ -66,9 +66,10 @@ def inverse_dct(c: np.ndarray, m: int) -> np.ndarray:
                                       overwrite_x=True))
 
 
-def inverse_dct_raster(c: np.ndarray, m: int) -> np.ndarray:
+def inverse_dct_raster(c: np.ndarray, m: int, out: np.ndarray | None = None) -> np.ndarray:
     """:func:`inverse_dct` of corners ``(N, C, BY, BX, r, r)`` laid out as rows of pixels,
-    ``(N, C, BY, m, BX * m)`` (each channel's image, row by row: what is written out).
+    ``(N, C, BY, m, BX * m)`` (each channel's image, row by row: what is written out; into
+    ``out``, a float32 array or view of that shape, when given).
 
     A small corner (``r`` at most half the block) is transformed straight into that layout:
     each block's ``r`` rows first (``Y D[:r]``, small), moved beside their neighbours', then
@@ -79,11 +80,13 @@ def inverse_dct_raster(c: np.ndarray, m: int) -> np.ndarray:
     if r <= TRUNCATED_UP_TO * m and 2 * r <= m:
         dm = _kept_rows(m, r)
         moved = np.ascontiguousarray(np.matmul(c, dm).transpose(0, 1, 2, 4, 3, 5))
-        rows: np.ndarray = np.matmul(dm.T, moved.reshape(n, ch, by, r, bx * m))
+        rows: np.ndarray = np.matmul(dm.T, moved.reshape(n, ch, by, r, bx * m), out=out)
         return rows
-    blocks = inverse_dct(c, m)
-    return np.ascontiguousarray(blocks.transpose(0, 1, 2, 4, 3, 5)).reshape(n, ch, by, m,
-                                                                              bx * m)
+    blocks = inverse_dct(c, m).transpose(0, 1, 2, 4, 3, 5)
+    if out is None:
+        return np.ascontiguousarray(blocks).reshape(n, ch, by, m, bx * m)
+    out.reshape(n, ch, by, m, bx, m)[...] = blocks  # a view: out's rows are contiguous
+    return out
 
 
 def to_rgb(c: np.ndarray) -> np.ndarray:

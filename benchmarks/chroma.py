@@ -1,0 +1,222 @@
+"""Chroma subsampling of image columns: what 4:2:0 buys against 4:4:4 and against JPEG q90.
+
+For 256 x 256 photo crops (matplotlib's sample photo), all measured in one run:
+
+- quality and size: PSNR against the originals and stored bytes per image (what the set's
+  bookkeeping says it holds at k = 63), for 4:4:4 and 4:2:0 at the format's default
+  ``q = 50`` and at ``q = 12`` (about JPEG q90's PSNR), beside JPEG q90 (Pillow);
+- the decode alone: k = 63 pixels of 256 images in one process (the fast decode), wall and
+  process CPU seconds;
+- every image of the set read cold at k = 63 from the S3 test server on loopback (no column
+  cache, one handle), beside one JPEG q90 object per image fetched with obstore (32 in
+  flight) and decoded with Pillow on two threads: images/s, this process's CPU ms per image
+  and the test server's; the systems take turns, medians of ``--reps``.
+
+Writes ``chroma.csv``, ``chroma.md`` and ``chroma.png`` under ``--out``.
+
+    python benchmarks/chroma.py [--images 512] [--reps 5] [--out DIR]
+    (the committed results: --out benchmarks/results)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+import tessera
+from _common import write_csv
+from images import photo_crops
+from throughput import _cpu_of, _decode_jpegs, _fetch_all, _obstore
+from tessera.images import FrequencyFormat, ImageColumns, psnr
+from tessera.images.decode import concatenate, decode_concatenated
+from tessera.testing import S3TestServer
+
+MODES = ("4:4:4", "4:2:0")
+
+
+def _quality(images: np.ndarray, s3: S3TestServer) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """PSNR and bytes per image of each format and of JPEG q90; the URLs of the q = 50 sets
+    (written to the S3 test server)."""
+    from PIL import Image
+
+    rows, urls = [], {}
+    n = len(images)
+    for q in (50, 12):
+        for mode in MODES:
+            fmt = FrequencyFormat(q=q, chroma=mode)
+            url = s3.unique_url(f"chroma-{q}-{mode.replace(':', '')}")
+            cols = ImageColumns.create(url, size=images.shape[1:3], fmt=fmt, group=32,
+                                       storage_options=s3.storage_options(), cache=None)
+            cols.append(images)
+            decoded = cols.read(np.arange(n), k=63)
+            rows.append({"system": f"Tessera {mode} q={q}", "q": q,
+                         "psnr_db": round(statistics.fmean(
+                             psnr(a, b) for a, b in zip(images, decoded, strict=True)), 2),
+                         "bytes_per_image": round(float(cols.bytes_per_k()[-1]) / n),
+                         "raw_coefficient_bytes_per_image":
+                             fmt.channels(3) * fmt.stored(63) * (images.shape[1] // 32)
+                             * (images.shape[2] // 32) * fmt.dtype.itemsize})
+            if q == 50:
+                urls[mode] = url
+    sizes, scores = [], []
+    for img in images:
+        buf = io.BytesIO()
+        Image.fromarray(img).save(buf, "JPEG", quality=90)
+        sizes.append(buf.tell())
+        scores.append(psnr(img, np.asarray(Image.open(io.BytesIO(buf.getvalue())))))
+    rows.append({"system": "JPEG q90 (Pillow, 4:2:0)", "q": 90,
+                 "psnr_db": round(statistics.fmean(scores), 2),
+                 "bytes_per_image": round(statistics.fmean(sizes))})
+    return rows, urls
+
+
+def _timed(fns: dict[str, Callable[[], Any]], reps: int,
+           server_pid: int | None = None) -> dict[str, dict[str, float]]:
+    """Median wall and process CPU seconds of each function (and the server's CPU), the
+    functions taking turns ``reps`` times."""
+    samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in fns}
+    for name, fn in fns.items():  # once each before timing: imports, pools, connections
+        fn()
+    for _ in range(reps):
+        for name, fn in fns.items():
+            server = _cpu_of(server_pid) if server_pid is not None else None
+            c0, t0 = time.process_time(), time.perf_counter()
+            fn()
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            after = _cpu_of(server_pid) if server_pid is not None else None
+            samples[name].append((wall, cpu, (after - server) if server is not None
+                                  and after is not None else float("nan")))
+    return {name: {"seconds": statistics.median(s[0] for s in got),
+                   "cpu_s": statistics.median(s[1] for s in got),
+                   "server_cpu_s": statistics.fmean(s[2] for s in got)}  # ticks of 10 ms
+            for name, got in samples.items()}
+
+
+def _decode_rows(images: np.ndarray, reps: int) -> list[dict[str, Any]]:
+    batch = images[:256]
+    fns = {}
+    for mode in MODES:
+        fmt = FrequencyFormat(chroma=mode)
+        source = concatenate(fmt.encode(batch))
+        fns[f"decode k=63, {mode}"] = (lambda fmt=fmt, source=source:
+                                       decode_concatenated(fmt, source, 63, 32))
+    out = []
+    for name, got in _timed(fns, reps).items():
+        out.append({"shape": f"decode alone, {len(batch)} images", "system": name,
+                    "seconds": round(got["seconds"], 4),
+                    "cpu_ms_per_image": round(got["cpu_s"] / len(batch) * 1e3, 3)})
+    return out
+
+
+def _read_rows(images: np.ndarray, s3: S3TestServer, urls: dict[str, str], jpeg_prefix: str,
+               jpeg_keys: list[str], reps: int) -> list[dict[str, Any]]:
+    n = len(images)
+    ids = np.arange(n)
+    fns: dict[str, Callable[[], Any]] = {}
+    for mode, url in urls.items():
+        handle = ImageColumns.open(url, storage_options=s3.storage_options(), cache=None)
+        fns[f"Tessera k=63 pixels, {mode}"] = (lambda h=handle: h.read(ids, k=63))
+    jpeg_store = _obstore(s3, s3.endpoint, jpeg_prefix)
+    fns["JPEG q90 objects + Pillow"] = (lambda: _decode_jpegs(
+        asyncio.run(_fetch_all(jpeg_store, jpeg_keys)), "PIL"))
+    out = []
+    for name, got in _timed(fns, reps, s3.pid).items():
+        out.append({"shape": f"loopback S3, {n} images", "system": name,
+                    "seconds": round(got["seconds"], 4),
+                    "images_per_s": round(n / got["seconds"], 1),
+                    "cpu_ms_per_image": round(got["cpu_s"] / n * 1e3, 3),
+                    "server_cpu_ms_per_image": round(got["server_cpu_s"] / n * 1e3, 3)})
+    return out
+
+
+def _markdown(quality: list[dict[str, Any]], speed: list[dict[str, Any]], n: int,
+              reps: int) -> str:
+    lines = [f"# Chroma subsampling: {n} photo crops of 256 x 256, medians of {reps}", "",
+             "## Quality and size (k = 63)", "",
+             "| system | PSNR dB | stored bytes / image | coefficient bytes / image, raw |",
+             "|---|---|---|---|"]
+    for r in quality:
+        raw = r.get("raw_coefficient_bytes_per_image")
+        lines.append(f"| {r['system']} | {r['psnr_db']} | {r['bytes_per_image']:,} | "
+                     f"{'' if raw is None else f'{raw:,}'} |")
+    lines += ["", "## Time and CPU", "",
+              "| shape | system | seconds | images/s | client CPU ms / image | "
+              "server CPU ms / image |", "|---|---|---|---|---|---|"]
+    for r in speed:
+        lines.append(f"| {r['shape']} | {r['system']} | {r['seconds']} | "
+                     f"{r.get('images_per_s', '')} | {r['cpu_ms_per_image']} | "
+                     f"{r.get('server_cpu_ms_per_image', '')} |")
+    jpeg = next(r for r in speed if r["system"].startswith("JPEG"))
+    lines += ["", "Ratios to JPEG q90 objects + Pillow (same run):", ""]
+    for r in speed:
+        if r["system"].startswith("Tessera"):
+            lines.append(f"- {r['system']}: images/s x{r['images_per_s'] / jpeg['images_per_s']:.2f}"
+                         f", client CPU per image x{r['cpu_ms_per_image'] / jpeg['cpu_ms_per_image']:.2f}")
+    return "\n".join(lines) + "\n"
+
+
+def _plot(speed: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in speed if "images_per_s" in r]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+    names = [r["system"] for r in rows]
+    axes[0].barh(names, [r["images_per_s"] for r in rows], color="#4878a8")
+    axes[0].set_xlabel("images/s (loopback S3, k = 63)")
+    axes[1].barh(names, [r["cpu_ms_per_image"] for r in rows], color="#c07030",
+                 label="client")
+    axes[1].barh(names, [r["server_cpu_ms_per_image"] for r in rows],
+                 left=[r["cpu_ms_per_image"] for r in rows], color="#999999", label="server")
+    axes[1].set_xlabel("CPU ms per image")
+    axes[1].set_yticks([])
+    axes[1].legend(loc="lower right")
+    fig.suptitle("Image columns at full quality, 4:4:4 and 4:2:0, against JPEG q90 + Pillow")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--images", type=int, default=512)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    images = photo_crops(args.images, seed=0)
+    from PIL import Image
+
+    with S3TestServer() as s3:
+        quality, urls = _quality(images, s3)
+        prefix = s3.unique_url("chroma-jpeg").split("/", 3)[3]
+        store = tessera.open_store(s3.url(prefix), **s3.storage_options())
+        keys = []
+        for i, img in enumerate(images):
+            buf = io.BytesIO()
+            Image.fromarray(img).save(buf, "JPEG", quality=90)
+            keys.append(f"{i:06d}.jpg")
+            store.put(keys[-1], buf.getvalue())
+        speed = _decode_rows(images, args.reps) + _read_rows(images, s3, urls, prefix, keys,
+                                                             args.reps)
+    for r in quality + speed:
+        print(r)
+    write_csv(args.out / "chroma.csv", [*quality, *speed])
+    (args.out / "chroma.md").write_text(_markdown(quality, speed, args.images, args.reps))
+    _plot(speed, args.out / "chroma.png")
+    print(f"wrote {args.out / 'chroma.md'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -79,6 +79,7 @@ bench: $(VENV)/.installed-all
 	$(BIN)/python benchmarks/frozen_split.py --quick
 	$(BIN)/python benchmarks/frozen_checks.py --quick
 	$(BIN)/python benchmarks/throughput.py --quick
+	$(BIN)/python benchmarks/chroma.py --images 128 --reps 2
 	$(BIN)/python benchmarks/floors.py --side 2048 --reps 3
 	$(BIN)/python benchmarks/per_call.py --quick
 	$(BIN)/python benchmarks/fleet.py --side 1024

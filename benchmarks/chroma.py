@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 import tessera
 from _common import write_csv
 from images import photo_crops
-from throughput import _cpu_of, _decode_jpegs, _fetch_all, _obstore
 from tessera.images import FrequencyFormat, ImageColumns, psnr
 from tessera.images.decode import concatenate, decode_concatenated
 from tessera.testing import S3TestServer
+from throughput import _cpu_of, _decode_jpegs, _fetch_all, _obstore
 
 MODES = ("4:4:4", "4:2:0")
 
@@ -85,7 +85,7 @@ def _timed(fns: dict[str, Callable[[], Any]], reps: int,
     """Median wall and process CPU seconds of each function (and the server's CPU), the
     functions taking turns ``reps`` times."""
     samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in fns}
-    for name, fn in fns.items():  # once each before timing: imports, pools, connections
+    for fn in fns.values():  # once each before timing: imports, pools, connections
         fn()
     for _ in range(reps):
         for name, fn in fns.items():
@@ -160,8 +160,10 @@ def _markdown(quality: list[dict[str, Any]], speed: list[dict[str, Any]], n: int
     lines += ["", "Ratios to JPEG q90 objects + Pillow (same run):", ""]
     for r in speed:
         if r["system"].startswith("Tessera"):
-            lines.append(f"- {r['system']}: images/s x{r['images_per_s'] / jpeg['images_per_s']:.2f}"
-                         f", client CPU per image x{r['cpu_ms_per_image'] / jpeg['cpu_ms_per_image']:.2f}")
+            rate = r["images_per_s"] / jpeg["images_per_s"]
+            cpu = r["cpu_ms_per_image"] / jpeg["cpu_ms_per_image"]
+            lines.append(f"- {r['system']}: images/s x{rate:.2f}, client CPU per image "
+                         f"x{cpu:.2f}")
     return "\n".join(lines) + "\n"
 
 

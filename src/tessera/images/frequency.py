@@ -69,7 +69,7 @@ class FrequencyFormat:
     Attributes:
         block: block edge in pixels (32 as the paper; 8, 16 and 64 also work).
         q: the uniform quantization step (50 as the paper; below 33 coefficients need int16).
-        colour: ``"ycbcr"`` (JFIF, no subsampling), ``"rgb"`` or ``"gray"`` (1 channel).
+        colour: ``"ycbcr"`` (JFIF), ``"rgb"`` or ``"gray"`` (1 channel).
         transform: ``"dct2-ortho"``, the only one (recorded so a header can be checked).
         level_shift: subtracted before the DCT (128: signed coefficients, int8 at q >= 33).
         chroma: ``"4:4:4"`` (every channel at full resolution) or ``"4:2:0"`` (YCbCr only:
@@ -228,7 +228,7 @@ class FrequencyFormat:
                                                                  *quantized.shape[2:4], -1)
             ordered = quantized[..., order].astype(self.dtype)
             start = 0
-            for column in out:  # diagonal d is the next n_d entries of the d-major order
+            for column in out:  # diagonal d is the next width(d) entries of the order
                 column[lo:lo + ENCODE_CHUNK] = ordered[..., start:start + column.shape[-1]]
                 start += column.shape[-1]
         return out
@@ -238,7 +238,8 @@ class FrequencyFormat:
                      dtype: Any = np.float32) -> np.ndarray:
         """Dequantized coefficients ``(N, C', BY, BX, r, r)`` of the corner the first
         ``len(columns)`` diagonals fill inside the ``m x m`` corner (``m = size``, default the
-        block; ``r = min(k, m)``: everything beyond it is zero)."""
+        block; ``r = min(k, m)``: everything beyond it is zero; a 4:2:0 set's three planes,
+        ``C' = 3``, the chroma zero beyond its corner)."""
         if not columns:
             raise InvalidArgumentError("decoding needs at least one diagonal (k >= 1)")
         k = self.check_k(len(columns))

@@ -44,6 +44,7 @@ def column_width(block: int, d: int) -> int:
     return len(_diagonal_rows(block, d)) + 2 * len(_diagonal_rows(block // 2, d))
 
 
+@functools.lru_cache(maxsize=512)
 def stored(block: int, k: int) -> int:
     """Stored coefficients per block of diagonals ``0..k-1`` in a 4:2:0 set."""
     return sum(column_width(block, d) for d in range(k))

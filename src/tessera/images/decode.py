@@ -34,7 +34,7 @@ import numpy as np
 
 from tessera._threads import run_chunks, workers
 from tessera.errors import InvalidArgumentError
-from tessera.images.subsampling import plane_index
+from tessera.images.subsampling import plane_index, uses_zero_slot
 from tessera.images.transform import (
     _diagonal_order,
     dct_matrix,
@@ -162,7 +162,7 @@ def chroma_corners(fmt: FrequencyFormat, source: np.ndarray, k: int, r: int, lo:
     rc = min(r, fmt.block // 2)
     total = fmt.stored(k)
     src = source[lo:hi, 0, ..., :total]
-    if max(luma.max(initial=0), chroma.max(initial=0)) == total:  # a zero slot is used
+    if uses_zero_slot(fmt.block, r, k):  # corner positions no kept diagonal reaches
         src = np.concatenate([src, np.zeros((*src.shape[:-1], 1), src.dtype)], axis=-1)
     n, by, bx = src.shape[:3]
     y = np.take(src, luma, axis=-1).astype(np.float32)

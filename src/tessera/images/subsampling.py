@@ -94,3 +94,11 @@ def plane_index(block: int, r: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     luma.setflags(write=False)
     chroma.setflags(write=False)
     return luma, chroma
+
+
+@functools.lru_cache(maxsize=256)
+def uses_zero_slot(block: int, r: int, k: int) -> bool:
+    """Whether :func:`plane_index` ``(block, r, k)`` points at the zero slot anywhere (a
+    corner position that no kept diagonal reaches)."""
+    luma, chroma = plane_index(block, r, k)
+    return max(int(luma.max(initial=0)), int(chroma.max(initial=0))) == stored(block, k)

@@ -73,7 +73,8 @@ def images_doc(url: str, cols: Any) -> dict[str, Any]:
     fmt = cols.fmt
     per_image = (cols.bytes_per_k() / count).round().astype(int).tolist() if count else []
     return {"url": url, "kind": "image set", "images": count, "size": list(cols.size),
-            "colour": fmt.colour, "block": fmt.block, "q": fmt.q, "k_max": fmt.k_max,
+            "colour": fmt.colour, "chroma": fmt.chroma, "block": fmt.block, "q": fmt.q,
+            "k_max": fmt.k_max,
             "group": cols.group, "codec": cols.header.codec, "classes": cols.classes(),
             "bytes_per_image_by_k": per_image}
 

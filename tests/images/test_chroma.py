@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tessera import open_store
+from tessera.describe import images_doc
 from tessera.errors import SchemaError
 from tessera.images import FrequencyFormat, ImageColumns, pipeline, psnr
 from tessera.images.header import SetHeader
@@ -113,6 +114,7 @@ def test_an_image_set_stores_and_reads_subsampled_chroma(store_url, cache, monke
     again = ImageColumns.open(url, storage_options=options, cache=cache)
     assert again.fmt == fmt and again.header.version == 2 and again.header.chroma == "4:2:0"
     assert "64x96 RGB 4:2:0, 10 images" in repr(again)
+    assert images_doc(url, again)["chroma"] == "4:2:0"  # tessera info and the viewer
     for handle in (cols, again):
         assert np.array_equal(handle.read([7, 1], k=63), want[[7, 1]])
         assert np.array_equal(handle.read([2], k=20, crop=(32, 64, 32, 96)),

@@ -395,7 +395,7 @@ async function imagesPage(main, r) {
   const pager = el("div", { class: "controls" });
   const curveBox = el("div", {});
   main.replaceChildren(
-    el("h1", {}, `${r.path} `, el("span", { class: "muted" }, `image set, ${num(info.images)} images of ${info.size.join(" × ")}, ${info.colour}, q = ${info.q}, groups of ${info.group}`)),
+    el("h1", {}, `${r.path} `, el("span", { class: "muted" }, `image set, ${num(info.images)} images of ${info.size.join(" × ")}, ${info.colour}${info.colour === "ycbcr" ? " " + info.chroma : ""}, q = ${info.q}, groups of ${info.group}`)),
     timeline(info.history, at, (marker) => { setParams(marker === null ? {} : { at: marker }); imagesPage(main, route()); }),
     el("div", { class: "row" }, el("div", {}, el("h2", {}, "Images"), pager, grid, touched), el("div", {}, el("h2", {}, "Bytes against quality"), curveBox)),
     el("h2", {}, "History"), historyTable(info.history));

@@ -10,7 +10,10 @@ For 256 x 256 photo crops (matplotlib's sample photo), all measured in one run:
 - every image of the set read cold at k = 63 from the S3 test server on loopback (no column
   cache, one handle), beside one JPEG q90 object per image fetched with obstore (32 in
   flight) and decoded with Pillow on two threads: images/s, this process's CPU ms per image
-  and the test server's; the systems take turns, medians of ``--reps``.
+  and the test server's; the systems take turns, medians of ``--reps``;
+- the same through a DataLoader with 2 persistent workers (``FrequencyDataset`` at k = 63,
+  no column cache, against a Dataset fetching and decoding one JPEG object per item):
+  images/s per epoch after an untimed first one, medians of ``--reps``.
 
 Writes ``chroma.csv``, ``chroma.md`` and ``chroma.png`` under ``--out``.
 
@@ -39,7 +42,7 @@ from images import photo_crops
 from tessera.images import FrequencyFormat, ImageColumns, psnr
 from tessera.images.decode import concatenate, decode_concatenated
 from tessera.testing import S3TestServer
-from throughput import _cpu_of, _decode_jpegs, _fetch_all, _obstore
+from throughput import JpegObjects, _cpu_of, _decode_jpegs, _fetch_all, _obstore
 
 MODES = ("4:4:4", "4:2:0")
 
@@ -139,6 +142,42 @@ def _read_rows(images: np.ndarray, s3: S3TestServer, urls: dict[str, str], jpeg_
     return out
 
 
+def _loader_rows(s3: S3TestServer, urls: dict[str, str], jpeg_prefix: str,
+                 jpeg_keys: list[str], n: int, reps: int, batch: int = 64,
+                 ) -> list[dict[str, Any]]:
+    from torch.utils.data import DataLoader
+
+    from tessera.torch import FrequencyDataset
+
+    direct = dict(s3.storage_options())
+    makers: list[tuple[str, Callable[[], Any]]] = []
+    for mode, url in urls.items():
+        ds = FrequencyDataset(url, k=63, labels=False, storage_options=direct, cache_bytes=0)
+        makers.append((f"FrequencyDataset k=63, {mode}",
+                       lambda ds=ds: ds.loader(batch, num_workers=2, buffer_groups=1,
+                                               persistent_workers=True)))
+    jpegs = JpegObjects(s3.url(jpeg_prefix), jpeg_keys, direct)
+    makers.append(("JPEG q90 objects + Pillow", lambda: DataLoader(
+        jpegs, batch_size=batch, shuffle=True, num_workers=2,
+        multiprocessing_context="spawn", persistent_workers=True)))
+    loaders = [(name, make()) for name, make in makers]
+    for _, loader in loaders:  # the first epoch: workers started, connections opened
+        for _ in loader:
+            pass
+    times: dict[str, list[float]] = {name: [] for name, _ in loaders}
+    for _ in range(reps):  # the loaders take turns
+        for name, loader in loaders:
+            start = time.perf_counter()
+            count = sum(len(b) for b in loader)
+            times[name].append(time.perf_counter() - start)
+            if count != n:
+                raise SystemExit(f"{name} delivered {count} of {n} images")
+    return [{"shape": "DataLoader, 2 workers (loopback)", "system": name,
+             "seconds": round(statistics.median(got), 4),
+             "images_per_s": round(n / statistics.median(got), 1)}
+            for name, got in times.items()]
+
+
 def _markdown(quality: list[dict[str, Any]], speed: list[dict[str, Any]], n: int,
               reps: int) -> str:
     lines = [f"# Chroma subsampling: {n} photo crops of 256 x 256, medians of {reps}", "",
@@ -154,11 +193,16 @@ def _markdown(quality: list[dict[str, Any]], speed: list[dict[str, Any]], n: int
               "server CPU ms / image |", "|---|---|---|---|---|---|"]
     for r in speed:
         lines.append(f"| {r['shape']} | {r['system']} | {r['seconds']} | "
-                     f"{r.get('images_per_s', '')} | {r['cpu_ms_per_image']} | "
+                     f"{r.get('images_per_s', '')} | {r.get('cpu_ms_per_image', '')} | "
                      f"{r.get('server_cpu_ms_per_image', '')} |")
     jpeg = next(r for r in speed if r["system"].startswith("JPEG"))
     lines += ["", "Ratios to JPEG q90 objects + Pillow (same run):", ""]
     for r in speed:
+        if r["system"].startswith("FrequencyDataset"):
+            ours = next(j for j in speed if j["shape"] == r["shape"]
+                        and j["system"].startswith("JPEG"))
+            lines.append(f"- {r['system']} (DataLoader): images/s "
+                         f"x{r['images_per_s'] / ours['images_per_s']:.2f}")
         if r["system"].startswith("Tessera"):
             rate = r["images_per_s"] / jpeg["images_per_s"]
             cpu = r["cpu_ms_per_image"] / jpeg["cpu_ms_per_image"]
@@ -173,7 +217,7 @@ def _plot(speed: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in speed if "images_per_s" in r]
+    rows = [r for r in speed if "server_cpu_ms_per_image" in r]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     names = [r["system"] for r in rows]
     axes[0].barh(names, [r["images_per_s"] for r in rows], color="#4878a8")
@@ -195,6 +239,7 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=512)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    parser.add_argument("--no-loader", action="store_true", help="skip the DataLoader rows")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     images = photo_crops(args.images, seed=0)
@@ -212,6 +257,8 @@ def main() -> None:
             store.put(keys[-1], buf.getvalue())
         speed = _decode_rows(images, args.reps) + _read_rows(images, s3, urls, prefix, keys,
                                                              args.reps)
+        if not args.no_loader:
+            speed += _loader_rows(s3, urls, prefix, keys, len(images), args.reps)
     for r in quality + speed:
         print(r)
     write_csv(args.out / "chroma.csv", [*quality, *speed])

@@ -146,6 +146,10 @@ def test_diagonal_arithmetic() -> None:
         1, 3, 6, 10, 36, 78, 136, 300, 528, 904, 1024]
     flat = np.concatenate(diagonals(32))
     assert sorted(flat.tolist()) == list(range(1024))  # every coefficient once
+    for block in (8, 16, 32, 64):  # kept's closed form against the sum of the diagonals
+        f = FrequencyFormat(block=block, q=300)
+        assert [f.kept(k) for k in range(1, 2 * block)] == [
+            sum(len(d) for d in diagonals(block)[:k]) for k in range(1, 2 * block)]
     assert fmt.decode(fmt.encode(_natural(1))[:63]).shape == (2, 64, 64, 3)
 
 

@@ -87,6 +87,13 @@ def gather_index(block: int, r: int, k: int) -> np.ndarray:
     return idx
 
 
+@functools.lru_cache(maxsize=256)
+def _uses_zero_slot(block: int, r: int, k: int) -> bool:
+    """Whether :func:`gather_index` ``(block, r, k)`` points at the zero slot anywhere."""
+    index = gather_index(block, r, k)
+    return bool(index.max(initial=0) == sum(len(d) for d in diagonals(block)[:k]))
+
+
 def check_columns(fmt: FrequencyFormat, columns: Sequence[np.ndarray]) -> tuple[int, ...]:
     """The ``(N, C, BY, BX)`` head the columns share, or an error naming the odd one."""
     if not columns:
@@ -143,9 +150,8 @@ def corners(fmt: FrequencyFormat, source: np.ndarray, k: int, r: int, lo: int,
     from diagonals ``0..k-1`` of ``source`` (concatenated, ``(N, C, BY, BX, >= T(k))``)."""
     index = gather_index(fmt.block, r, k)
     total = fmt.kept(k)
-    zero = index.max(initial=0) == total  # corner positions no kept diagonal reaches
     src = source[lo:hi, ..., :total]
-    if zero:
+    if _uses_zero_slot(fmt.block, r, k):  # corner positions no kept diagonal reaches
         src = np.concatenate([src, np.zeros((*src.shape[:-1], 1), src.dtype)], axis=-1)
     out = np.take(src, index, axis=-1).astype(np.float32)
     out *= fmt.q  # int8 -> float32 before scaling, as the reference: no overflow

@@ -125,8 +125,9 @@ class FrequencyFormat:
         >>> [FrequencyFormat().kept(k) for k in (1, 8, 32, 63)]
         [1, 36, 528, 1024]
         """
-        k = self.check_k(k)
-        return sum(self.diagonal_size(d) for d in range(k))
+        k, b = self.check_k(k), self.block
+        # diagonals 0..b-1 hold 1..b; those beyond, b-1 down to 2b-k (a decode asks per chunk)
+        return k * (k + 1) // 2 if k <= b else b * (b + 1) // 2 + (3 * b - 1 - k) * (k - b) // 2
 
     @property
     def subsampled(self) -> bool:

@@ -85,7 +85,9 @@ def inverse_dct_raster(c: np.ndarray, m: int, out: np.ndarray | None = None) -> 
     blocks = inverse_dct(c, m).transpose(0, 1, 2, 4, 3, 5)
     if out is None:
         return np.ascontiguousarray(blocks).reshape(n, ch, by, m, bx * m)
-    out.reshape(n, ch, by, m, bx, m)[...] = blocks  # a view: out's rows are contiguous
+    target = out.reshape(n, ch, by, m, bx, m)  # splits the last axis only: a view of out
+    assert np.may_share_memory(target, out), "out's last axis must be contiguous"
+    target[...] = blocks
     return out
 
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from tessera._threads import run_chunks, workers
 from tessera.errors import InvalidArgumentError
-from tessera.images.subsampling import plane_index, uses_zero_slot
+from tessera.images.subsampling import joint_index, plane_index, uses_zero_slot
 from tessera.images.transform import (
     _diagonal_order,
     dct_matrix,
@@ -180,6 +180,23 @@ def chroma_corners(fmt: FrequencyFormat, source: np.ndarray, k: int, r: int, lo:
     return y.reshape(n, 1, by, bx, r, r), c
 
 
+def joint_corners(fmt: FrequencyFormat, source: np.ndarray, k: int, r: int, lo: int,
+                  hi: int) -> np.ndarray:
+    """Of a 4:2:0 set where every plane's corner is the same (``r <= block / 2``): the
+    dequantized float32 corners ``(hi - lo, 3, BY, BX, r, r)`` of images ``lo..hi-1``, as
+    :func:`corners` gives a 4:4:4 set's (one gather of the three planes)."""
+    index = joint_index(fmt.block, r, k)
+    total = fmt.stored(k)
+    src = source[lo:hi, 0, ..., :total]
+    if uses_zero_slot(fmt.block, r, k):  # corner positions no kept diagonal reaches
+        src = np.concatenate([src, np.zeros((*src.shape[:-1], 1), src.dtype)], axis=-1)
+    n, by, bx = src.shape[:3]
+    out = np.empty((n, 3, by, bx, r, r), np.float32)
+    out[...] = np.moveaxis(np.take(src, index, axis=-1).reshape(n, by, bx, 3, r, r), 3, 1)
+    out *= fmt.q
+    return out
+
+
 def planes(luma: np.ndarray, chroma: np.ndarray, m: int) -> np.ndarray:
     """RGB rows of pixels ``(N, 3, BY, m, BX * m)`` (level-shifted, not scaled) of a 4:2:0
     set's luma corners ``(N, 1, BY, BX, r, r)`` and chroma corners ``(N, 2, BY, BX, rc,
@@ -247,7 +264,7 @@ def decode_concatenated(fmt: FrequencyFormat, source: Source, k: int, m: int,
         if folded and r > fmt.block // 2:  # 4:2:0 beyond the chroma corner: planes apart
             pixels = planes(*chroma_corners(fmt, cat, kk, r, lo, hi), m)
         else:
-            c = (np.concatenate(chroma_corners(fmt, cat, kk, r, lo, hi), axis=1) if folded
+            c = (joint_corners(fmt, cat, kk, r, lo, hi) if folded
                  else corners(fmt, cat, kk, r, lo, hi))
             if rgb:
                 c = to_rgb(c)

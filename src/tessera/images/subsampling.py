@@ -97,6 +97,18 @@ def plane_index(block: int, r: int, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @functools.lru_cache(maxsize=256)
+def joint_index(block: int, r: int, k: int) -> np.ndarray:
+    """:func:`plane_index` of a corner no larger than the chroma's (``r <= block / 2``) as
+    one gather, ``(3 * r * r,)``: luma's corner, then Cb's, then Cr's."""
+    if r > block // 2:
+        raise ValueError(f"r = {r} exceeds the chroma corner ({block // 2})")
+    luma, chroma = plane_index(block, r, k)
+    joint = np.concatenate([luma, chroma.reshape(-1)])
+    joint.setflags(write=False)
+    return joint
+
+
+@functools.lru_cache(maxsize=256)
 def uses_zero_slot(block: int, r: int, k: int) -> bool:
     """Whether :func:`plane_index` ``(block, r, k)`` points at the zero slot anywhere (a
     corner position that no kept diagonal reaches)."""

@@ -100,6 +100,8 @@ def test_subsampling_needs_ycbcr_and_a_known_mode() -> None:
         FrequencyFormat(chroma="4:2:2")
     with pytest.raises(SchemaError, match=r"needs colour='ycbcr', got colour='rgb'"):
         FrequencyFormat(colour="rgb", chroma="4:2:0")
+    with pytest.raises(SchemaError, match=r"got colour='gray'"):
+        FrequencyFormat(colour="gray", chroma="4:2:0")
 
 
 @pytest.mark.parametrize("cache", [None, "shared"])
@@ -153,3 +155,19 @@ def test_a_set_with_an_unknown_chroma_mode_is_refused_naming_it(tmp_path) -> Non
     store.put("__images.json", json.dumps(dict(header, chroma="4:1:1")).encode())
     with pytest.raises(SchemaError, match="'4:1:1'"):
         ImageColumns.open(url)
+
+
+def test_int16_coefficients_and_crop_tiles_take_subsampled_chroma_too(tmp_path) -> None:
+    """Below q = 33 the columns are int16; with crop tiles a crop fetches only its tiles."""
+    fmt = FrequencyFormat(q=12, chroma="4:2:0")
+    img = _natural(3, (64, 96), seed=9)
+    cols = fmt.encode(img)
+    assert cols[0].dtype == np.int16 and cols[20].shape == (3, 1, 2, 3, fmt.width(20))
+    for k in (9, 40, 63):
+        assert np.array_equal(fmt.decode(cols[:k]), fmt.decode_reference(cols[:k]))
+    url = (tmp_path / "tiled").as_uri()
+    tiled = ImageColumns.create(url, size=(64, 96), fmt=fmt, crop_tile=(1, 1), cache=None)
+    tiled.append(img)
+    got = tiled.read([1, 2], k=63, crop=(32, 64, 0, 32))
+    assert np.array_equal(got, fmt.decode(cols)[[1, 2], 32:64, 0:32])
+    assert len(tiled.last_read.tile_reads) == 63  # one block's tile of each diagonal

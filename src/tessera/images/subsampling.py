@@ -29,6 +29,8 @@ import functools
 
 import numpy as np
 
+from tessera.errors import InvalidArgumentError
+
 #: The chroma modes of the frequency format.
 CHROMA = ("4:4:4", "4:2:0")
 
@@ -74,6 +76,7 @@ def _positions(block: int) -> np.ndarray:
     position = np.full(3 * block * block, -1, dtype=np.intp)
     order = stored_order(block)
     position[order] = np.arange(len(order))
+    position.setflags(write=False)  # cached: shared by every caller
     return position.reshape(3, block, block)
 
 
@@ -101,7 +104,7 @@ def joint_index(block: int, r: int, k: int) -> np.ndarray:
     """:func:`plane_index` of a corner no larger than the chroma's (``r <= block / 2``) as
     one gather, ``(3 * r * r,)``: luma's corner, then Cb's, then Cr's."""
     if r > block // 2:
-        raise ValueError(f"r = {r} exceeds the chroma corner ({block // 2})")
+        raise InvalidArgumentError(f"r = {r} exceeds the chroma corner ({block // 2})")
     luma, chroma = plane_index(block, r, k)
     joint = np.concatenate([luma, chroma.reshape(-1)])
     joint.setflags(write=False)

@@ -38,7 +38,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 import tessera
 from _common import write_csv
-from images import photo_crops
+from images import jpeg_blobs, photo_crops
 from tessera.images import FrequencyFormat, ImageColumns, psnr
 from tessera.images.decode import concatenate, decode_concatenated
 from tessera.testing import S3TestServer
@@ -47,9 +47,10 @@ from throughput import JpegObjects, _cpu_of, _decode_jpegs, _fetch_all, _obstore
 MODES = ("4:4:4", "4:2:0")
 
 
-def _quality(images: np.ndarray, s3: S3TestServer) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """PSNR and bytes per image of each format and of JPEG q90; the URLs of the q = 50 sets
-    (written to the S3 test server)."""
+def _quality(images: np.ndarray, jpegs: list[bytes], s3: S3TestServer,
+             ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """PSNR and bytes per image of each format and of JPEG q90 (``jpegs``: the images as
+    JPEG files); the URLs of the q = 50 sets (written to the S3 test server)."""
     from PIL import Image
 
     rows, urls = [], {}
@@ -71,12 +72,9 @@ def _quality(images: np.ndarray, s3: S3TestServer) -> tuple[list[dict[str, Any]]
                              * (images.shape[2] // 32) * fmt.dtype.itemsize})
             if q == 50:
                 urls[mode] = url
-    sizes, scores = [], []
-    for img in images:
-        buf = io.BytesIO()
-        Image.fromarray(img).save(buf, "JPEG", quality=90)
-        sizes.append(buf.tell())
-        scores.append(psnr(img, np.asarray(Image.open(io.BytesIO(buf.getvalue())))))
+    sizes = [len(blob) for blob in jpegs]
+    scores = [psnr(img, np.asarray(Image.open(io.BytesIO(blob))))
+              for img, blob in zip(images, jpegs, strict=True)]
     rows.append({"system": "JPEG q90 (Pillow, 4:2:0)", "q": 90,
                  "psnr_db": round(statistics.fmean(scores), 2),
                  "bytes_per_image": round(statistics.fmean(sizes))})
@@ -243,18 +241,14 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     images = photo_crops(args.images, seed=0)
-    from PIL import Image
-
+    jpegs = jpeg_blobs(images)  # encoded once: sized, scored and stored
     with S3TestServer() as s3:
-        quality, urls = _quality(images, s3)
+        quality, urls = _quality(images, jpegs, s3)
         prefix = s3.unique_url("chroma-jpeg").split("/", 3)[3]
         store = tessera.open_store(s3.url(prefix), **s3.storage_options())
-        keys = []
-        for i, img in enumerate(images):
-            buf = io.BytesIO()
-            Image.fromarray(img).save(buf, "JPEG", quality=90)
-            keys.append(f"{i:06d}.jpg")
-            store.put(keys[-1], buf.getvalue())
+        keys = [f"{i:06d}.jpg" for i in range(len(images))]
+        for key, blob in zip(keys, jpegs, strict=True):
+            store.put(key, blob)
         speed = _decode_rows(images, args.reps) + _read_rows(images, s3, urls, prefix, keys,
                                                              args.reps)
         if not args.no_loader:

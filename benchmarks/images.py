@@ -94,6 +94,18 @@ def dead_leaves(n: int, seed: int, palette: np.ndarray) -> np.ndarray:
     return out
 
 
+def jpeg_blobs(images: np.ndarray, quality: int = 90) -> list[bytes]:
+    """Each ``(H, W, 3)`` uint8 image of ``images`` as a JPEG file (Pillow, ``quality``)."""
+    from PIL import Image
+
+    out = []
+    for img in images:
+        buf = io.BytesIO()
+        Image.fromarray(img).save(buf, "JPEG", quality=quality)
+        out.append(buf.getvalue())
+    return out
+
+
 def per_image_bytes(images: np.ndarray) -> dict[str, float]:
     """Mean bytes per image of raw pixels, PNG and JPEG q90 (Pillow), and JPEG q90's PSNR."""
     from PIL import Image
@@ -252,11 +264,7 @@ def decode_times(images: np.ndarray, columns: list[np.ndarray], k: int) -> dict[
                 fmt.decode([z[f"d{d}"][None] for d in range(k)])
 
     out["ic_decode_ms"] = _best_ms(ic, n)
-    jpegs = []
-    for img in images:
-        buf = io.BytesIO()
-        Image.fromarray(img).save(buf, "JPEG", quality=90)
-        jpegs.append(buf.getvalue())
+    jpegs = jpeg_blobs(images)
     out["jpeg_decode_ms"] = _best_ms(
         lambda: [np.asarray(Image.open(io.BytesIO(j)).convert("RGB")) for j in jpegs], n)
     return {key: round(v, 3) for key, v in out.items()}
@@ -314,7 +322,6 @@ def network(images: np.ndarray, mbps: float, rtt_ms: float, share_images: int,
     k = i, in sequence: Tessera with one shared copy and the shared column cache, Tessera
     without the cache, per-application IC copies (one npz object per image and k) and one
     shared JPEG q90 copy."""
-    from PIL import Image
 
     from tessera import open_store, profile_store
     from tessera._sync import run_sync
@@ -334,12 +341,9 @@ def network(images: np.ndarray, mbps: float, rtt_ms: float, share_images: int,
         profile = profile_store(url, quick=True, save=False, **options)
         jpeg_url = s3.unique_url("jpeg")
         store, upload = open_store(jpeg_url, **options), open_store(jpeg_url, **direct)
-        keys = []
-        for i, img in enumerate(images):
-            buf = io.BytesIO()
-            Image.fromarray(img).save(buf, "JPEG", quality=90)
-            keys.append(f"{i:06d}.jpg")
-            upload.put(keys[-1], buf.getvalue())
+        keys = [f"{i:06d}.jpg" for i in range(len(images))]
+        for key, blob in zip(keys, jpeg_blobs(images), strict=True):
+            upload.put(key, blob)
 
         def get_all(keys: list[str], on: Any) -> int:
             import asyncio

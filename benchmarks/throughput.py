@@ -56,7 +56,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 import tessera
 from _common import write_csv
-from images import photo_crops
+from images import jpeg_blobs, photo_crops
 from tessera.images import FrequencyFormat, ImageColumns
 from tessera.testing import EmulatedLink, S3TestServer
 
@@ -155,17 +155,13 @@ class Setup:
         self.img_url = s3.unique_url("tp-images")
         ImageColumns.create(self.img_url, size=images.shape[1:3], group=32, codec="zstd:9",
                             storage_options=direct, cache=None).append(images)
-        from PIL import Image
 
         self.jpeg_prefix = s3.unique_url("tp-jpeg").split("/", 3)[3]
         jpeg_store = tessera.open_store(s3.url(self.jpeg_prefix), **direct)
-        self.jpeg_keys, blobs = [], []
-        for i, img in enumerate(images):
-            buf = io.BytesIO()
-            Image.fromarray(img).save(buf, "JPEG", quality=90)
-            blobs.append(buf.getvalue())
-            self.jpeg_keys.append(f"{i:06d}.jpg")
-            jpeg_store.put(self.jpeg_keys[-1], blobs[-1])
+        blobs = jpeg_blobs(images)
+        self.jpeg_keys = [f"{i:06d}.jpg" for i in range(len(images))]
+        for key, blob in zip(self.jpeg_keys, blobs, strict=True):
+            jpeg_store.put(key, blob)
         self.jpeg_bytes = sum(map(len, blobs))
         # WebDataset layout: tar shards of 128 JPEGs (key.jpg members)
         self.tar_keys = []

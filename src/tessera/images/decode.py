@@ -144,15 +144,21 @@ def concatenate(columns: Sequence[np.ndarray]) -> np.ndarray:
     return out
 
 
+def _with_zero_slot(src: np.ndarray, needed: bool) -> np.ndarray:
+    """``src`` with one zero coefficient after each block's when a gather needs it (corner
+    positions that no kept diagonal reaches point there)."""
+    if not needed:
+        return src
+    return np.concatenate([src, np.zeros((*src.shape[:-1], 1), src.dtype)], axis=-1)
+
+
 def corners(fmt: FrequencyFormat, source: np.ndarray, k: int, r: int, lo: int,
             hi: int) -> np.ndarray:
     """Dequantized float32 corners ``(hi - lo, C, BY, BX, r, r)`` of images ``lo..hi-1``
     from diagonals ``0..k-1`` of ``source`` (concatenated, ``(N, C, BY, BX, >= T(k))``)."""
     index = gather_index(fmt.block, r, k)
     total = fmt.kept(k)
-    src = source[lo:hi, ..., :total]
-    if _uses_zero_slot(fmt.block, r, k):  # corner positions no kept diagonal reaches
-        src = np.concatenate([src, np.zeros((*src.shape[:-1], 1), src.dtype)], axis=-1)
+    src = _with_zero_slot(source[lo:hi, ..., :total], _uses_zero_slot(fmt.block, r, k))
     out = np.take(src, index, axis=-1).astype(np.float32)
     out *= fmt.q  # int8 -> float32 before scaling, as the reference: no overflow
     return out.reshape(hi - lo, *src.shape[1:4], r, r)
@@ -167,9 +173,7 @@ def chroma_corners(fmt: FrequencyFormat, source: np.ndarray, k: int, r: int, lo:
     luma, chroma = plane_index(fmt.block, r, k)
     rc = min(r, fmt.block // 2)
     total = fmt.stored(k)
-    src = source[lo:hi, 0, ..., :total]
-    if uses_zero_slot(fmt.block, r, k):  # corner positions no kept diagonal reaches
-        src = np.concatenate([src, np.zeros((*src.shape[:-1], 1), src.dtype)], axis=-1)
+    src = _with_zero_slot(source[lo:hi, 0, ..., :total], uses_zero_slot(fmt.block, r, k))
     n, by, bx = src.shape[:3]
     y = np.take(src, luma, axis=-1).astype(np.float32)
     y *= fmt.q
@@ -187,9 +191,7 @@ def joint_corners(fmt: FrequencyFormat, source: np.ndarray, k: int, r: int, lo: 
     :func:`corners` gives a 4:4:4 set's (one gather of the three planes)."""
     index = joint_index(fmt.block, r, k)
     total = fmt.stored(k)
-    src = source[lo:hi, 0, ..., :total]
-    if uses_zero_slot(fmt.block, r, k):  # corner positions no kept diagonal reaches
-        src = np.concatenate([src, np.zeros((*src.shape[:-1], 1), src.dtype)], axis=-1)
+    src = _with_zero_slot(source[lo:hi, 0, ..., :total], uses_zero_slot(fmt.block, r, k))
     n, by, bx = src.shape[:3]
     out = np.empty((n, 3, by, bx, r, r), np.float32)
     out[...] = np.moveaxis(np.take(src, index, axis=-1).reshape(n, by, bx, 3, r, r), 3, 1)

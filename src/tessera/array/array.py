@@ -50,6 +50,7 @@ from tessera.array.read.sparse import (
 )
 from tessera.array.read.tiles import plan_tile_reads
 from tessera.array.read.updates import MergedUpdates, merged_for
+from tessera.array.read.whole import WholeTiles, execute_whole, fragments_of
 from tessera.array.route import route
 from tessera.array.writes import LOCAL_CHANGES, ArrayWrites
 from tessera.config import Config, PlannerConfig, ReadConfig, WriteConfig
@@ -488,9 +489,13 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads, Fragme
             if not selection.empty:
                 run_sync(self._load_for_read(metas, [selection.bounds()]))
             with collector_paused(self._many_tiles([selection])):
-                reads, _, _ = plan_tile_reads(self.schema, selection, metas, names)
-                plan = self._plan_needs(reads, tile_needs(self.schema, selection, reads),
-                                        method, phi)
+                whole = self._whole_read(selection, metas, names, method, phi)
+                if whole is not None:
+                    plan = whole[1]
+                else:
+                    reads, _, _ = plan_tile_reads(self.schema, selection, metas, names)
+                    plan = self._plan_needs(reads, tile_needs(self.schema, selection, reads),
+                                            method, phi)
         return plan if plan is not None else plan_needs([], url=self._store.url,
                                                          method=method, phi=phi)
 
@@ -559,14 +564,24 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads, Fragme
                     await self._load_for_read(metas, [selection.bounds()])  # had them)
                 start, merged = merged_for(self._updates, self.schema, metas, names, self.uri)
                 plan: Plan | None
+                reads: list[TileRead] | WholeTiles
+                whole = (None if planned is not None or merged is not None
+                         else self._whole_read(selection, metas, names, method, phi))
                 if planned is not None:  # planned on the calling thread (no merged run there)
                     reads, cell_reads, skipped, plan = (planned.reads, planned.cell_reads,
                                                         planned.skipped, planned.plan)
                     planned = None
+                elif whole is not None:
+                    (reads, plan), cell_reads, skipped = whole, [], len(metas) - 1
                 else:
                     reads, cell_reads, skipped = plan_tile_reads(self.schema, selection,
                                                                  metas[:start], names)
                     plan = None
+                if isinstance(reads, WholeTiles) and plan is not None:
+                    outputs = await execute_whole(self._store.aio, self.schema, selection,
+                                                  reads, plan, self.uri, window)
+                    break
+                assert isinstance(reads, list)
                 if plan is None:
                     plan = self._plan_needs(reads, tile_needs(self.schema, selection, reads),
                                             method, phi)
@@ -585,7 +600,7 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads, Fragme
                     raise
                 metas = fresh
         self._last_visible = metas
-        used = len({r.fragment for r in reads} | {c.fragment for c in cell_reads})
+        used = len(fragments_of(reads) | {c.fragment for c in cell_reads})
         if merged is not None:  # the run's fragments count as read, as without the index
             touched = 0 if selection.empty else merged.touching(selection.bounds())
             used, skipped = used + touched, skipped + len(merged.fragments) - touched

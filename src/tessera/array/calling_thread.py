@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tessera.array.fragment import FragmentMeta
+from tessera.array.read import direct
 from tessera.array.read.direct import DirectReads, moves_now, runs_now
+from tessera.array.read.local import LOCAL_BATCH_BYTES
 from tessera.array.read.recipe import (
     Recipe,
     footprint,
@@ -37,6 +39,7 @@ from tessera.array.read.recipe import (
 from tessera.array.read.report import ReadReport
 from tessera.array.read.tiles import TileReads, plan_tile_reads
 from tessera.array.read.updates import MergedUpdates, merged_for
+from tessera.array.read.whole import WholeTiles, whole_tiles
 from tessera.config import PlannerConfig
 from tessera.errors import CorruptDataError, ObjectNotFoundError
 from tessera.format.layout import Box
@@ -45,8 +48,9 @@ from tessera.format.selection import Selection, box_of
 from tessera.format.tile import CellTileRead, TileRead
 from tessera.pushdown.fleet import PushdownServer
 from tessera.query.cost import StoreProfile
+from tessera.query.methods import read_method, read_mode
 from tessera.query.need import TileNeed
-from tessera.query.plan import Plan, tile_needs, union_needs
+from tessera.query.plan import Plan, plan_whole, tile_needs, union_needs
 from tessera.storage.blocking import Store
 from tessera.storage.stats import IOStats
 
@@ -66,7 +70,7 @@ class Planned:
     made, when sparse tiles are involved)."""
 
     metas: list[FragmentMeta]
-    reads: list[TileRead]
+    reads: list[TileRead] | WholeTiles
     cell_reads: list[CellTileRead]
     skipped: int
     plan: Plan | None
@@ -178,6 +182,10 @@ class CallingThreadReads:
         if metas is None or (not selection.empty
                              and self._pending_meeting(metas, [selection.bounds()])):
             return None  # (the loop's path loads the bookkeeping it meets first)
+        whole = self._whole_read(selection, metas, names, method, phi,
+                                 least=direct.NOW_BYTES + 1)
+        if whole is not None:  # a read in columns: made by the loop's path
+            return Planned(metas, whole[0], [], len(metas) - 1, whole[1])
         reads, cell_reads, skipped = plan_tile_reads(self.schema, selection, metas, names)
         if cell_reads:
             return Planned(metas, reads, cell_reads, skipped, None)
@@ -197,6 +205,28 @@ class CallingThreadReads:
         self.last_read = ReadReport(reads, len({r.fragment for r in reads}), skipped,
                                     stats=stats, plan=plan)
         return outputs
+
+    def _whole_read(self, selection: Selection, metas: list[FragmentMeta], names: list[str],
+                    method: str, phi: float, least: int = 0) -> tuple[WholeTiles, Plan] | None:
+        """The tile reads of ``selection`` in columns and their plan
+        (:mod:`tessera.array.read.whole`), when the read is made so: whole tiles of one
+        dense fragment, no pushdown server planned, at least ``least`` stored bytes; else
+        ``None``."""
+        forced = read_mode(method).method
+        if self._pushdown is not None and (self._pushdown.available or (
+                forced is not None and read_method(forced).on_server)):
+            return None
+        tiles = whole_tiles(self.schema, selection, metas, names)
+        if tiles is None or int(tiles.sizes.sum()) < least:
+            return None
+        reads_now = self._store.aio.reads_now and self._pushdown is None
+        plan = plan_whole(tiles.needs(), url=self._store.url, method=method, phi=phi,
+                          pricing=self.planner.pricing or None, profile=self.profile,
+                          cell_nbytes=max(1, min(self.schema.attr(n).cell_nbytes
+                                                 for n in names)),
+                          max_request_bytes=self.planner.max_request_bytes,
+                          now_bytes=LOCAL_BATCH_BYTES if reads_now else None)
+        return tiles, plan
 
     def _read_box_now(self, sel: Any, names: list[str], method: str,
                       phi: float) -> dict[str, np.ndarray] | None:

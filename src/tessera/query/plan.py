@@ -16,6 +16,7 @@ import functools
 import io
 import math
 import operator
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from rich.console import Console
@@ -36,6 +37,7 @@ from tessera.query.refine import (
     plan_requests,
     plan_tiles,
 )
+from tessera.query.whole import ChoiceColumns, WholeNeeds, choose_whole
 from tessera.storage.url import StoreURL
 
 _PRICING_BY_SCHEME = {"s3": "s3", "gs": "gcs", "az": "azure"}
@@ -77,7 +79,7 @@ class Plan:
     phi: float
     profile: str
     pricing: str
-    choices: list[TileChoice]
+    choices: Sequence[TileChoice]
     requests: list[PlannedRequest]
     totals: RequestMix
     estimate: Estimate
@@ -86,6 +88,8 @@ class Plan:
     @property
     def methods(self) -> dict[str, int]:
         """Tiles per chosen method."""
+        if isinstance(self.choices, ChoiceColumns):
+            return self.choices.method_counts()
         out: dict[str, int] = {}
         for c in self.choices:
             out[c.method] = out.get(c.method, 0) + 1
@@ -127,8 +131,15 @@ class Plan:
             t.add_row(f"... {len(self.choices) - max_rows} more tiles", "", "", "", "")
         mix = ", ".join(f"{n} {m}" for m, n in sorted(self.methods.items()))
         t.add_row("total", mix, str(len(self.requests)), f"{self.totals.nbytes:,}",
-                  f"{sum(c.need.selected_bytes for c in self.choices):,}", style="bold")
+                  f"{self.selected_bytes:,}", style="bold")
         return t
+
+    @property
+    def selected_bytes(self) -> int:
+        """Bytes of the selected cells of every tile."""
+        if isinstance(self.choices, ChoiceColumns):
+            return self.choices.selected_bytes()
+        return sum(c.need.selected_bytes for c in self.choices)
 
     def __str__(self) -> str:
         out = io.StringIO()
@@ -279,18 +290,45 @@ def plan_needs(needs: list[TileNeed], *, url: StoreURL, method: str = "auto", ph
     event loop (and estimated for the calling thread still if that plan is small). The
     estimate adds the client's own work per call and per tile
     (:meth:`StoreProfile.client_s`) to the requests'."""
+    return _planned(lambda model, push: _choose(needs, model, method, cell_nbytes, push,
+                                                max_request_bytes),
+                    least_bytes(needs), url, method, phi, pricing, profile, allow_pushdown,
+                    now_bytes)
+
+
+def plan_whole(needs: WholeNeeds, *, url: StoreURL, method: str = "auto", phi: float = 0.0,
+               pricing: str | None = None, profile: StoreProfile | None = None,
+               cell_nbytes: int = 1,
+               max_request_bytes: int = PlannerConfig.max_request_bytes,
+               now_bytes: int | None = None) -> Plan:
+    """:func:`plan_needs` of tiles each needed whole, given as columns
+    (:class:`~tessera.query.whole.WholeNeeds`), with no pushdown competing: the same plan,
+    made a group of tiles alike at a time (:mod:`tessera.query.whole`); its ``choices``
+    are :class:`~tessera.query.whole.ChoiceColumns`."""
+    return _planned(lambda model, push: choose_whole(needs, model, method, cell_nbytes,
+                                                     max_request_bytes),
+                    needs.least_bytes(), url, method, phi, pricing, profile, False, now_bytes)
+
+
+Chooser = Callable[[CostModel, bool | None],
+                   tuple[Sequence[TileChoice], list[PlannedRequest], RequestMix]]
+
+
+def _planned(choose: Chooser, least: int, url: StoreURL, method: str, phi: float,
+             pricing: str | None, profile: StoreProfile | None, allow_pushdown: bool | None,
+             now_bytes: int | None) -> Plan:
+    """The plan ``choose`` makes under the calling thread's model or the loop's, as
+    :func:`plan_needs` says; ``least``: the bytes any plan without pushdown moves."""
     prof = profile or default_profile(url)
     prices = pricing or default_pricing(url)
     if now_bytes is not None:
         thread = CostModel(prof.calling_thread(), prices, phi)
-    if now_bytes is not None and least_bytes(needs) <= now_bytes:
-        choices, requests, totals = _choose(needs, thread, method, cell_nbytes, False,
-                                            max_request_bytes)
+    if now_bytes is not None and least <= now_bytes:
+        choices, requests, totals = choose(thread, False)
         if totals.nbytes <= now_bytes:
             return _plan(method, phi, prof, thread, choices, requests, totals)
     model = CostModel(prof, prices, phi)
-    choices, requests, totals = _choose(needs, model, method, cell_nbytes, allow_pushdown,
-                                        max_request_bytes)
+    choices, requests, totals = choose(model, allow_pushdown)
     if now_bytes is not None and totals.nbytes <= now_bytes and not totals.pushdowns:
         model = thread  # made on the calling thread all the same
     return _plan(method, phi, prof, model, choices, requests, totals)
@@ -310,7 +348,7 @@ def least_bytes(needs: list[TileNeed]) -> int:
 
 
 def _plan(method: str, phi: float, prof: StoreProfile, model: CostModel,
-          choices: list[TileChoice], requests: list[PlannedRequest],
+          choices: Sequence[TileChoice], requests: list[PlannedRequest],
           totals: RequestMix) -> Plan:
     """The plan of ``choices``, estimated by ``model`` plus the client's own work."""
     est = model.estimate(totals)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Callable
 
 import numpy as np
 
@@ -254,19 +255,39 @@ BULK_DESCENT_TILES = 256
 def _descend_groups(needs: list[TileNeed], model: CostModel, method: str, can_push: bool,
                     cell_nbytes: int, rounds: int, start: list[TileChoice] | None,
                     memo: ChoiceMemo | None = None) -> list[TileChoice]:
-    """Coordinate descent over groups of tiles whose needs have one shape: each group in
-    turn takes the choice whose copies for all its tiles add least to the rest of the plan
-    (its candidates built as for one tile among the others), until no group changes. The
-    plan of many tiles alike is then homogeneous, where tile-by-tile descent could split
-    it; ``start``: initial choices (alike within a group, as pushdowns are)."""
+    """Coordinate descent over groups of tiles whose needs have one shape
+    (:func:`descend_shapes`), each group's choice then given to every member (moved to its
+    offset). ``start``: initial choices (alike within a group, as pushdowns are)."""
     groups: dict[tuple[object, ...], list[int]] = {}
     for i, need in enumerate(needs):
         groups.setdefault(_need_shape(need), []).append(i)
     members = list(groups.values())
-    reps = [needs[g[0]] for g in members]
-    counts = [len(g) for g in members]
-    chosen: list[TileChoice | None] = ([start[g[0]] for g in members] if start is not None
-                                       else [None] * len(members))
+    chosen = descend_shapes([needs[g[0]] for g in members], [len(g) for g in members], model,
+                            method, can_push, cell_nbytes, rounds,
+                            None if start is None else [start[g[0]] for g in members])
+    out: list[TileChoice | None] = [None] * len(needs)
+    for c, idx in zip(chosen, members, strict=True):
+        # Every member's requests in one array (the choice's, moved to each tile's offset);
+        # each tile's choice holds a view of its rows.
+        offsets = np.fromiter((needs[i].offset for i in idx), np.int64, len(idx))
+        moved = (c.requests - c.need.offset)[None] + offsets[:, None, None]
+        for i, rows in zip(idx, moved, strict=True):
+            out[i] = TileChoice(needs[i], c.method, rows, c.mix)
+    return [c for c in out if c is not None]
+
+
+def descend_shapes(reps: list[TileNeed], counts: list[int], model: CostModel, method: str,
+                   can_push: bool, cell_nbytes: int, rounds: int = 3,
+                   start: list[TileChoice] | None = None) -> list[TileChoice]:
+    """Coordinate descent over groups of tiles whose needs have one shape: ``reps[g]`` is
+    one tile of group ``g`` (in the order the groups first appear in the read) and
+    ``counts[g]`` its tiles. Each group in turn takes the choice whose copies for all its
+    tiles add least to the rest of the plan (its candidates built as for one tile among the
+    others), until no group changes; returns each group's choice, made for its ``reps``
+    tile. The plan of many tiles alike is then homogeneous, where tile-by-tile descent
+    could split it; ``start``: initial choices of the groups."""
+    chosen: list[TileChoice | None] = (list(start) if start is not None
+                                       else [None] * len(reps))
     one = [c.mix if c is not None else RequestMix(range_requests=1, range_bytes=n.selected_bytes)
            for c, n in zip(chosen, reps, strict=True)]
     total = sum((m * k for m, k in zip(one, counts, strict=True)), RequestMix())
@@ -288,17 +309,7 @@ def _descend_groups(needs: list[TileNeed], model: CostModel, method: str, can_pu
             total = others + new.mix * counts[g]
         if not changed or method != "auto":
             break
-    out: list[TileChoice | None] = [None] * len(needs)
-    for g, idx in enumerate(members):
-        c = chosen[g]
-        assert c is not None
-        # Every member's requests in one array (the choice's, moved to each tile's offset);
-        # each tile's choice holds a view of its rows.
-        offsets = np.fromiter((needs[i].offset for i in idx), np.int64, len(idx))
-        moved = (c.requests - c.need.offset)[None] + offsets[:, None, None]
-        for i, rows in zip(idx, moved, strict=True):
-            out[i] = TileChoice(needs[i], c.method, rows, c.mix)
-    return [c for c in out if c is not None]
+    return [c for c in chosen if c is not None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -390,23 +401,39 @@ def _plan_requests_bulk(choices: list[TileChoice], model: CostModel,
                                  len(picked)), counts)
     is_get = np.repeat(np.fromiter((names[i] == "get" for i in picked), bool, len(picked)),
                        counts)
+    return others + merge_rows(keys, spans, tiles, is_get, list(key_ids), names.__getitem__,
+                               model, max_request_bytes, rest)
+
+
+def merge_rows(keys: np.ndarray, spans: np.ndarray, tiles: np.ndarray, is_get: np.ndarray,
+               key_names: list[str], method_of: Callable[[int], str], model: CostModel,
+               max_request_bytes: int, rest: RequestMix | None = None,
+               ) -> list[PlannedRequest]:
+    """The requests of byte requests given as rows (``keys``: an index into the sorted
+    ``key_names``; ``spans``: ``[start, stop)``; ``tiles``: the tile each serves;
+    ``is_get``: a whole-tile get, else a range), neighbours merged into runs by
+    :func:`merge.run_starts`: a run of one row keeps its tile's method (``method_of``), a
+    longer one is a ``range`` serving its tiles. ``rest``: the plan's requests that store
+    no bytes (pushdowns)."""
     order = np.lexsort((spans[:, 0], keys))
     spans, tiles, keys, is_get = spans[order], tiles[order], keys[order], is_get[order]
     limit = min(max_request_bytes, 2 * model.profile.min_range_bytes)
     first = merge.run_starts(keys, spans[:, 0], spans[:, 1], is_get, tiles, model, limit,
                              rest)
     bounds = np.append(first, len(spans)).tolist()
-    key_of = list(key_ids)
     starts, stops, tile_list = spans[:, 0].tolist(), spans[:, 1].tolist(), tiles.tolist()
     keys_l = keys.tolist()
-    out = others
+    out = []
     for a, b in itertools.pairwise(bounds):
         if b - a == 1:
             t = tile_list[a]
-            out.append(PlannedRequest(names[t], key_of[keys_l[a]], starts[a], stops[a], (t,)))
+            out.append(PlannedRequest(method_of(t), key_names[keys_l[a]], starts[a], stops[a],
+                                      (t,)))
         else:
-            out.append(PlannedRequest("range", key_of[keys_l[a]], starts[a], stops[b - 1],
-                                      tuple(sorted(set(tile_list[a:b])))))
+            served = (sorted(set(tile_list[a:b])) if b - a < 64
+                      else np.unique(tiles[a:b]).tolist())
+            out.append(PlannedRequest("range", key_names[keys_l[a]], starts[a], stops[b - 1],
+                                      tuple(served)))
     return out
 
 

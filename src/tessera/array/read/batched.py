@@ -28,7 +28,7 @@ from tessera.array.read.scatter import scatter
 from tessera.errors import CorruptDataError
 from tessera.format.checksum import checksum
 from tessera.format.layout import tile_nbytes
-from tessera.format.schema import ArraySchema
+from tessera.format.schema import ArraySchema, Attr
 from tessera.format.selection import Selection
 from tessera.format.tile import TileRead
 from tessera.query.plan import Plan
@@ -175,28 +175,36 @@ def _checksums_hold(reads: list[TileRead], run: list[int], view: memoryview,
 def _place_row(schema: ArraySchema, reads: list[TileRead], run: list[int], view: memoryview,
                base: int, sel: Selection, outputs: dict[str, np.ndarray]) -> None:
     """Place a run of whole raw tiles, neighbours along the last dimension and in the
-    object, with one copy: their bytes as ``k`` tiles into the output's box of the run,
-    seen as ``k`` tiles side by side."""
+    object, with one copy (:func:`place_raw_row`)."""
     first, last = reads[run[0]], reads[run[-1]]
-    attr = schema.attr(first.attr)
-    k, n = len(run), schema.ndim
     start = first.offset - base
     stop = last.offset + last.length - base
+    place_raw_row(schema, schema.attr(first.attr), view[start:stop], len(run),
+                  first.region[0], last.region[1], sel, outputs[first.attr])
+
+
+def place_raw_row(schema: ArraySchema, attr: Attr, data: memoryview, k: int,
+                  lo: tuple[int, ...], hi: tuple[int, ...], sel: Selection,
+                  out: np.ndarray) -> None:
+    """Place ``k`` whole raw tiles stored one after another in ``data``, neighbours along
+    the last dimension covering the cells ``lo`` to ``hi`` (a box a selection of plain
+    slices takes whole), into ``out`` with one copy: their bytes as ``k`` tiles into the
+    output's box, seen as ``k`` tiles side by side."""
+    n = schema.ndim
     # k tiles one after another; a col-major tile stores its cells last axis first
     col_major = schema.cell_order == "col-major"
-    stored = np.frombuffer(view[start:stop], dtype=attr.np_dtype).reshape(
+    stored = np.frombuffer(data, dtype=attr.np_dtype).reshape(
         (k, *(reversed(schema.tile_shape) if col_major else schema.tile_shape),
          *attr.cell_shape))
     tiles = (stored.transpose((0, *reversed(range(1, n + 1)), *range(n + 1, stored.ndim)))
              if col_major else stored)
-    dst = tuple(slice(lo - d.lo, hi - d.lo + 1) for d, lo, hi in
-                zip(sel.dims, first.region[0], last.region[1], strict=True))
-    out = outputs[first.attr][dst]
+    dst = tuple(slice(a - d.lo, b - d.lo + 1) for d, a, b in zip(sel.dims, lo, hi, strict=True))
+    box = out[dst]
     width = schema.tile_shape[-1]
     # The output's box as (..., k, width, cells): the last dimension split into the k tiles.
     # (a strided view by construction: a reshape could copy, and the copy be written to)
-    step = out.strides[n - 1]
+    step = box.strides[n - 1]
     split = np.lib.stride_tricks.as_strided(
-        out, shape=(*out.shape[:n - 1], k, width, *out.shape[n:]),
-        strides=(*out.strides[:n - 1], step * width, step, *out.strides[n:]))
+        box, shape=(*box.shape[:n - 1], k, width, *box.shape[n:]),
+        strides=(*box.strides[:n - 1], step * width, step, *box.strides[n:]))
     np.moveaxis(split, n - 1, 0)[...] = tiles

@@ -7,6 +7,7 @@ import collections
 import dataclasses
 import logging
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 from tessera.array.read.pushdown import PushdownReader
@@ -28,7 +29,7 @@ class ReadReport:
     it followed (:class:`~tessera.query.plan.Plan`, with its estimates) and the measured
     I/O stats."""
 
-    tile_reads: list[TileRead]
+    tile_reads: Sequence[TileRead]
     fragments_used: int
     fragments_skipped: int
     stats: IOStats | None = None

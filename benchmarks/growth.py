@@ -123,42 +123,67 @@ def tiles_series(sizes: list[int], reps: int, root: Path) -> list[dict[str, Any]
     return rows
 
 
-def million_plan(root: Path, tiles: int = 1_000_000) -> dict[str, Any]:
+def million_plan(root: Path, tiles: int = 1_000_000, tile_by_tile: bool = True,
+                 ) -> dict[str, Any]:
     """Plan a whole read of ``tiles`` 16 x 16 int8 tiles (one fragment) on a fresh handle,
     step by step as a read does (the garbage collector paused, as a read over many tiles
-    runs): the tile reads, what each needs, the planner's choice; then ``explain()`` of the
-    whole array on a fresh handle. Returns the seconds of each step and of all, and the
-    plan's requests and bytes."""
+    runs): the tile reads in columns, what they need, the planner's choice; then
+    ``explain()`` of the whole array on a fresh handle, and the whole read itself (on a
+    handle that has listed its fragments). With ``tile_by_tile``, the same plan made tile
+    by tile too (the path a read of a box that cuts tiles takes), for the ratio. Returns
+    the seconds of each step and of all, and the plan's requests and bytes."""
     from tessera._gc import collector_paused
     from tessera._sync import run_sync
     from tessera.array.read.tiles import plan_tile_reads
+    from tessera.array.read.whole import whole_tiles
     from tessera.format.selection import normalize_selection
-    from tessera.query.plan import tile_needs
+    from tessera.query.plan import plan_whole, tile_needs
 
     url = (root / f"plan{tiles}").as_uri()
     tessera.from_numpy(url, np.zeros((16 * (tiles // 1000), 16_000), np.int8), tile=(16, 16))
     arr = tessera.open_array(url)
     metas = run_sync(arr._visible_metas())
     sel = normalize_selection((slice(None), slice(None)), arr.schema)
+    got: dict[str, Any] = {}
     gc.collect()
     with collector_paused():
         t0 = time.perf_counter()
-        reads, _, _ = plan_tile_reads(arr.schema, sel, metas, ["data"])
+        columns = whole_tiles(arr.schema, sel, metas, ["data"])
+        assert columns is not None
         t1 = time.perf_counter()
-        needs = tile_needs(arr.schema, sel, reads)
+        needs = columns.needs()
         t2 = time.perf_counter()
-        plan = arr._plan_needs(reads, needs, "auto", 0.0)
+        plan = plan_whole(needs, url=arr.store.url, profile=arr.profile)
         t3 = time.perf_counter()
-    assert plan is not None
-    del reads, needs
+    got.update(tiles=len(plan.choices), tile_reads_s=t1 - t0, needs_s=t2 - t1,
+               planner_s=t3 - t2, total_s=t3 - t0, requests=len(plan.requests),
+               plan_bytes=plan.totals.nbytes)
+    # the same steps as the read runs them (settings, profile, the loop's model)
+    t0 = time.perf_counter()
+    made = arr._whole_read(sel, metas, ["data"], "auto", 0.0)
+    got["as_read_s"] = time.perf_counter() - t0
+    assert made is not None and made[1].requests == plan.requests
+    del columns, needs, made
     fresh = tessera.open_array(url)
     gc.collect()
-    t4 = time.perf_counter()
+    t0 = time.perf_counter()
     fresh.explain()
-    t5 = time.perf_counter()
-    return {"tiles": len(plan.choices), "tile_reads_s": t1 - t0, "needs_s": t2 - t1,
-            "planner_s": t3 - t2, "total_s": t3 - t0, "explain_s": t5 - t4,
-            "requests": len(plan.requests), "plan_bytes": plan.totals.nbytes}
+    got["explain_s"] = time.perf_counter() - t0
+    fresh.reads = tessera.ReadConfig(refresh_s=float("inf"))
+    _ = fresh.fragments
+    gc.collect()
+    t0 = time.perf_counter()
+    fresh[:]
+    got["whole_read_s"] = time.perf_counter() - t0
+    if tile_by_tile:
+        gc.collect()
+        with collector_paused():
+            t0 = time.perf_counter()
+            reads, _, _ = plan_tile_reads(arr.schema, sel, metas, ["data"])
+            old = arr._plan_needs(reads, tile_needs(arr.schema, sel, reads), "auto", 0.0)
+            got["tile_by_tile_s"] = time.perf_counter() - t0
+        assert old is not None and old.requests == plan.requests
+    return got
 
 
 def _whole(arr: tessera.Array) -> None:
@@ -355,6 +380,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS, help="where results go")
     parser.add_argument("--million", action="store_true",
                         help="only plan a whole read of 10^6 tiles and report its steps")
+    parser.add_argument("--no-tile-by-tile", action="store_true",
+                        help="with --million: leave out the plan made tile by tile")
     parser.add_argument("--images-s3", action="store_true",
                         help="only an image set's first read on the S3 test server, with "
                              "its requests, after 6 and 80 appends")
@@ -366,14 +393,16 @@ def main() -> None:
         return
     if args.million:
         with tempfile.TemporaryDirectory() as tmp:
-            got = million_plan(Path(tmp))
+            got = million_plan(Path(tmp), tile_by_tile=not args.no_tile_by_tile)
         args.out.mkdir(parents=True, exist_ok=True)
         write_csv(args.out / "growth_million.csv", [got])
         print(f"planning a whole read of {got['tiles']:,} tiles: {got['total_s']:.2f} s "
               f"(tile reads {got['tile_reads_s']:.2f} s, needs {got['needs_s']:.2f} s, "
-              f"planner {got['planner_s']:.2f} s); the plan moves {got['plan_bytes']:,} bytes "
-              f"in {got['requests']:,} requests; explain() on a fresh handle "
-              f"{got['explain_s']:.2f} s")
+              f"planner {got['planner_s']:.2f} s; {got['as_read_s']:.2f} s as a read makes "
+              f"it; tile by tile {got.get('tile_by_tile_s', float('nan')):.2f} s); the plan "
+              f"moves {got['plan_bytes']:,} bytes in {got['requests']:,} requests; explain() "
+              f"on a fresh handle {got['explain_s']:.2f} s; the whole read "
+              f"{got['whole_read_s']:.2f} s")
         return
     reps = args.reps or (3 if args.quick else 5)
     sizes = {"fragments": [10, 30], "tiles": [100, 300], "tensors": [20, 40],

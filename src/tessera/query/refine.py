@@ -415,14 +415,20 @@ def merge_rows(keys: np.ndarray, spans: np.ndarray, tiles: np.ndarray, is_get: n
     :func:`merge.run_starts`: a run of one row keeps its tile's method (``method_of``), a
     longer one is a ``range`` serving its tiles. ``rest``: the plan's requests that store
     no bytes (pushdowns)."""
-    order = np.lexsort((spans[:, 0], keys))
-    spans, tiles, keys, is_get = spans[order], tiles[order], keys[order], is_get[order]
+    if len(keys) > 1 and not ((keys[1:] > keys[:-1]) | (
+            (keys[1:] == keys[:-1]) & (spans[1:, 0] >= spans[:-1, 0]))).all():
+        order = np.lexsort((spans[:, 0], keys))  # (rows in the objects' order need none)
+        spans, tiles, keys, is_get = spans[order], tiles[order], keys[order], is_get[order]
     limit = min(max_request_bytes, 2 * model.profile.min_range_bytes)
     first = merge.run_starts(keys, spans[:, 0], spans[:, 1], is_get, tiles, model, limit,
                              rest)
     bounds = np.append(first, len(spans)).tolist()
     starts, stops, tile_list = spans[:, 0].tolist(), spans[:, 1].tolist(), tiles.tolist()
     keys_l = keys.tolist()
+    # where each row's tile follows the row before's (a run of such rows: its tiles as
+    # they are, no sorting; a tile read in several ranges repeats, a range split out of
+    # order steps back)
+    rising = np.diff(tiles) > 0
     out = []
     for a, b in itertools.pairwise(bounds):
         if b - a == 1:
@@ -431,6 +437,7 @@ def merge_rows(keys: np.ndarray, spans: np.ndarray, tiles: np.ndarray, is_get: n
                                       (t,)))
         else:
             served = (sorted(set(tile_list[a:b])) if b - a < 64
+                      else tile_list[a:b] if rising[a:b - 1].all()
                       else np.unique(tiles[a:b]).tolist())
             out.append(PlannedRequest("range", key_names[keys_l[a]], starts[a], stops[b - 1],
                                       tuple(served)))

@@ -164,12 +164,16 @@ def choose_whole(needs: WholeNeeds, model: CostModel, method: str, cell_nbytes: 
         raise ValueError(f"{len(needs)} tiles are planned one by one, not in columns")
     shape = np.stack([needs.lengths, needs.raw, needs.selected, needs.pushed]
                      ).astype(np.int64).T
-    _, first, group_of, counts = np.unique(shape, axis=0, return_index=True,
-                                           return_inverse=True, return_counts=True)
-    order = np.argsort(first, kind="stable")  # the groups in the order they appear
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    group_of = rank[group_of.reshape(-1)]
+    if (shape == shape[0]).all():  # tiles all alike (raw ones of one attribute): one group
+        first, group_of = np.zeros(1, np.int64), np.zeros(len(shape), np.int64)
+        counts, order = np.array([len(shape)]), np.zeros(1, np.int64)
+    else:
+        _, first, group_of, counts = np.unique(shape, axis=0, return_index=True,
+                                               return_inverse=True, return_counts=True)
+        order = np.argsort(first, kind="stable")  # the groups in the order they appear
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        group_of = rank[group_of.reshape(-1)]
     chosen = descend_shapes([needs.need(int(first[g])) for g in order],
                             counts[order].tolist(), model, method, False, cell_nbytes)
     choices = ChoiceColumns(needs, group_of, chosen)

@@ -45,7 +45,7 @@ from tessera.errors import CorruptDataError
 from tessera.format.blocks import decode_blocked
 from tessera.format.checksum import byte_checksum
 from tessera.format.codecs import get_codec
-from tessera.format.layout import tile_nbytes
+from tessera.format.layout import tile_from_bytes, tile_nbytes
 from tessera.format.schema import ArraySchema
 from tessera.format.selection import Selection
 from tessera.format.tile import TileRead, damaged
@@ -281,6 +281,15 @@ def _place_attr(schema: ArraySchema, sel: Selection, tiles: WholeTiles, a: int,
     starts = [*np.flatnonzero(~joins).tolist(), len(mine)]
     extent = np.asarray(schema.tile_shape, np.int64)
     origin = np.asarray(schema.lower, np.int64) + idx * extent
+    spec = tiles.codecs[a]
+    codec = get_codec(spec)
+    at = tiles.meta.attrs[tiles.attrs[a]]
+    # A tile of one block (as zstd tiles up to the block size are stored) decodes like a
+    # tile of none; its whole-tile checksum was checked.
+    decode_one = (codec.decode_into if spec is not None and at.block_bytes
+                  and tiles.decoded[a] <= at.block_bytes else None)
+    buffer = np.empty(tiles.decoded[a] if decode_one is not None else 0, np.uint8)
+    decoded_tile = tile_from_bytes(buffer, schema, attr) if decode_one is not None else None
     for j, k in itertools.pairwise(starts):
         lo = tuple(origin[j].tolist())
         hi = tuple((origin[k - 1] + extent - 1).tolist())
@@ -288,24 +297,33 @@ def _place_attr(schema: ArraySchema, sel: Selection, tiles: WholeTiles, a: int,
             place_raw_row(schema, attr, view[int(offs[j]):int(ends[k - 1])], k - j, lo, hi,
                           sel, out)
             continue
-        codec = tiles.codecs[a]
-        assert codec is not None
+        stored = view[int(offs[j]):int(ends[j])]
+        box = tuple(slice(x - d.lo, y - d.lo + 1) for d, x, y in zip(sel.dims, lo, hi,
+                                                                      strict=True))
+        if decode_one is not None:  # one block a tile: decoded into one buffer, reused
+            try:
+                decode_one(stored, buffer)
+            except Exception as err:  # the codec's own error for bytes it cannot decode
+                read = tiles[int(mine[j])]
+                failed = CorruptDataError(f"{tile_where(array_url, read)}: block 0 does not "
+                                          f"decode with {tiles.codecs[a]}: {err}")
+                annotate(failed, array_url, read)
+                raise failed from None
+            out[box] = decoded_tile
+            continue
         read = tiles[int(mine[j])]
         where = tile_where(array_url, read)
-        stored = view[int(offs[j]):int(ends[j])]
         decoded: Any
         try:
             if read.blocks is not None:
-                decoded = decode_blocked(get_codec(codec), stored, read.blocks,
-                                         where=where).data
+                decoded = decode_blocked(codec, stored, read.blocks, where=where).data
             else:
-                decoded = get_codec(codec).decode(stored)
+                decoded = codec.decode(stored)
             tile = decode_tile(schema, attr, decoded, where)
         except CorruptDataError as err:
             annotate(err, array_url, read)
             raise
-        out[tuple(slice(x - d.lo, y - d.lo + 1)
-                  for d, x, y in zip(sel.dims, lo, hi, strict=True))] = tile
+        out[box] = tile
 
 
 def fragments_of(reads: Sequence[TileRead]) -> set[str]:

@@ -86,6 +86,7 @@ bench: $(VENV)/.installed-all
 	$(BIN)/python benchmarks/streaming.py --side 2048 --reps 1 --windows 128 8
 	$(BIN)/python benchmarks/loaders.py --samples 512 --reps 1
 	$(BIN)/python benchmarks/growth.py --quick
+	$(BIN)/python benchmarks/whole_reads.py --quick --reps 3
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache demo-store benchmarks/out

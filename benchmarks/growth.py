@@ -134,6 +134,7 @@ def million_plan(root: Path, tiles: int = 1_000_000, tile_by_tile: bool = True,
     the seconds of each step and of all, and the plan's requests and bytes."""
     from tessera._gc import collector_paused
     from tessera._sync import run_sync
+    from tessera.array.read.local import LOCAL_BATCH_BYTES
     from tessera.array.read.tiles import plan_tile_reads
     from tessera.array.read.whole import whole_tiles
     from tessera.format.selection import normalize_selection
@@ -153,7 +154,9 @@ def million_plan(root: Path, tiles: int = 1_000_000, tile_by_tile: bool = True,
         t1 = time.perf_counter()
         needs = columns.needs()
         t2 = time.perf_counter()
-        plan = plan_whole(needs, url=arr.store.url, profile=arr.profile)
+        # (as a read of a folder store plans it: small plans for the calling thread)
+        plan = plan_whole(needs, url=arr.store.url, profile=arr.profile,
+                          now_bytes=LOCAL_BATCH_BYTES)
         t3 = time.perf_counter()
     got.update(tiles=len(plan.choices), tile_reads_s=t1 - t0, needs_s=t2 - t1,
                planner_s=t3 - t2, total_s=t3 - t0, requests=len(plan.requests),

@@ -566,13 +566,13 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads, Fragme
                 plan: Plan | None
                 reads: list[TileRead] | WholeTiles
                 whole = (None if planned is not None or merged is not None
-                         else self._whole_read(selection, metas, names, method, phi))
+                         else self._whole_read(selection, metas[:start], names, method, phi))
                 if planned is not None:  # planned on the calling thread (no merged run there)
                     reads, cell_reads, skipped, plan = (planned.reads, planned.cell_reads,
                                                         planned.skipped, planned.plan)
                     planned = None
                 elif whole is not None:
-                    (reads, plan), cell_reads, skipped = whole, [], len(metas) - 1
+                    (reads, plan), cell_reads, skipped = whole, [], start - 1
                 else:
                     reads, cell_reads, skipped = plan_tile_reads(self.schema, selection,
                                                                  metas[:start], names)

@@ -212,10 +212,11 @@ class CallingThreadReads:
         (:mod:`tessera.array.read.whole`), when the read is made so: whole tiles of one
         dense fragment, no pushdown server planned, at least ``least`` stored bytes; else
         ``None``."""
-        forced = read_mode(method).method
-        if self._pushdown is not None and (self._pushdown.available or (
-                forced is not None and read_method(forced).on_server)):
-            return None
+        if self._pushdown is not None:
+            forced = read_mode(method).method
+            if self._pushdown.available or (forced is not None
+                                            and read_method(forced).on_server):
+                return None  # (pushdown competes, or is forced)
         tiles = whole_tiles(self.schema, selection, metas, names)
         if tiles is None or int(tiles.sizes.sum()) < least:
             return None

@@ -62,7 +62,8 @@ class Plan:
         phi: the price sensitivity used.
         profile: name of the store profile; ``pricing``: the price table.
         choices: one :class:`~tessera.query.refine.TileChoice` per dense tile read, in the
-            order of the read's tile list.
+            order of the read's tile list (of a read of whole tiles planned in columns, a
+            :class:`~tessera.query.whole.ChoiceColumns` that makes each when asked for).
         requests: the requests to issue (neighbouring tiles may share one).
         totals: requests and bytes of the whole plan; ``estimate``: its seconds, dollars
             and cost.

@@ -33,7 +33,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tessera.array.bookkeeping import check_against_schema
-from tessera.array.commits import list_committed, load_meta, load_pending, pending_meta
+from tessera.array.commits import (
+    META_CACHE,
+    list_committed,
+    load_meta,
+    load_pending,
+    pending_meta,
+)
 from tessera.array.fragment import FragmentMeta
 from tessera.array.maintenance import (
     apply_replacements,
@@ -120,8 +126,16 @@ class FragmentListing:
                 if meta is not None:
                     self._metas[n] = meta
             names = [n for n in names if n not in self._metas]
-        for meta in await asyncio.gather(*(load_meta(self._store.aio, n, self.uri)
-                                           for n in names)):
+        # What this process holds is taken as it is (no task per fragment), the rest fetched.
+        cache, held, missing = META_CACHE(), [], []
+        for n in names:
+            got = cache.get((self.uri, n))
+            if got is None:
+                missing.append(n)
+            else:
+                held.append(got)
+        for meta in held + await asyncio.gather(*(load_meta(self._store.aio, n, self.uri)
+                                                  for n in missing)):
             if meta is not None:
                 check_against_schema(meta, self._created, self.uri)
                 self._metas[meta.name] = meta

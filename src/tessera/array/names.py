@@ -95,12 +95,15 @@ def name_box(name: str) -> Box | None:
     if at < 0 or fid.startswith(REPLACING):
         return None
     dims = fid[at + len(_DENSE):]
+    lo: list[int] = []
+    hi: list[int] = []
     try:
-        pairs = [part.split("_") for part in dims.split(".")] if dims else []
-        lo = tuple(int(p[0]) for p in pairs)
-        hi = tuple(int(p[1]) for p in pairs)
-    except (ValueError, IndexError):
+        for part in dims.split(".") if dims else ():
+            a, b = part.split("_")
+            lo.append(int(a))
+            hi.append(int(b))
+    except ValueError:  # not two integers
         return None
-    if any(len(p) != 2 for p in pairs) or any(a > b for a, b in zip(lo, hi, strict=True)):
+    if any(a > b for a, b in zip(lo, hi, strict=True)):
         return None
-    return lo, hi
+    return tuple(lo), tuple(hi)

@@ -204,4 +204,7 @@ def meta_box(meta: FragmentMeta) -> Box:
 
 def int_box(box: Box) -> Box:
     """A sparse fragment's MBR on an integer grid (bounds of an empty fragment stay empty)."""
-    return (tuple(int(np.floor(v)) for v in box[0]), tuple(int(np.ceil(v)) for v in box[1]))
+    lo, hi = box
+    if all(type(v) is int for v in (*lo, *hi)):  # a dense fragment's box: integers already
+        return tuple(lo), tuple(hi)
+    return (tuple(int(np.floor(v)) for v in lo), tuple(int(np.ceil(v)) for v in hi))

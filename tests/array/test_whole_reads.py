@@ -51,24 +51,28 @@ def _both_ways(arr: tessera.Array, sel: Any, monkeypatch: pytest.MonkeyPatch,
        tiles=st.lists(st.integers(1, 5), min_size=3, max_size=3),
        box=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=3, max_size=3),
        column_major=st.booleans(), cells_column_major=st.booleans(),
-       codec=st.sampled_from([None, "zstd"]), method=st.sampled_from(["auto", "get", "merge"]))
+       codec=st.sampled_from([None, "zstd"]), cells=st.sampled_from([None, "lz4"]),
+       method=st.sampled_from(["auto", "get", "merge"]))
 def test_whole_tiles_read_what_tile_by_tile_reads_read(shape, tiles, box, column_major,
-                                                       cells_column_major, codec, method,
-                                                       ) -> None:
-    """Any rank, tile and cell order, codec (a compressed and a raw attribute side by side)
-    and box of whole tiles: the values, the tile reads (every field, in order), the plan
-    (choices, requests, totals, estimate) and the printed plan of both ways are equal."""
+                                                       cells_column_major, codec, cells,
+                                                       method) -> None:
+    """Any rank, tile and cell order, codec (compressed and raw attributes side by side, one
+    of cells of three values) and box of whole tiles: the values, the tile reads (every
+    field, in order), the plan (choices, requests, totals, estimate) and the printed plan
+    of both ways are equal."""
     ndim = len(shape)
     extent = tiles[:ndim]
     grid = [n * e for n, e in zip(shape, extent, strict=True)]
     schema = ArraySchema([Dim(f"d{i}", (0, g - 1), e) for i, (g, e) in
                           enumerate(zip(grid, extent, strict=True))],
-                         [Attr("a", "<i4", codec=codec), Attr("b", "<f8")],
+                         [Attr("a", "<i4", codec=codec), Attr("b", "<f8"),
+                          Attr("c", "(3,)u1", codec=cells)],
                          tile_order="col-major" if column_major else "row-major",
                          cell_order="col-major" if cells_column_major else "row-major")
     arr = tessera.create_array(f"memory://whole-{uuid.uuid4().hex}", schema)
     values = np.random.default_rng(ndim).integers(0, 9, grid).astype(np.int32)
-    arr[...] = {"a": values, "b": values * 0.5}
+    rgb = np.stack([values, values + 1, values + 2], axis=-1).astype(np.uint8)
+    arr[...] = {"a": values, "b": values * 0.5, "c": rgb}
     sel = tuple(slice(min(a % n, b % n) * e, (max(a % n, b % n) + 1) * e)
                 for (a, b), n, e in zip(box[:ndim], shape, extent, strict=True))
     with pytest.MonkeyPatch.context() as mp:
@@ -78,9 +82,10 @@ def test_whole_tiles_read_what_tile_by_tile_reads_read(shape, tiles, box, column
         got, report, want, reference = _both_ways(arr, sel, mp, method)
     assert isinstance(report.tile_reads, WholeTiles)
     assert isinstance(reference.tile_reads, list)
-    for name in ("a", "b"):
+    for name in ("a", "b", "c"):
         np.testing.assert_array_equal(got[name], want[name])
     np.testing.assert_array_equal(got["a"], values[sel])
+    np.testing.assert_array_equal(got["c"], rgb[sel])
     assert list(report.tile_reads) == reference.tile_reads
     assert report.tile_reads[-1] == reference.tile_reads[-1]
     assert report.tile_reads[1:3] == reference.tile_reads[1:3]
@@ -198,3 +203,21 @@ def test_a_plan_splitting_a_tile_is_read_tile_by_tile() -> None:
     window = ByteWindow(1 << 20)
     got = run_sync(execute_whole(arr.store.aio, arr.schema, sel, tiles, odd, arr.uri, window))
     np.testing.assert_array_equal(got["data"], data)
+
+
+def test_tiles_stored_raw_beside_compressed_ones(monkeypatch) -> None:
+    """A compressed attribute whose incompressible tiles are stored raw: both kinds in one
+    read in columns, placed and decoded right, the same requests as tile by tile."""
+    monkeypatch.setattr(direct, "NOW_BYTES", 0)
+    data = np.zeros((256, 64), np.int32)  # 1,024 tiles
+    data[128:] = np.random.default_rng(9).integers(-(1 << 31), 1 << 31, (128, 64), np.int64)
+    arr = tessera.from_numpy(f"memory://whole-raw-{uuid.uuid4().hex}", data, tile=(4, 4),
+                             codec="zstd")
+    np.testing.assert_array_equal(arr[:], data)
+    reads = arr.last_read.tile_reads
+    assert isinstance(reads, WholeTiles)
+    assert reads.raw.any() and not reads.raw.all()
+    requests = arr.last_read.plan.requests
+    monkeypatch.setattr(whole, "BULK_WHOLE_READS", 1 << 60)
+    np.testing.assert_array_equal(arr[:], data)
+    assert arr.last_read.plan.requests == requests

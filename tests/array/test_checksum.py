@@ -147,7 +147,7 @@ def test_an_unknown_checksum_is_refused_clearly(store_url) -> None:
     arr.store.put(key, json.dumps(doc).encode())
     fresh = tessera.open_array(arr.uri, storage_options=store_url[1])
     with pytest.raises(tessera.CorruptDataError, match="unknown checksum 'sha3-999'"):
-        fresh[0, 0]
+        fresh[:]  # (a read meeting the fragment: its bookkeeping is loaded when one does)
 
 
 def _item(**change: Any) -> TileItem:

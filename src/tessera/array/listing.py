@@ -51,7 +51,7 @@ from tessera.array.read.fragment_index import fragment_index
 from tessera.array.writes import LOCAL_CHANGES
 from tessera.config import ReadConfig
 from tessera.errors import CorruptDataError
-from tessera.format.layout import Box, tile_spans
+from tessera.format.layout import Box
 from tessera.format.schema import ArraySchema
 from tessera.storage.blocking import Store
 from tessera.when import first_commit_error
@@ -175,9 +175,9 @@ class FragmentListing:
     async def _load_for(self, metas: list[FragmentMeta],
                         boxes: Sequence[Box] | None = None) -> bool:
         """Load the bookkeeping of the pending fragments of ``metas`` that meet any of
-        ``boxes`` (widened to whole tiles), or of all of them (``boxes`` ``None``). False
-        when one turned out void (a vacuum took its writer for dead: it is left out of
-        later listings, and the caller lists again)."""
+        ``boxes``, or of all of them (``boxes`` ``None``). False when one turned out void
+        (a vacuum took its writer for dead: it is left out of later listings, and the
+        caller lists again)."""
         todo = self._pending_meeting(metas, boxes)
         if not todo:
             return True
@@ -196,8 +196,9 @@ class FragmentListing:
 
     def _pending_meeting(self, metas: list[FragmentMeta],
                          boxes: Sequence[Box] | None = None) -> list[FragmentMeta]:
-        """The pending fragments of ``metas`` meeting ``boxes`` (widened to the tiles they
-        touch: what a read of them may plan over), all of them when ``boxes`` is ``None``."""
+        """The pending fragments of ``metas`` meeting ``boxes`` (what a read of them plans
+        over: the fragments meeting a selection's bounds), all of them when ``boxes`` is
+        ``None``."""
         seen, loaded = self._loaded_state
         if seen is metas and loaded:
             return []
@@ -205,15 +206,9 @@ class FragmentListing:
             todo = [m for m in metas if m.pending]
         else:
             index = fragment_index(metas, self.schema)
-            lower, extent = self._created.lower, self._created.tile_shape
             ranks = set()
             for box in boxes:
-                spans = tile_spans(lower, extent, box)
-                ranks.update(index.meeting((
-                    tuple(lw + s.start * e for lw, s, e in zip(lower, spans, extent,
-                                                               strict=True)),
-                    tuple(lw + s.stop * e - 1 for lw, s, e in zip(lower, spans, extent,
-                                                                  strict=True)))))
+                ranks.update(index.meeting(box))
             todo = [metas[r] for r in sorted(ranks) if metas[r].pending]
         if seen is not metas:
             self._loaded_state = (metas, not todo and not any(m.pending for m in metas))

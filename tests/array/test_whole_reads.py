@@ -51,11 +51,10 @@ def _both_ways(arr: tessera.Array, sel: Any, monkeypatch: pytest.MonkeyPatch,
        tiles=st.lists(st.integers(1, 5), min_size=3, max_size=3),
        box=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=3, max_size=3),
        column_major=st.booleans(), cells_column_major=st.booleans(),
-       codec=st.sampled_from([None, "zstd"]), cells=st.sampled_from([None, "lz4"]),
-       method=st.sampled_from(["auto", "get", "merge"]))
+       codec=st.sampled_from([None, "zstd"]), cells=st.sampled_from([None, "lz4"]))
 def test_whole_tiles_read_what_tile_by_tile_reads_read(shape, tiles, box, column_major,
                                                        cells_column_major, codec, cells,
-                                                       method) -> None:
+                                                       ) -> None:
     """Any rank, tile and cell order, codec (compressed and raw attributes side by side, one
     of cells of three values) and box of whole tiles: the values, the tile reads (every
     field, in order), the plan (choices, requests, totals, estimate) and the printed plan
@@ -79,7 +78,7 @@ def test_whole_tiles_read_what_tile_by_tile_reads_read(shape, tiles, box, column
         # the planner's bulk steps from one tile (as from 256): small examples, same plan
         mp.setattr(refine, "BULK_DESCENT_TILES", 1)
         mp.setattr(refine, "BULK_MERGE_TILES", 1)
-        got, report, want, reference = _both_ways(arr, sel, mp, method)
+        got, report, want, reference = _both_ways(arr, sel, mp)
     assert isinstance(report.tile_reads, WholeTiles)
     assert isinstance(reference.tile_reads, list)
     for name in ("a", "b", "c"):
@@ -183,26 +182,29 @@ def test_a_damaged_tile_is_named(codec, monkeypatch) -> None:
     assert caught.value.fragment == target.fragment
 
 
-def test_a_plan_splitting_a_tile_is_read_tile_by_tile() -> None:
-    """Requests that hold parts of a tile (a range read in two) are assembled tile by tile
-    by the general executor: the values are right and the window holds."""
+def test_plans_it_leaves_to_the_tile_by_tile_executor() -> None:
+    """Requests that hold parts of a tile (a range read in two), and one request a tile
+    (gets left unmerged), are read by the general executor: the values are right."""
     data = np.arange(64 * 64, dtype=np.int16).reshape(64, 64)
     arr = tessera.from_numpy(f"memory://whole-split-{uuid.uuid4().hex}", data, tile=(2, 2))
     metas = run_sync(arr._visible_metas())
     sel = normalize_selection((slice(None), slice(None)), arr.schema)
     tiles = whole_tiles(arr.schema, sel, metas, ["data"])
-    assert tiles is not None
-    plan = arr._whole_read(sel, metas, ["data"], "get", 0.0)[1]
+    assert tiles is not None and arr._whole_read(sel, metas, ["data"], "get", 0.0) is None
+    plan = arr._whole_read(sel, metas, ["data"], "auto", 0.0)[1]
     first = plan.requests[0]
-    half = (first.start + first.stop) // 2
-    split = [dataclasses.replace(first, method="range", stop=half),
-             dataclasses.replace(first, method="range", start=half)]
-    choices = [dataclasses.replace(c, method="range") if i == 0 else c
-               for i, c in enumerate(plan.choices)]
-    odd = dataclasses.replace(plan, requests=split + plan.requests[1:], choices=choices)
-    window = ByteWindow(1 << 20)
-    got = run_sync(execute_whole(arr.store.aio, arr.schema, sel, tiles, odd, arr.uri, window))
-    np.testing.assert_array_equal(got["data"], data)
+    assert len(first.tiles) > 2
+    half = (tiles.offsets[first.tiles[1]] + tiles.offsets[first.tiles[2]]) // 2 + 1
+    split = [dataclasses.replace(first, stop=int(half)),
+             dataclasses.replace(first, start=int(half))]
+    gets = [dataclasses.replace(first, method="get", start=int(tiles.offsets[t]),
+                                stop=int(tiles.offsets[t] + tiles.sizes[t]), tiles=(t,))
+            for t in range(len(tiles))]
+    for requests in (split + plan.requests[1:], gets):
+        odd = dataclasses.replace(plan, requests=requests)
+        got = run_sync(execute_whole(arr.store.aio, arr.schema, sel, tiles, odd, arr.uri,
+                                     ByteWindow(1 << 20)))
+        np.testing.assert_array_equal(got["data"], data)
 
 
 def test_tiles_stored_raw_beside_compressed_ones(monkeypatch) -> None:

@@ -210,8 +210,11 @@ class CallingThreadReads:
                     method: str, phi: float, least: int = 0) -> tuple[WholeTiles, Plan] | None:
         """The tile reads of ``selection`` in columns and their plan
         (:mod:`tessera.array.read.whole`), when the read is made so: whole tiles of one
-        dense fragment, no pushdown server planned, at least ``least`` stored bytes; else
-        ``None``."""
+        dense fragment, the planner's choice (``auto``: a forced method reads tile by tile,
+        one request a tile), no pushdown server planned, at least ``least`` stored bytes;
+        else ``None``."""
+        if method != "auto":
+            return None
         if self._pushdown is not None:
             forced = read_mode(method).method
             if self._pushdown.available or (forced is not None

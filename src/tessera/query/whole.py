@@ -35,6 +35,7 @@ from typing import overload
 
 import numpy as np
 
+from tessera.errors import InvalidArgumentError
 from tessera.query import refine
 from tessera.query.cost import CostModel, RequestMix
 from tessera.query.methods import read_method
@@ -161,7 +162,8 @@ def choose_whole(needs: WholeNeeds, model: CostModel, method: str, cell_nbytes: 
     :func:`~tessera.query.plan.plan_needs` makes of the same tiles' needs one by one, for
     as many tiles as :func:`columns_pay` says."""
     if not columns_pay(len(needs)):
-        raise ValueError(f"{len(needs)} tiles are planned one by one, not in columns")
+        raise InvalidArgumentError(f"{len(needs)} tiles are planned one by one, not in "
+                                   "columns")
     shape = np.stack([needs.lengths, needs.raw, needs.selected, needs.pushed]
                      ).astype(np.int64).T
     if (shape == shape[0]).all():  # tiles all alike (raw ones of one attribute): one group
@@ -178,8 +180,8 @@ def choose_whole(needs: WholeNeeds, model: CostModel, method: str, cell_nbytes: 
                             counts[order].tolist(), model, method, False, cell_nbytes)
     choices = ChoiceColumns(needs, group_of, chosen)
     if not all(read_method(c.method).store_bytes for c in chosen):
-        raise ValueError("whole-tile plans fetch bytes from the store; a server method "
-                         "was chosen")
+        raise InvalidArgumentError("whole-tile plans fetch bytes from the store; a server "
+                                   "method was chosen")
     # Every tile's requests as rows: its group's requests moved to the tile's offset.
     per = np.asarray([len(r) for r in choices.relative], np.int64)[group_of]
     rows_of = np.repeat(np.arange(len(needs)), per)

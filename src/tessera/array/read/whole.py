@@ -27,6 +27,7 @@ lists them).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import math
 import threading
@@ -36,7 +37,7 @@ from typing import Any, Literal, overload
 import numpy as np
 
 from tessera.array.fragment import FragmentMeta
-from tessera.array.read.batched import place_raw_row
+from tessera.array.read.batched import BATCH_MIN_TILES, place_raw_row
 from tessera.array.read.execute import execute_tile_reads
 from tessera.array.read.fetch import annotate, decode_tile, fetch_span, tile_where
 from tessera.array.read.fragment_index import fragment_index
@@ -190,7 +191,10 @@ async def execute_whole(store: AsyncStore, schema: ArraySchema, sel: Selection,
     decoded one by one) into full-shape outputs; returns them. ``window`` bounds the
     bytes fetched and not yet placed (a request takes its bytes and its largest tile
     decoded). A plan whose requests do not each hold whole tiles of their own (parts of a
-    tile in several requests) is read tile by tile instead."""
+    tile in several requests), or that carries fewer than :data:`BATCH_MIN_TILES` tiles a
+    request (large tiles whose gets were not merged: the tile-by-tile executor takes them
+    without a thread hop per request; a forced get of 4,096 small tiles on a folder took
+    1.4 s here against 0.18 s), is read tile by tile instead."""
     served = np.zeros(len(tiles), np.int64)
     for r in plan.requests:
         t = np.asarray(r.tiles, np.int64)
@@ -199,9 +203,10 @@ async def execute_whole(store: AsyncStore, schema: ArraySchema, sel: Selection,
             served[:] = 0
             break
         served[t] += 1
-    if not (served == 1).all():
+    if not (served == 1).all() or len(plan.requests) * BATCH_MIN_TILES > len(tiles):
+        listed = dataclasses.replace(plan, choices=list(plan.choices))  # each made once
         return await execute_tile_reads(store, schema, sel, list(tiles), tiles.attrs,
-                                        array_url, None, plan, window=window)
+                                        array_url, None, listed, window=window)
     outputs = {name: np.empty(sel.full_shape + schema.attr(name).cell_shape,
                               schema.attr(name).np_dtype) for name in tiles.attrs}
     limit = asyncio.Semaphore(store.config.max_concurrency)

@@ -50,17 +50,23 @@ def test_explain_and_unions_pause_it_too(monkeypatch: pytest.MonkeyPatch) -> Non
     arr = tessera.from_numpy("memory://gc-pause-explain", np.zeros((64, 64)), tile=(4, 4))
     arr.reads = tessera.ReadConfig(gc_pause_tiles=100)
     states = []
-    original = Array._plan_needs
 
-    def spy(self: Array, *args: Any, **kwargs: Any) -> Any:
-        states.append(gc.isenabled())
-        return original(self, *args, **kwargs)
+    def spy(name: str) -> None:
+        original = getattr(Array, name)
 
-    monkeypatch.setattr(Array, "_plan_needs", spy)
+        def planning(self: Array, *args: Any, **kwargs: Any) -> Any:
+            states.append((name, gc.isenabled()))
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(Array, name, planning)
+
+    spy("_plan_needs")
+    spy("_whole_read")  # (the whole array's 256 tiles are planned in columns)
     arr.explain()
     arr.explain((slice(0, 4), slice(0, 4)))
     arr.read(tessera.Hyperslabs([(slice(0, 64), slice(0, 32)), (slice(0, 8), 3)]))
-    assert states == [False, True, False]
+    assert states == [("_whole_read", False), ("_whole_read", True), ("_plan_needs", True),
+                      ("_plan_needs", False)]
     assert gc.isenabled()
 
 

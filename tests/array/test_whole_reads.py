@@ -33,7 +33,7 @@ def _choice(c: TileChoice) -> tuple[Any, ...]:
 
 
 def _both_ways(arr: tessera.Array, sel: Any, monkeypatch: pytest.MonkeyPatch,
-               method: str = "auto") -> tuple[Any, Any, Any, Any]:
+               ) -> tuple[Any, Any, Any, Any]:
     """The values and report of a read of ``sel`` on the loop's path, in columns and
     tile by tile."""
     selection = normalize_selection(sel, arr.schema)
@@ -41,7 +41,7 @@ def _both_ways(arr: tessera.Array, sel: Any, monkeypatch: pytest.MonkeyPatch,
     out = []
     for least in (1, 1 << 60):
         monkeypatch.setattr(whole, "BULK_WHOLE_READS", least)
-        values = arr._run_read(arr._read_async(selection, names, method, 0.0))
+        values = arr._run_read(arr._read_async(selection, names, "auto", 0.0))
         out += [values, arr.last_read]
     return out[0], out[1], out[2], out[3]
 

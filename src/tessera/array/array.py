@@ -39,7 +39,6 @@ from tessera.array.metadata import ArrayMetadata
 from tessera.array.numpy_face import NumpyConventions
 from tessera.array.read.execute import execute_tile_reads
 from tessera.array.read.fetch import TileFetcher
-from tessera.array.read.local import LOCAL_BATCH_BYTES
 from tessera.array.read.points import point_needs, read_points
 from tessera.array.read.pushdown import PushdownReader
 from tessera.array.read.report import ReadReport, warn_fallbacks, with_fallbacks
@@ -356,11 +355,7 @@ class Array(ArrayFace, NumpyConventions, ArrayWrites, CallingThreadReads, Fragme
         push = pushdown_ok and self._pushdown is not None and (
             self._pushdown.available or _forces_server(method))
         profile = self.profile.with_pushdown_defaults() if push else self.profile
-        pricing, most = self.planner.pricing or None, self.planner.max_request_bytes
-        # A small read of a memory or folder store is made on the calling thread (the size
-        # below which the read executor takes it there, direct.NOW_BYTES).
-        now = LOCAL_BATCH_BYTES if self._store.aio.reads_now and self._pushdown is None \
-            else None
+        pricing, most, now = self._plan_settings()
         return self._plans.plan(needs, (method, phi, pricing, profile, cell, push, most, now),
                                 lambda n: plan_needs(n, url=self._store.url, method=method,
                                                      phi=phi, pricing=pricing, profile=profile,

@@ -48,7 +48,6 @@ from tessera.format.selection import Selection, box_of
 from tessera.format.tile import CellTileRead, TileRead
 from tessera.pushdown.fleet import PushdownServer
 from tessera.query.cost import StoreProfile
-from tessera.query.methods import read_method, read_mode
 from tessera.query.need import TileNeed
 from tessera.query.plan import Plan, plan_whole, tile_needs, union_needs
 from tessera.storage.blocking import Store
@@ -213,24 +212,28 @@ class CallingThreadReads:
         dense fragment, the planner's choice (``auto``: a forced method reads tile by tile,
         one request a tile), no pushdown server planned, at least ``least`` stored bytes;
         else ``None``."""
-        if method != "auto":
-            return None
-        if self._pushdown is not None:
-            forced = read_mode(method).method
-            if self._pushdown.available or (forced is not None
-                                            and read_method(forced).on_server):
-                return None  # (pushdown competes, or is forced)
+        if method != "auto" or (self._pushdown is not None and self._pushdown.available):
+            return None  # (a forced method, or pushdown competing)
         tiles = whole_tiles(self.schema, selection, metas, names)
         if tiles is None or int(tiles.sizes.sum()) < least:
             return None
-        reads_now = self._store.aio.reads_now and self._pushdown is None
+        pricing, most, now = self._plan_settings()
         plan = plan_whole(tiles.needs(), url=self._store.url, method=method, phi=phi,
-                          pricing=self.planner.pricing or None, profile=self.profile,
+                          pricing=pricing, profile=self.profile,
                           cell_nbytes=max(1, min(self.schema.attr(n).cell_nbytes
                                                  for n in names)),
-                          max_request_bytes=self.planner.max_request_bytes,
-                          now_bytes=LOCAL_BATCH_BYTES if reads_now else None)
+                          max_request_bytes=most, now_bytes=now)
         return tiles, plan
+
+    def _plan_settings(self) -> tuple[str | None, int, int | None]:
+        """What every plan of this handle is made with: the price table (``None``: the
+        store's), the largest request neighbour merging may build, and the bytes a plan
+        made on the calling thread may move (``None``: no read is made there: a network
+        store, or a pushdown server set)."""
+        # (the size below which the read executor takes a read there, direct.NOW_BYTES)
+        now = LOCAL_BATCH_BYTES if self._store.aio.reads_now and self._pushdown is None \
+            else None
+        return self.planner.pricing or None, self.planner.max_request_bytes, now
 
     def _read_box_now(self, sel: Any, names: list[str], method: str,
                       phi: float) -> dict[str, np.ndarray] | None:

@@ -41,6 +41,7 @@ from tessera.errors import (
     StorageError,
 )
 from tessera.format.blocks import BLOCK_BYTES
+from tessera.format.layout import tile_range
 from tessera.format.schema import ArraySchema
 from tessera.storage.store import AsyncStore
 
@@ -135,9 +136,7 @@ def pending_meta(name: str, schema: ArraySchema, array_url: str) -> FragmentMeta
     if box is None or len(box[0]) != schema.ndim \
             or META_CACHE().get((array_url, name)) is not None:
         return None
-    tlo, thi = (np.array([(v - lw) // e for v, lw, e in zip(side, schema.lower,
-                                                            schema.tile_shape, strict=True)],
-                         dtype=np.int64) for side in box)  # (tile_range, in plain Python)
+    tlo, thi = tile_range(schema, box)
     cells = math.prod(b - a + 1 for a, b in zip(*box, strict=True))
     return FragmentMeta(name, name_timestamp(name), "dense", box, tlo, thi,
                         PendingAttrs(f"array {array_url}, fragment {name}"), cells)

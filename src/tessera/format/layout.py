@@ -18,10 +18,21 @@ Box = tuple[tuple[int, ...], tuple[int, ...]]  # inclusive (lo, hi) per dimensio
 
 
 def tile_range(schema: ArraySchema, box: Box) -> tuple[np.ndarray, np.ndarray]:
-    """Inclusive index range of the space tiles a box touches, per dimension."""
-    low = np.array(schema.lower, dtype=np.int64)
-    ext = np.array(schema.tile_shape, dtype=np.int64)
-    return ((np.array(box[0]) - low) // ext, (np.array(box[1]) - low) // ext)
+    """Inclusive index range of the space tiles an integer box touches, per dimension
+    (plain Python on these few numbers: a listing makes one per fragment it lists).
+
+    >>> from tessera.format.schema import Dim
+    >>> schema = ArraySchema([Dim("y", (0, 99), 10), Dim("x", (5, 104), 25)],
+    ...                      [Attr("v", "int8")])
+    >>> [a.tolist() for a in tile_range(schema, ((12, 5), (39, 104)))]
+    [[1, 0], [3, 3]]
+    """
+    def tiles(corner: tuple[int, ...]) -> np.ndarray:
+        return np.array([(v - lw) // e for v, lw, e in zip(corner, schema.lower,
+                                                           schema.tile_shape, strict=True)],
+                        dtype=np.int64)
+
+    return tiles(box[0]), tiles(box[1])
 
 
 def tile_spans(lower: tuple[int, ...], tile_shape: tuple[int, ...], box: Box) -> list[range]:

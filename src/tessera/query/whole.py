@@ -30,11 +30,11 @@ many tiles), and neighbouring requests merge with array operations
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
-from typing import overload
+from collections.abc import Callable
 
 import numpy as np
 
+from tessera._lazy import MadeOnDemand
 from tessera.errors import InvalidArgumentError
 from tessera.query import refine
 from tessera.query.cost import CostModel, RequestMix
@@ -92,7 +92,7 @@ class WholeNeeds:
         return int(self.lengths.sum())
 
 
-class ChoiceColumns(Sequence[TileChoice]):
+class ChoiceColumns(MadeOnDemand[TileChoice]):
     """The planner's choices for :class:`WholeNeeds`, one per group of tiles alike: tile
     ``i`` belongs to group ``group_of[i]``, whose choice (method, requests relative to the
     tile, request mix) it shares. Indexing makes a tile's
@@ -107,26 +107,11 @@ class ChoiceColumns(Sequence[TileChoice]):
     def __len__(self) -> int:
         return len(self.group_of)
 
-    @overload
-    def __getitem__(self, i: int) -> TileChoice: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[TileChoice]: ...
-
-    def __getitem__(self, i: int | slice) -> TileChoice | list[TileChoice]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(f"tile {i} of a plan of {len(self)} tiles")
+    def _item(self, i: int) -> TileChoice:
         g = int(self.group_of[i])
         c = self.chosen[g]
         need = self.needs.need(i)
         return TileChoice(need, c.method, self.relative[g] + need.offset, c.mix)
-
-    def __iter__(self) -> Iterator[TileChoice]:
-        return (self[i] for i in range(len(self)))
 
     def method_counts(self) -> dict[str, int]:
         """Tiles per chosen method."""

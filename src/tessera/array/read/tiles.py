@@ -37,7 +37,7 @@ from tessera.format.tile import (
 )
 
 __all__ = ["FragmentIndex", "TileReads", "bulk_tile_reads", "int_box", "meta_box", "plan_cells",
-           "plan_tile_reads", "tile_piece", "tile_read"]
+           "plan_tile_reads", "tile_grid", "tile_piece", "tile_read"]
 
 #: What :func:`plan_tile_reads` returns: the dense tile reads, the sparse data-tile reads and
 #: the number of fragments skipped.
@@ -126,18 +126,12 @@ def bulk_tile_reads(schema: ArraySchema, meta: FragmentMeta, rank: int, box: Box
     spans = tile_spans(schema.lower, schema.tile_shape, box)
     if not spans:  # a 0-d array: its one tile
         return [tile_read(meta, rank, name, 0, (), (), box) for name in attrs]
-    idx = np.stack(np.meshgrid(*[np.arange(s.start, s.stop, dtype=np.int64) for s in spans],
-                               indexing="ij"), axis=-1).reshape(-1, len(spans))
+    idx, pos = tile_grid(schema, meta, spans)
     lower = np.asarray(schema.lower, np.int64)
     extent = np.asarray(schema.tile_shape, np.int64)
     origin = lower + idx * extent
     lo = np.maximum(origin, np.asarray(box[0], np.int64))
     hi = np.minimum(origin + extent - 1, np.asarray(box[1], np.int64))
-    tlo = np.asarray(meta.tile_lo, np.int64)
-    counts = np.asarray(meta.tile_hi, np.int64) - tlo + 1
-    order: Literal["C", "F"] = "C" if schema.tile_order == "row-major" else "F"
-    pos = np.ravel_multi_index(tuple(idx.T - tlo[:, None]), tuple(counts.tolist()),
-                               order=order)
     keys = [tuple(r) for r in idx.tolist()]
     origins = [tuple(r) for r in origin.tolist()]
     regions = [(tuple(a), tuple(b)) for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
@@ -157,6 +151,21 @@ def bulk_tile_reads(schema: ArraySchema, meta: FragmentMeta, rank: int, box: Box
                             keys[i], origins[i], regions[i], blocks[i], check)
                    for name, key, off, size, codecs, crc, blocks, check in columns)
     return out
+
+
+def tile_grid(schema: ArraySchema, meta: FragmentMeta, spans: list[range],
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Every space tile of ``spans`` (ranges of tile indices per dimension) in the order of
+    the spans, as ``(tiles, ndim)`` indices, and each one's position in fragment ``meta``
+    (which must hold them all), with array operations."""
+    idx = np.stack(np.meshgrid(*[np.arange(s.start, s.stop, dtype=np.int64) for s in spans],
+                               indexing="ij"), axis=-1).reshape(-1, len(spans))
+    tlo = np.asarray(meta.tile_lo, np.int64)
+    counts = np.asarray(meta.tile_hi, np.int64) - tlo + 1
+    order: Literal["C", "F"] = "C" if schema.tile_order == "row-major" else "F"
+    pos = np.ravel_multi_index(tuple(idx.T - tlo[:, None]), tuple(counts.tolist()),
+                               order=order)
+    return idx, pos.astype(np.int64)
 
 
 def _tiles_of(schema: ArraySchema, box: Box) -> Iterator[tuple[tuple[int, ...], Box]]:

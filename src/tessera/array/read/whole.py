@@ -31,22 +31,23 @@ import dataclasses
 import itertools
 import math
 import threading
-from collections.abc import Iterator, Sequence
-from typing import Any, Literal, overload
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
+from tessera._lazy import MadeOnDemand
 from tessera.array.fragment import FragmentMeta
 from tessera.array.read.batched import BATCH_MIN_TILES, place_raw_row
 from tessera.array.read.execute import execute_tile_reads
 from tessera.array.read.fetch import annotate, decode_tile, fetch_span, tile_where
 from tessera.array.read.fragment_index import fragment_index
-from tessera.array.read.tiles import tile_read
+from tessera.array.read.tiles import tile_grid, tile_read
 from tessera.errors import CorruptDataError
 from tessera.format.blocks import decode_blocked
 from tessera.format.checksum import byte_checksum
 from tessera.format.codecs import get_codec
-from tessera.format.layout import tile_from_bytes, tile_nbytes
+from tessera.format.layout import tile_from_bytes, tile_nbytes, tile_spans
 from tessera.format.schema import ArraySchema
 from tessera.format.selection import Selection
 from tessera.format.tile import TileRead, damaged
@@ -66,7 +67,7 @@ __all__ = ["BULK_WHOLE_READS", "WholeTiles", "execute_whole", "fragments_of", "w
 BULK_WHOLE_READS = 256
 
 
-class WholeTiles(Sequence[TileRead]):
+class WholeTiles(MadeOnDemand[TileRead]):
     """The whole tiles of fragment ``meta`` (of ``rank``) a read needs, for ``attrs``, in
     the order the tile-by-tile planner lists them (the tiles in the order of their spans,
     a tile's attributes together): read ``i`` is attribute ``attrs[i % len(attrs)]`` of
@@ -107,28 +108,13 @@ class WholeTiles(Sequence[TileRead]):
     def __len__(self) -> int:
         return len(self.offsets)
 
-    @overload
-    def __getitem__(self, i: int) -> TileRead: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[TileRead]: ...
-
-    def __getitem__(self, i: int | slice) -> TileRead | list[TileRead]:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(f"tile read {i} of {len(self)}")
+    def _item(self, i: int) -> TileRead:
         tile, a = divmod(i, len(self.attrs))
         index = tuple(int(v) for v in self.indices[tile])
         origin = self._origin(index)
         last = tuple(o + e - 1 for o, e in zip(origin, self.schema.tile_shape, strict=True))
         return tile_read(self.meta, self.rank, self.attrs[a], int(self.pos[tile]), index,
                          origin, (origin, last))
-
-    def __iter__(self) -> Iterator[TileRead]:
-        return (self[i] for i in range(len(self)))
 
     def _origin(self, index: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(lw + i * e for lw, i, e in zip(self.schema.lower, index,
@@ -172,15 +158,8 @@ def whole_tiles(schema: ArraySchema, sel: Selection, metas: list[FragmentMeta],
         return None
     if any(meta.attrs[name].inline is not None for name in attrs):
         return None
-    first = [(a - lw) // e for a, lw, e in zip(lo, lower, extent, strict=True)]
-    idx = np.stack(np.meshgrid(*[np.arange(f, f + c, dtype=np.int64)
-                                 for f, c in zip(first, counts, strict=True)],
-                               indexing="ij"), axis=-1).reshape(-1, schema.ndim)
-    tlo = np.asarray(meta.tile_lo, np.int64)
-    grid = tuple((np.asarray(meta.tile_hi, np.int64) - tlo + 1).tolist())
-    order: Literal["C", "F"] = "C" if schema.tile_order == "row-major" else "F"
-    pos = np.ravel_multi_index(tuple(idx.T - tlo[:, None]), grid, order=order)
-    return WholeTiles(schema, meta, rank, attrs, idx, pos.astype(np.int64))
+    idx, pos = tile_grid(schema, meta, tile_spans(lower, extent, (lo, hi)))
+    return WholeTiles(schema, meta, rank, attrs, idx, pos)
 
 
 async def execute_whole(store: AsyncStore, schema: ArraySchema, sel: Selection,
@@ -260,24 +239,23 @@ def place_request(schema: ArraySchema, sel: Selection, tiles: WholeTiles,
             err = damaged(read.piece, tile_where(array_url, read))
             annotate(err, array_url, read)
             raise err
-    na = len(tiles.attrs)
     for a, name in enumerate(tiles.attrs):
         mine = t[attr_of == a]
         if not len(mine):
             continue
         if stop.is_set():
             return
-        _place_attr(schema, sel, tiles, a, mine, view, base, outputs[name], array_url, na)
+        _place_attr(schema, sel, tiles, a, mine, view, base, outputs[name], array_url)
 
 
 def _place_attr(schema: ArraySchema, sel: Selection, tiles: WholeTiles, a: int,
                 mine: np.ndarray, view: memoryview, base: int, out: np.ndarray,
-                array_url: str, na: int) -> None:
+                array_url: str) -> None:
     """Place attribute ``a``'s tile reads ``mine`` (ascending) from one request's bytes:
     runs of raw tiles that follow along the last dimension and in the object with one copy
     each, every other tile decoded alone."""
     attr = schema.attr(tiles.attrs[a])
-    idx = tiles.indices[mine // na]
+    idx = tiles.indices[mine // len(tiles.attrs)]
     offs = tiles.offsets[mine] - base
     ends = offs + tiles.sizes[mine]
     raw = tiles.raw[mine]

@@ -1,4 +1,5 @@
-"""A read-only sequence whose items are made when asked for: :class:`MadeOnDemand`.
+"""Read-only sequences whose items are made when asked for: :class:`MadeOnDemand`, and
+:class:`Chained` (several sequences one after another, none copied).
 
 A read of 10^6 tiles keeps its tile reads and its plan's choices as columns of numbers; a
 caller that looks at some of them (a report, a printed plan, a viewer's overlay) gets each
@@ -18,11 +19,16 @@ here.
 Traceback (most recent call last):
 ...
 IndexError: item 5 of a sequence of 5
+>>> both = Chained([s, [25, 36]])
+>>> len(both), both[5], both[-1], both[4:6]
+(7, 25, 36, [16, 25])
 """
 
 from __future__ import annotations
 
 import abc
+import bisect
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import TypeVar, overload
 
@@ -57,3 +63,20 @@ class MadeOnDemand(Sequence[T], abc.ABC):
 
     def __iter__(self) -> Iterator[T]:
         return (self._item(i) for i in range(len(self)))
+
+
+class Chained(MadeOnDemand[T]):
+    """The items of ``parts`` one after another, each taken from its part when asked for
+    (a report of a read made in batches lists every batch's tile reads this way without
+    making them)."""
+
+    def __init__(self, parts: Sequence[Sequence[T]]) -> None:
+        self.parts = list(parts)
+        self._ends = list(itertools.accumulate(len(p) for p in self.parts))
+
+    def __len__(self) -> int:
+        return self._ends[-1] if self._ends else 0
+
+    def _item(self, i: int) -> T:
+        p = bisect.bisect_right(self._ends, i)
+        return self.parts[p][i - (self._ends[p - 1] if p else 0)]

@@ -195,7 +195,16 @@ def ranged_plan(url: StoreURL, parts: list[tuple[str, str, np.ndarray]],
 
 def tile_label(read: TileRead) -> str:
     """How a plan names a tile read: attribute, tile index and the fragment's short id."""
-    return f"{read.attr}[{','.join(map(str, read.tile_index))}] @{read.fragment[-8:]}"
+    return label_of(read.attr, read.tile_index, read.fragment)
+
+
+def label_of(attr: str, tile_index: Sequence[int], fragment: str) -> str:
+    """:func:`tile_label` of the read of ``attr`` in tile ``tile_index`` of ``fragment``.
+
+    >>> label_of("v", (2, 0), "0000000000000001-00000000000000ab")
+    'v[2,0] @000000ab'
+    """
+    return f"{attr}[{','.join(map(str, tile_index))}] @{fragment[-8:]}"
 
 
 def tile_needs(schema: ArraySchema, sel: Selection, reads: list[TileRead]) -> list[TileNeed]:

@@ -10,6 +10,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from tessera._lazy import Chained
 from tessera.array.read.pushdown import PushdownReader
 from tessera.errors import PushdownFallbackWarning
 from tessera.format.tile import (
@@ -131,7 +132,7 @@ def combined(parts: list[ReadReport]) -> ReadReport:
             details.setdefault(reason, text)
     errors = [p.pushdown_error for p in parts if p.pushdown_error is not None]
     return ReadReport(
-        tile_reads=[t for p in parts for t in p.tile_reads],
+        tile_reads=Chained([p.tile_reads for p in parts]),
         fragments_used=max((p.fragments_used for p in parts), default=0),
         fragments_skipped=max((p.fragments_skipped for p in parts), default=0),
         stats=stats, cell_reads=[c for p in parts for c in p.cell_reads],

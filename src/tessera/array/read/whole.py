@@ -51,7 +51,7 @@ from tessera.format.layout import tile_from_bytes, tile_nbytes, tile_spans
 from tessera.format.schema import ArraySchema
 from tessera.format.selection import Selection
 from tessera.format.tile import TileRead, damaged
-from tessera.query.plan import Plan, tile_label
+from tessera.query.plan import Plan, label_of
 from tessera.query.whole import WholeNeeds, columns_pay
 from tessera.storage.store import AsyncStore
 from tessera.storage.window import ByteWindow
@@ -116,6 +116,12 @@ class WholeTiles(MadeOnDemand[TileRead]):
         return tile_read(self.meta, self.rank, self.attrs[a], int(self.pos[tile]), index,
                          origin, (origin, last))
 
+    def label(self, i: int) -> str:
+        """How a plan names read ``i`` (as :func:`~tessera.query.plan.tile_label` names the
+        :class:`~tessera.format.tile.TileRead` indexing makes, without making it)."""
+        tile, a = divmod(i, len(self.attrs))
+        return label_of(self.attrs[a], self.indices[tile].tolist(), self.meta.name)
+
     def _origin(self, index: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(lw + i * e for lw, i, e in zip(self.schema.lower, index,
                                                     self.schema.tile_shape, strict=True))
@@ -125,7 +131,7 @@ class WholeTiles(MadeOnDemand[TileRead]):
         return WholeNeeds(self.keys, self.key_of_attr[self.attr_of], self.offsets, self.sizes,
                           self.raw | self.blocked,
                           np.asarray(self.decoded, np.int64)[self.attr_of],
-                          lambda i: tile_label(self[i]),
+                          self.label,
                           np.where(self.blocked, self.sizes, -1))
 
 

@@ -14,10 +14,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# The compiled decode of image columns (C, built by the editable install with the package:
+# setup.py); a change to it reinstalls.
+KERNEL := setup.py src/tessera/images/_kernel.c
+
 # The library with the torch extra (`make demo` trains on crops) and the viewer's (a newcomer
 # looks at the demo's data with `tessera view`). torch is installed first, pinned, so that
 # nothing that depends on it pulls another build.
-$(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-demo: pyproject.toml $(KERNEL) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet torch==$(TORCH_VERSION)
 	$(BIN)/python -m pip install --quiet -e '.[torch,view]'
 	touch $@
@@ -28,7 +32,7 @@ $(VENV)/.installed-demo: pyproject.toml | $(BIN)/python
 # npm those tests are skipped and say why. The viewer's browser tests drive Debian's
 # chromium (Playwright cannot download a browser here): installed with apt where apt runs as
 # root; elsewhere those tests are skipped and say why.
-$(VENV)/.installed-all: pyproject.toml Makefile | $(BIN)/python
+$(VENV)/.installed-all: pyproject.toml Makefile $(KERNEL) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet torch==$(TORCH_VERSION)
 	$(BIN)/python -m pip install --quiet -e '.[all]'
 	if ! command -v chromium >/dev/null && command -v apt-get >/dev/null \
@@ -90,3 +94,4 @@ bench: $(VENV)/.installed-all
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache demo-store benchmarks/out
+	rm -f src/tessera/images/_kernel.*.so

@@ -413,18 +413,28 @@ class ImageConfig:
         cache_bytes: bytes of decoded group columns the process keeps
             (:func:`tessera.images.cache.shared_cache`): several readers of one image set
             and a rising ``k`` share what was fetched. 0 keeps none.
+        decoder: how pixels are decoded (:mod:`tessera.images.kernel`): ``"auto"`` (the
+            compiled decode when it was built with the package, else numpy),
+            ``"compiled"`` (an error when it was not built) or ``"numpy"`` (the decode
+            the compiled one is checked against).
 
     >>> ImageConfig.from_env({"TESSERA_IMAGES_CACHE_BYTES": "0"}).cache_bytes
     0
+    >>> ImageConfig.from_env({"TESSERA_IMAGES_DECODER": "numpy"}).decoder
+    'numpy'
     """
 
     cache_bytes: int = 256 << 20
+    decoder: str = "auto"
 
     def __post_init__(self) -> None:
         if isinstance(self.cache_bytes, bool) or not isinstance(self.cache_bytes, int) \
                 or self.cache_bytes < 0:
             raise ConfigError(f"images cache_bytes must be a number of bytes >= 0 (0: no "
                               f"cache), got {self.cache_bytes!r}")
+        if self.decoder not in ("auto", "compiled", "numpy"):
+            raise ConfigError(f"images decoder must be 'auto', 'compiled' or 'numpy', got "
+                              f"{self.decoder!r}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ImageConfig:

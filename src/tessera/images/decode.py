@@ -19,7 +19,8 @@ changes is how the work is laid out:
 >>> fmt = FrequencyFormat()
 >>> img = np.random.default_rng(1).integers(0, 256, (3, 64, 96, 3), dtype=np.uint8)
 >>> cols = fmt.encode(img)
->>> all(np.array_equal(decode(fmt, cols[:k], m), fmt.decode_reference(cols[:k], m / 32))
+>>> all(np.array_equal(decode(fmt, cols[:k], m, decoder="numpy"),
+...                    fmt.decode_reference(cols[:k], m / 32))
 ...     for k in (1, 2, 8, 40, 63) for m in (32, 8, 1))
 True
 """
@@ -34,11 +35,12 @@ import numpy as np
 
 from tessera._threads import run_chunks, workers
 from tessera.errors import InvalidArgumentError
+from tessera.images import kernel
 from tessera.images.subsampling import joint_index, plane_index, uses_zero_slot
 from tessera.images.transform import (
-    _diagonal_order,
     dct_matrix,
     diagonals,
+    gather_index,
     inverse_dct_raster,
     to_rgb,
 )
@@ -66,25 +68,8 @@ class FrequencyFormat(Protocol):
 #: small enough to stay in cache between the steps, large enough that per-chunk overheads
 #: vanish (measured on 256x256 images: 1 image per chunk at k = 63).
 CHUNK_BYTES = 1 << 20
-
-
-@functools.lru_cache(maxsize=256)
-def gather_index(block: int, r: int, k: int) -> np.ndarray:
-    """For each position ``i * r + j`` of the ``r x r`` corner, its index in the
-    concatenation of diagonals ``0..k-1`` (``d``-major, ``i`` ascending inside a diagonal),
-    or ``T(k)`` (one past the end: the zero slot) where no kept diagonal reaches it.
-
-    >>> gather_index(32, 2, 2).tolist(), gather_index(32, 2, 3).tolist()
-    ([0, 1, 2, 3], [0, 1, 2, 4])
-    """
-    flat = _diagonal_order(block)  # flat (i * block + j) in d-major order
-    position = np.empty(block * block, dtype=np.intp)
-    position[flat] = np.arange(block * block)  # where each flat index lies in that order
-    total = sum(len(d) for d in diagonals(block)[:k])
-    i, j = np.divmod(np.arange(r * r), r)
-    idx = np.where(i + j < k, position[i * block + j], total).astype(np.intp)
-    idx.setflags(write=False)
-    return idx
+#: Images per chunk of the compiled decode (its work stays in cache whatever the chunk).
+KERNEL_CHUNK_IMAGES = 8
 
 
 @functools.lru_cache(maxsize=256)
@@ -218,21 +203,22 @@ def output_channels(fmt: FrequencyFormat, stored: int) -> int:
 
 
 def decode(fmt: FrequencyFormat, columns: Sequence[np.ndarray], m: int,
-           output_dtype: Any = np.uint8) -> np.ndarray:
+           output_dtype: Any = np.uint8, decoder: str | None = None) -> np.ndarray:
     """Pixels ``(N, BY*m, BX*m, C)`` of the first ``len(columns)`` diagonals at block edge
     ``m`` (see :meth:`FrequencyFormat.decode`)."""
     check_columns(fmt, columns)
-    return decode_concatenated(fmt, columns, len(columns), m, output_dtype)
+    return decode_concatenated(fmt, columns, len(columns), m, output_dtype, decoder=decoder)
 
 
 def decode_concatenated(fmt: FrequencyFormat, source: Source, k: int, m: int,
                         output_dtype: Any = np.uint8, out: np.ndarray | None = None,
-                        ) -> np.ndarray:
+                        decoder: str | None = None) -> np.ndarray:
     """Pixels ``(N, BY*m, BX*m, C)`` at block edge ``m`` from diagonals ``0..k-1`` of
     ``source``: concatenated along the last axis (``(N, C, BY, BX, >= T(k))``, as the column
     cache holds them), or one array per diagonal (as reads return them; concatenated first,
-    on the compute threads). ``out``: a C-contiguous array of that shape and dtype to write
-    them into (returned)."""
+    on the compute threads, for the numpy decode). ``out``: a C-contiguous array of that
+    shape and dtype to write them into (returned). ``decoder``: ``"compiled"`` or
+    ``"numpy"`` (:mod:`tessera.images.kernel`; ``None``: as configured)."""
     fmt.check_k(k)
     n, ch, by, bx = _head(source)
     kk = min(k, 2 * m - 1)
@@ -241,7 +227,6 @@ def decode_concatenated(fmt: FrequencyFormat, source: Source, k: int, m: int,
     if held < fmt.stored(kk) or (not isinstance(source, np.ndarray) and len(source) < kk):
         raise InvalidArgumentError(f"{held} coefficients per block cannot hold "
                                    f"diagonals 0..{kk - 1} ({fmt.stored(kk)})")
-    cat = source if isinstance(source, np.ndarray) else concatenate(source[:kk])
     r = min(kk, m)
     dtype = np.dtype(output_dtype)
     folded = fmt.subsampled  # three planes in one stored channel
@@ -255,6 +240,12 @@ def decode_concatenated(fmt: FrequencyFormat, source: Source, k: int, m: int,
     target_all = out
     if not n:
         return out
+    if kernel.uses_compiled(dtype, decoder):
+        parts = source if isinstance(source, np.ndarray) else source[:kk]
+        run_chunks(lambda lo, hi: kernel.decode_into(fmt, parts, kk, m, target_all, lo, hi),
+                   n, max(1, min(KERNEL_CHUNK_IMAGES, -(-n // workers()))))
+        return out
+    cat = source if isinstance(source, np.ndarray) else concatenate(source[:kk])
     per_image = 4 * ch * by * bx * max(r * r, m * m)
     chunk = max(1, min(CHUNK_BYTES // per_image, -(-n // workers())))
     rgb = fmt.colour == "ycbcr"

@@ -272,15 +272,25 @@ class FrequencyFormat:
         return out.reshape(*head, r, r)
 
     def decode(self, columns: Sequence[np.ndarray], scale: float = 1.0,
-               output_dtype: Any = np.uint8) -> np.ndarray:
+               output_dtype: Any = np.uint8, decoder: str | None = None) -> np.ndarray:
         """Pixels ``(N, H*scale, W*scale, C)`` from the first ``len(columns)`` diagonals.
 
         ``scale = m / block`` reconstructs each block at ``m x m`` from its ``m x m`` corner
         (diagonals beyond ``2m - 1`` add nothing there). ``output_dtype`` uint8 (rounded,
         clipped) or a float dtype (values 0..255, not rounded). Work is float32, in chunks
-        of images spread over the compute threads (:mod:`tessera.images.decode`); the
-        result is bit-identical to :meth:`decode_reference`'s."""
-        return decode(self, columns, self.check_scale(scale), output_dtype)
+        of images spread over the compute threads. ``decoder``: ``"compiled"`` (uint8
+        pixels decoded block by block in compiled code, :mod:`tessera.images.kernel`: a
+        few pixels in a million one level from :meth:`decode_reference`'s), ``"numpy"``
+        (:mod:`tessera.images.decode`: bit-identical to :meth:`decode_reference`'s) or
+        ``None``, as :class:`~tessera.config.ImageConfig` says (compiled when built).
+
+        >>> import numpy as np
+        >>> fmt = FrequencyFormat()
+        >>> cols = fmt.encode(np.full((1, 32, 32, 3), 200, np.uint8))
+        >>> fmt.decode(cols[:1], decoder="numpy")[0, 0, 0].tolist()
+        [200, 200, 200]
+        """
+        return decode(self, columns, self.check_scale(scale), output_dtype, decoder)
 
     def decode_reference(self, columns: Sequence[np.ndarray], scale: float = 1.0,
                          output_dtype: Any = np.uint8) -> np.ndarray:

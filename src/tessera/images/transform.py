@@ -128,3 +128,22 @@ def _diagonal_order(block: int) -> np.ndarray:
     """All flat indices in d-major order (the diagonals of :func:`diagonals` one after the
     other)."""
     return np.concatenate(diagonals(block))
+
+
+@functools.lru_cache(maxsize=256)
+def gather_index(block: int, r: int, k: int) -> np.ndarray:
+    """For each position ``i * r + j`` of the ``r x r`` corner, its index in the
+    concatenation of diagonals ``0..k-1`` (``d``-major, ``i`` ascending inside a diagonal),
+    or ``T(k)`` (one past the end: the zero slot) where no kept diagonal reaches it.
+
+    >>> gather_index(32, 2, 2).tolist(), gather_index(32, 2, 3).tolist()
+    ([0, 1, 2, 3], [0, 1, 2, 4])
+    """
+    flat = _diagonal_order(block)  # flat (i * block + j) in d-major order
+    position = np.empty(block * block, dtype=np.intp)
+    position[flat] = np.arange(block * block)  # where each flat index lies in that order
+    total = sum(len(d) for d in diagonals(block)[:k])
+    i, j = np.divmod(np.arange(r * r), r)
+    idx = np.where(i + j < k, position[i * block + j], total).astype(np.intp)
+    idx.setflags(write=False)
+    return idx

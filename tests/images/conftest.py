@@ -1,6 +1,6 @@
 """The two decodes of image pixels (tessera.images.kernel): tests that compare decoded pixels
 with the reference run with each, the numpy decode bit-identical to it, the compiled one
-within one level at a few pixels in a million."""
+within one level (how few pixels differ is measured in test_kernel.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,6 @@ import numpy as np
 import pytest
 
 from tessera.images import kernel
-
-#: The most pixels a compiled decode may leave one level from the reference (measured: a
-#: few in a million; one in a thousand at the smallest scales, where a 2 x 2 block has few
-#: pixels to share it).
-MAX_CHANGED_SHARE = 2e-3
 
 
 @pytest.fixture(scope="module", params=["numpy", "compiled"])
@@ -37,6 +32,5 @@ def same_pixels(decoder: str) -> Callable[[np.ndarray, np.ndarray], None]:
             return
         diff = np.abs(got.astype(np.int16) - want.astype(np.int16))
         assert int(diff.max(initial=0)) <= 1
-        assert float((diff > 0).mean()) <= MAX_CHANGED_SHARE
 
     return check

@@ -105,27 +105,42 @@ def test_a_compiled_decode_asked_for_but_missing_is_an_error_naming_why(
 @given(seed=st.integers(0, 2**16), k=st.integers(1, 127), log_m=st.integers(0, 6),
        block=st.sampled_from([8, 16, 32, 64]), chroma=st.sampled_from(["4:4:4", "4:2:0"]),
        colour=st.sampled_from(["ycbcr", "rgb", "gray"]), q=st.sampled_from([50.0, 12.0]),
-       blocks=st.tuples(st.integers(1, 2), st.integers(1, 3)))
+       blocks=st.tuples(st.integers(1, 2), st.integers(1, 3)), noise=st.booleans())
 def test_it_equals_the_numpy_decode_within_one_level(
         seed: int, k: int, log_m: int, block: int, chroma: str, colour: str, q: float,
-        blocks: tuple[int, int]) -> None:
-    """Every block edge, k, scale, colour, chroma mode, int8 and int16 coefficients; the
-    columns concatenated or one per diagonal give the same pixels."""
+        blocks: tuple[int, int], noise: bool) -> None:
+    """Every block edge, k, scale, colour, chroma mode, int8 and int16 coefficients, smooth
+    and noise images; the columns concatenated or one per diagonal give the same pixels."""
     if chroma == "4:2:0" and colour != "ycbcr":
         colour = "ycbcr"  # 4:2:0 is YCbCr only
     fmt = FrequencyFormat(block=block, chroma=chroma, colour=colour, q=q)
     k = min(k, fmt.k_max)
     m = min(1 << log_m, block)
-    img = _images(2, (block * blocks[0], block * blocks[1]), seed)
+    size = (block * blocks[0], block * blocks[1])
+    img = (np.random.default_rng(seed).integers(0, 256, (2, *size, 3), dtype=np.uint8)
+           if noise else _images(2, size, seed))
     cols = fmt.encode(img)[:k]
     numpy_pixels = fmt.decode(cols, scale=m / block, decoder="numpy")
     compiled = fmt.decode(cols, scale=m / block, decoder="compiled")
-    diff = np.abs(compiled.astype(np.int16) - numpy_pixels)
-    assert int(diff.max()) <= 1 and float((diff > 0).mean()) <= 2e-3
+    assert int(np.abs(compiled.astype(np.int16) - numpy_pixels).max()) <= 1
     kk = min(k, 2 * m - 1)
     cat = fast.concatenate(cols[:kk])
     assert np.array_equal(fast.decode_concatenated(fmt, cat, kk, m, decoder="compiled"),
                           compiled)
+
+
+@built
+@pytest.mark.parametrize("chroma", ["4:4:4", "4:2:0"])
+def test_few_pixels_differ_from_the_numpy_decode(chroma: str) -> None:
+    """Over 48 photo-like images at full quality: a pixel one level away where the two
+    orders of float arithmetic round a value within a hair of a half apart (measured about
+    1e-5 of the pixels)."""
+    fmt = FrequencyFormat(chroma=chroma)
+    cols = fmt.encode(_images(48, (128, 128), seed=5))
+    numpy_pixels = fmt.decode(cols, decoder="numpy")
+    diff = np.abs(fmt.decode(cols, decoder="compiled").astype(np.int16) - numpy_pixels)
+    assert int(diff.max()) <= 1
+    assert float((diff > 0).mean()) < 1e-4
 
 
 @built

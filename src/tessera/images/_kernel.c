@@ -154,7 +154,8 @@ typedef struct {
     int C, BY, BX, total; /* stored channels, blocks; coefficients of diagonals 0..k-1 */
     int P;                /* output planes: 1 or 3 */
     int chan[3], r[3];    /* each plane's stored channel and corner edge */
-    const int *idx[3];    /* each plane's gather, r x r row-major, total = the zero slot */
+    const int *idx[3];    /* each plane's gather, r x r, column-major (entry j * r + i: the
+                           * corner's row i, column j), total = the zero slot */
     float q;              /* quantization step */
     int mix;              /* 0: none; 1: colour on coefficients; 2: on pixels */
     const float *M;       /* YCbCr -> RGB, row-major 3 x 3 */
@@ -217,8 +218,9 @@ static int decode_range(const job_t *j, Py_ssize_t n0, Py_ssize_t n1)
                     /* transposed: row jj holds the corner's column jj, lanes i */
                     for (int jj = 0; jj < rp; jj++) {
                         float *row = c + (size_t)jj * Lp;
+                        const int *xj = ix + (size_t)jj * rp;
                         for (int i = 0; i < rp; i++)
-                            row[i] = f[ix[i * rp + jj]];
+                            row[i] = f[xj[i]];
                         for (int i = rp; i < Lp; i++)
                             row[i] = 0.0f;
                     }

@@ -50,7 +50,7 @@ Decoder = Literal["compiled", "numpy"]
 def _module() -> ModuleType | str:
     """The compiled module, or why it cannot be imported."""
     try:
-        from tessera.images import _kernel
+        import tessera.images._kernel as _kernel  # the compiled module, not the package
     except ImportError as err:
         return (f"the compiled decode was not built ({err}); reinstall Tessera where a C "
                 "compiler is found (`pip install -e .` or `make install` in a clone)")
@@ -120,8 +120,9 @@ class Format(Protocol):
 def _tables(block: int, subsampled: bool, rgb: bool, channels: int, k: int, m: int,
             total: int) -> tuple[tuple[int, ...], tuple[int, ...], np.ndarray, int]:
     """Per output plane its stored channel and corner edge, every plane's gather (int32,
-    one after another; ``total``, the coefficients per block of diagonals ``0..k-1``, is
-    the zero slot) and the colour mode (0 none, 1 on coefficients, 2 on pixels)."""
+    column-major, one plane after another; ``total``, the coefficients per block of
+    diagonals ``0..k-1``, is the zero slot) and the colour mode (0 none, 1 on
+    coefficients, 2 on pixels)."""
     r = min(k, m)
     chans: tuple[int, ...]
     rs: tuple[int, ...]
@@ -137,7 +138,10 @@ def _tables(block: int, subsampled: bool, rgb: bool, channels: int, k: int, m: i
         mix = 1 if rgb else 0
     if int(index.max(initial=0)) > total or total > 3 * block * block:
         raise AssertionError("a gather reaches past the block's coefficients")  # pragma: no cover
-    table = index.astype(np.int32)
+    # each plane's corner column-major: the kernel gathers it transposed, row by row
+    table = np.concatenate([np.asarray(plane).reshape(edge, edge).T.reshape(-1)
+                            for plane, edge in zip(np.split(index, np.cumsum(
+                                [e * e for e in rs])[:-1]), rs, strict=True)]).astype(np.int32)
     table.setflags(write=False)
     return chans, rs, table, mix
 

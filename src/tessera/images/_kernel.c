@@ -24,6 +24,9 @@
 #include <math.h>
 
 #define MAXM 64 /* the largest block (and output edge) of the format */
+#define MAXPARTS 127 /* one part per diagonal: 2 * MAXM - 1 */
+
+static const int16_t zeros[1] = {0};
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -54,7 +57,7 @@
         float *restrict buf)                                                                \
     {                                                                                       \
         enum { LN = L };                                                                    \
-        float *e = buf, *f = buf + MAXM * MAXM;                                             \
+        float *e = buf, *f = buf + MAXM * MAXM + 16 * 5;                                             \
         int s = 0;                                                                          \
         while ((1 << s) < m)                                                                \
             s++;                                                                            \
@@ -126,6 +129,56 @@ static inline __attribute__((always_inline)) void idct_cols(
     }
 }
 
+/* U (L rows x m lanes) = T (m rows x L lanes) transposed. 8 x 8 tiles are moved in
+ * vector registers where the compiler has vector shuffles (three stages of pairwise
+ * interleaves); elsewhere, and for edges below 8, one value at a time. */
+#if defined(__GNUC__) && !defined(__clang__)
+typedef float v8sf __attribute__((vector_size(32), aligned(4)));
+typedef int v8si __attribute__((vector_size(32)));
+#define SHUF(a, b, ...) __builtin_shuffle(a, b, (v8si){__VA_ARGS__})
+static inline __attribute__((always_inline)) void tile8(const float *T, int ts, float *U,
+                                                        int us)
+{
+    v8sf r0 = *(const v8sf *)(T), r1 = *(const v8sf *)(T + ts);
+    v8sf r2 = *(const v8sf *)(T + 2 * ts), r3 = *(const v8sf *)(T + 3 * ts);
+    v8sf r4 = *(const v8sf *)(T + 4 * ts), r5 = *(const v8sf *)(T + 5 * ts);
+    v8sf r6 = *(const v8sf *)(T + 6 * ts), r7 = *(const v8sf *)(T + 7 * ts);
+    v8sf t0 = SHUF(r0, r1, 0, 8, 1, 9, 4, 12, 5, 13), t1 = SHUF(r0, r1, 2, 10, 3, 11, 6, 14, 7, 15);
+    v8sf t2 = SHUF(r2, r3, 0, 8, 1, 9, 4, 12, 5, 13), t3 = SHUF(r2, r3, 2, 10, 3, 11, 6, 14, 7, 15);
+    v8sf t4 = SHUF(r4, r5, 0, 8, 1, 9, 4, 12, 5, 13), t5 = SHUF(r4, r5, 2, 10, 3, 11, 6, 14, 7, 15);
+    v8sf t6 = SHUF(r6, r7, 0, 8, 1, 9, 4, 12, 5, 13), t7 = SHUF(r6, r7, 2, 10, 3, 11, 6, 14, 7, 15);
+    v8sf u0 = SHUF(t0, t2, 0, 1, 8, 9, 4, 5, 12, 13), u1 = SHUF(t0, t2, 2, 3, 10, 11, 6, 7, 14, 15);
+    v8sf u2 = SHUF(t1, t3, 0, 1, 8, 9, 4, 5, 12, 13), u3 = SHUF(t1, t3, 2, 3, 10, 11, 6, 7, 14, 15);
+    v8sf u4 = SHUF(t4, t6, 0, 1, 8, 9, 4, 5, 12, 13), u5 = SHUF(t4, t6, 2, 3, 10, 11, 6, 7, 14, 15);
+    v8sf u6 = SHUF(t5, t7, 0, 1, 8, 9, 4, 5, 12, 13), u7 = SHUF(t5, t7, 2, 3, 10, 11, 6, 7, 14, 15);
+    *(v8sf *)(U) = SHUF(u0, u4, 0, 1, 2, 3, 8, 9, 10, 11);
+    *(v8sf *)(U + us) = SHUF(u1, u5, 0, 1, 2, 3, 8, 9, 10, 11);
+    *(v8sf *)(U + 2 * us) = SHUF(u2, u6, 0, 1, 2, 3, 8, 9, 10, 11);
+    *(v8sf *)(U + 3 * us) = SHUF(u3, u7, 0, 1, 2, 3, 8, 9, 10, 11);
+    *(v8sf *)(U + 4 * us) = SHUF(u0, u4, 4, 5, 6, 7, 12, 13, 14, 15);
+    *(v8sf *)(U + 5 * us) = SHUF(u1, u5, 4, 5, 6, 7, 12, 13, 14, 15);
+    *(v8sf *)(U + 6 * us) = SHUF(u2, u6, 4, 5, 6, 7, 12, 13, 14, 15);
+    *(v8sf *)(U + 7 * us) = SHUF(u3, u7, 4, 5, 6, 7, 12, 13, 14, 15);
+}
+#define HAVE_TILE8 1
+#endif
+
+static inline __attribute__((always_inline)) void transpose(const float *restrict T, int m,
+                                                            int L, float *restrict U)
+{
+#ifdef HAVE_TILE8
+    if (m % 8 == 0 && L % 8 == 0) {
+        for (int i = 0; i < L; i += 8)
+            for (int x = 0; x < m; x += 8)
+                tile8(T + (size_t)x * L + i, L, U + (size_t)i * m + x, m);
+        return;
+    }
+#endif
+    for (int i = 0; i < L; i++)
+        for (int x = 0; x < m; x++)
+            U[(size_t)i * m + x] = T[(size_t)x * L + i];
+}
+
 /* The lane width of a corner of r rows: the next power of two (the format's edges are). */
 static inline int lanes(int r)
 {
@@ -151,11 +204,12 @@ typedef struct {
     const void **part;    /* each (N, C, BY, BX, width[i]) contiguous, int8 or int16 */
     const int *width;     /* coefficients per block of each part */
     int elem;             /* 1: int8, 2: int16 */
-    int C, BY, BX, total; /* stored channels, blocks; coefficients of diagonals 0..k-1 */
+    int C, BY, BX;        /* stored channels, blocks */
     int P;                /* output planes: 1 or 3 */
     int chan[3], r[3];    /* each plane's stored channel and corner edge */
-    const int *idx[3];    /* each plane's gather, r x r, column-major (entry j * r + i: the
-                           * corner's row i, column j), total = the zero slot */
+    const int *part_of[3], *offset[3]; /* each plane's gather, r x r, column-major (entry
+                           * j * r + i: the corner's row i, column j): which part (parts:
+                           * the zero slot) and which coefficient of the block in it */
     float q;              /* quantization step */
     int mix;              /* 0: none; 1: colour on coefficients; 2: on pixels */
     const float *M;       /* YCbCr -> RGB, row-major 3 x 3 */
@@ -166,44 +220,57 @@ typedef struct {
     uint8_t *out;         /* (N, BY*m, BX*m, P) */
 } job_t;
 
-/* The block's stored coefficients of diagonals 0..k-1 of channel ch, widened and
- * dequantized, into fb[0..total-1]; fb[total] = 0 (the zero slot). */
-static inline __attribute__((always_inline)) void widen(const job_t *j, size_t n, int ch,
-                                                        int by, int bx, float *restrict fb)
+/* Each part's coefficients of one block of stored channel ch: ptr[p] (bytes), and
+ * ptr[parts] the zero slot. */
+static inline __attribute__((always_inline)) void block_ptrs(const job_t *j, size_t n, int ch,
+                                                            int by, int bx, const char **ptr)
 {
     size_t blk = (((size_t)n * j->C + ch) * j->BY + by) * j->BX + bx;
-    int at = 0;
-    for (int p = 0; p < j->parts && at < j->total; p++) {
-        int w = j->width[p], take = w < j->total - at ? w : j->total - at;
-        if (j->elem == 1) {
-            const int8_t *s = (const int8_t *)j->part[p] + blk * (size_t)w;
-            for (int i = 0; i < take; i++)
-                fb[at + i] = (float)s[i] * j->q;
-        } else {
-            const int16_t *s = (const int16_t *)j->part[p] + blk * (size_t)w;
-            for (int i = 0; i < take; i++)
-                fb[at + i] = (float)s[i] * j->q;
-        }
-        at += take;
+    for (int p = 0; p < j->parts; p++) {
+        size_t w = (size_t)j->width[p] * (size_t)j->elem;
+        ptr[p] = (const char *)j->part[p] + blk * w;
+        __builtin_prefetch(ptr[p] + 4 * w); /* four blocks ahead: the parts are many streams */
     }
-    fb[j->total] = 0.0f;
+    ptr[j->parts] = (const char *)zeros;
 }
+
+/* The r x r corner of one plane, dequantized, transposed into rows of L lanes (row jj holds
+ * the corner's column jj; lanes r.. zero): entry jj * r + i of the tables says which part
+ * and which coefficient of it the corner's (i, jj) is. */
+#define GATHER(TYPE)                                                                        \
+    {                                                                                       \
+        TYPE *g = (TYPE *)raw;                                                              \
+        for (int e = 0; e < rp * rp; e++) /* the bytes first: loads and stores only */      \
+            g[e] = ((const TYPE *)ptr[pt[e]])[of[e]];                                       \
+        for (int jj = 0; jj < rp; jj++) { /* then widened and scaled, in vectors */         \
+            float *row = c + (size_t)jj * Lp;                                               \
+            const TYPE *gj = g + (size_t)jj * rp;                                           \
+            for (int i = 0; i < rp; i++)                                                    \
+                row[i] = (float)gj[i] * q;                                                  \
+            for (int i = rp; i < Lp; i++)                                                   \
+                row[i] = 0.0f;                                                              \
+        }                                                                                   \
+    }
 
 CLONES
 static int decode_range(const job_t *j, Py_ssize_t n0, Py_ssize_t n1)
 {
     const int m = j->m, P = j->P, mm = m * m;
-    float *mem = malloc(sizeof(float) * ((size_t)MAXM * MAXM * 10 + 3 * (MAXM * MAXM * 3 + 1)));
+    /* ten work areas, each one cache line and a bit past the last (loads of one and stores
+     * to another that agree in their address's low 12 bits wait on each other) */
+    const size_t AREA = (size_t)MAXM * MAXM + 16 * 5;
+    float *mem = malloc(sizeof(float) * AREA * 10);
     if (!mem)
         return -1;
-    float *cf[3], *px[3], *fb[3];
+    float *cf[3], *px[3];
+    const char *ptr[MAXPARTS + 1];
+    int16_t raw[MAXM * MAXM];
     for (int p = 0; p < 3; p++) {
-        cf[p] = mem + (size_t)p * MAXM * MAXM;
-        px[p] = mem + (size_t)(3 + p) * MAXM * MAXM;
-        fb[p] = mem + (size_t)10 * MAXM * MAXM + (size_t)p * (MAXM * MAXM * 3 + 1);
+        cf[p] = mem + (size_t)p * AREA;
+        px[p] = mem + (size_t)(3 + p) * AREA;
     }
-    float *T = mem + (size_t)6 * MAXM * MAXM, *U = mem + (size_t)7 * MAXM * MAXM;
-    float *buf = mem + (size_t)8 * MAXM * MAXM;
+    float *T = mem + (size_t)6 * AREA, *U = mem + (size_t)7 * AREA;
+    float *buf = mem + (size_t)8 * AREA;
     const size_t W = (size_t)j->BX * m, H = (size_t)j->BY * m;
     const int shared = P > 1 && j->chan[0] == j->chan[1] && j->chan[1] == j->chan[2];
     for (Py_ssize_t n = n0; n < n1; n++)
@@ -211,28 +278,22 @@ static int decode_range(const job_t *j, Py_ssize_t n0, Py_ssize_t n1)
             for (int bx = 0; bx < j->BX; bx++) {
                 for (int p = 0; p < P; p++) {
                     if (!shared || p == 0)
-                        widen(j, (size_t)n, j->chan[p], by, bx, fb[p]);
-                    const float *f = fb[shared ? 0 : p];
-                    const int rp = j->r[p], Lp = lanes(rp), *ix = j->idx[p];
+                        block_ptrs(j, (size_t)n, j->chan[p], by, bx, ptr);
+                    const int rp = j->r[p], Lp = lanes(rp);
+                    const int *pt = j->part_of[p], *of = j->offset[p];
+                    const float q = j->q;
                     float *c = cf[p];
-                    /* transposed: row jj holds the corner's column jj, lanes i */
-                    for (int jj = 0; jj < rp; jj++) {
-                        float *row = c + (size_t)jj * Lp;
-                        const int *xj = ix + (size_t)jj * rp;
-                        for (int i = 0; i < rp; i++)
-                            row[i] = f[xj[i]];
-                        for (int i = rp; i < Lp; i++)
-                            row[i] = 0.0f;
-                    }
+                    if (j->elem == 1)
+                        GATHER(int8_t)
+                    else
+                        GATHER(int16_t)
                 }
                 if (j->mix == 1)
                     mix3(cf[0], cf[1], cf[2], j->r[0] * lanes(j->r[0]), j->M);
                 for (int p = 0; p < P; p++) {
                     const int rp = j->r[p], Lp = lanes(rp);
                     idct_cols(cf[p], rp, Lp, T, j->D, m, buf); /* T[x][i] */
-                    for (int i = 0; i < rp; i++)
-                        for (int x = 0; x < m; x++)
-                            U[(size_t)i * m + x] = T[(size_t)x * Lp + i];
+                    transpose(T, m, Lp, U);
                     idct_cols(U, rp, m, px[p], j->D, m, buf); /* px[y][x] */
                 }
                 if (j->mix == 2)
@@ -266,21 +327,21 @@ static int decode_range(const job_t *j, Py_ssize_t n0, Py_ssize_t n1)
     return 0;
 }
 
-/* decode_u8(parts, widths, elem, C, BY, BX, total, chans, rs, index, q, mix, M, D, m,
+/* decode_u8(parts, widths, elem, C, BY, BX, chans, rs, part_of, offset, q, mix, M, D, m,
  *           scaled, factor, level, out, n0, n1)
  * The caller (tessera.images.kernel) checks every shape, dtype and index bound. */
 static PyObject *decode_u8(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *parts_obj, *widths_obj, *chans_obj, *rs_obj;
-    Py_buffer index, M, D, out;
+    Py_buffer part_of, offset, M, D, out;
     job_t j;
     j.part = NULL;
     Py_ssize_t n0, n1;
-    if (!PyArg_ParseTuple(args, "OOiiiiiOOy*fiy*y*iiffw*nn", &parts_obj, &widths_obj, &j.elem,
-                          &j.C, &j.BY, &j.BX, &j.total, &chans_obj, &rs_obj, &index, &j.q,
-                          &j.mix, &M, &D, &j.m, &j.scaled, &j.factor, &j.level, &out, &n0,
-                          &n1))
+    if (!PyArg_ParseTuple(args, "OOiiiiOOy*y*fiy*y*iiffw*nn", &parts_obj, &widths_obj,
+                          &j.elem, &j.C, &j.BY, &j.BX, &chans_obj, &rs_obj, &part_of,
+                          &offset, &j.q, &j.mix, &M, &D, &j.m, &j.scaled, &j.factor,
+                          &j.level, &out, &n0, &n1))
         return NULL;
     PyObject *result = NULL;
     Py_buffer *bufs = NULL;
@@ -293,7 +354,8 @@ static PyObject *decode_u8(PyObject *self, PyObject *args)
         goto done;
     j.parts = (int)PySequence_Fast_GET_SIZE(parts);
     j.P = (int)PySequence_Fast_GET_SIZE(cseq);
-    if (j.parts < 1 || PySequence_Fast_GET_SIZE(wseq) != j.parts || j.P < 1 || j.P > 3
+    if (j.parts < 1 || j.parts > MAXPARTS || PySequence_Fast_GET_SIZE(wseq) != j.parts
+        || j.P < 1 || j.P > 3 || (j.elem != 1 && j.elem != 2)
         || PySequence_Fast_GET_SIZE(rseq) != j.P || j.m < 1 || j.m > MAXM) {
         PyErr_SetString(PyExc_ValueError, "decode_u8: inconsistent arguments");
         goto done;
@@ -321,12 +383,14 @@ static PyObject *decode_u8(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "decode_u8: corner larger than the block");
             goto done;
         }
-        j.idx[p] = (const int *)index.buf + rr;
+        j.part_of[p] = (const int *)part_of.buf + rr;
+        j.offset[p] = (const int *)offset.buf + rr;
         rr += (Py_ssize_t)j.r[p] * j.r[p];
     }
     if (PyErr_Occurred())
         goto done;
-    if (index.len < rr * (Py_ssize_t)sizeof(int) || M.len < 9 * (Py_ssize_t)sizeof(float)
+    if (part_of.len < rr * (Py_ssize_t)sizeof(int) || offset.len < rr * (Py_ssize_t)sizeof(int)
+        || M.len < 9 * (Py_ssize_t)sizeof(float)
         || D.len < (Py_ssize_t)j.m * j.m * (Py_ssize_t)sizeof(float)) {
         PyErr_SetString(PyExc_ValueError, "decode_u8: table too short");
         goto done;
@@ -354,7 +418,8 @@ done:
     Py_XDECREF(wseq);
     Py_XDECREF(cseq);
     Py_XDECREF(rseq);
-    PyBuffer_Release(&index);
+    PyBuffer_Release(&part_of);
+    PyBuffer_Release(&offset);
     PyBuffer_Release(&M);
     PyBuffer_Release(&D);
     PyBuffer_Release(&out);

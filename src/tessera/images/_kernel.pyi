@@ -5,7 +5,7 @@ from collections.abc import Sequence
 import numpy as np
 
 def decode_u8(parts: Sequence[np.ndarray], widths: Sequence[int], elem: int, channels: int,
-              rows: int, cols: int, total: int, chans: Sequence[int], rs: Sequence[int],
-              index: np.ndarray, q: float, mix: int, colour: np.ndarray, dct: np.ndarray,
-              m: int, scaled: int, factor: float, level: float, out: np.ndarray, n0: int,
-              n1: int, /) -> None: ...
+              rows: int, cols: int, chans: Sequence[int], rs: Sequence[int],
+              part_of: np.ndarray, offset: np.ndarray, q: float, mix: int,
+              colour: np.ndarray, dct: np.ndarray, m: int, scaled: int, factor: float,
+              level: float, out: np.ndarray, n0: int, n1: int, /) -> None: ...

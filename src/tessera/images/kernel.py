@@ -114,6 +114,7 @@ class Format(Protocol):
     @property
     def subsampled(self) -> bool: ...
     def stored(self, k: int) -> int: ...
+    def width(self, d: int) -> int: ...
 
 
 @functools.lru_cache(maxsize=256)
@@ -153,6 +154,22 @@ def _dct32(m: int) -> np.ndarray:
     return matrix
 
 
+@functools.lru_cache(maxsize=256)
+def _sources(index: bytes, widths: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Where each entry of a gather into concatenated diagonals (``index``, int32 bytes; the
+    sum of ``widths`` is the zero slot) lies among parts of ``widths``: the part (``len(
+    widths)`` for the zero slot) and the coefficient of the block in it."""
+    at = np.frombuffer(index, np.int32)
+    starts = np.concatenate([[0], np.cumsum(widths)])
+    part = np.searchsorted(starts, at, side="right").astype(np.int32) - 1
+    zero = at >= starts[-1]
+    part[zero] = len(widths)
+    offset = np.where(zero, 0, at - starts[np.minimum(part, len(widths) - 1)]).astype(np.int32)
+    part.setflags(write=False)
+    offset.setflags(write=False)
+    return part, offset
+
+
 def decode_into(fmt: Format, source: np.ndarray | Sequence[np.ndarray], k: int, m: int,
                 out: np.ndarray, lo: int, hi: int) -> None:
     """Pixels of images ``lo..hi-1`` at block edge ``m`` from diagonals ``0..k-1`` of
@@ -163,27 +180,28 @@ def decode_into(fmt: Format, source: np.ndarray | Sequence[np.ndarray], k: int, 
     module = _module()
     if isinstance(module, str):
         raise ConfigError(module)
-    parts = [source] if isinstance(source, np.ndarray) else list(source[:k])
+    listed = not isinstance(source, np.ndarray)
+    parts: list[np.ndarray] = [source] if isinstance(source, np.ndarray) else list(source[:k])
     head = tuple(parts[0].shape[:4])
     n, ch, by, bx = head
-    rgb = fmt.colour == "ycbcr"
     total = fmt.stored(k)
-    chans, rs, table, mix = _tables(fmt.block, fmt.subsampled, rgb, ch, k, m, total)
-    planes = len(chans)
-    widths = [int(p.shape[-1]) for p in parts]
-    if (sum(widths) < total or any(p.shape[:4] != head or p.ndim != 5 for p in parts)
+    widths = tuple(int(p.shape[-1]) for p in parts)
+    if ((widths != tuple(fmt.width(d) for d in range(k)) if listed else widths[0] < total)
+            or any(p.shape[:4] != head or p.ndim != 5 for p in parts)
             or any(p.dtype != parts[0].dtype for p in parts)
-            or parts[0].dtype not in (np.int8, np.int16)
-            or (not isinstance(source, np.ndarray) and len(parts) < k)):
+            or parts[0].dtype not in (np.dtype(np.int8), np.dtype(np.int16))):
         raise InvalidArgumentError(f"columns of shapes {[p.shape for p in parts]} cannot hold "
                                    f"diagonals 0..{k - 1} ({total} coefficients per block)")
+    chans, rs, table, mix = _tables(fmt.block, fmt.subsampled, fmt.colour == "ycbcr", ch, k,
+                                    m, total)
+    planes = len(chans)
     if (out.dtype != np.uint8 or not out.flags.c_contiguous
             or out.shape != (n, by * m, bx * m, planes) or not 0 <= lo <= hi <= n):
         raise InvalidArgumentError(f"out must be a C-contiguous uint8 array of shape "
                                    f"{(n, by * m, bx * m, planes)}, got {out.dtype} "
                                    f"{out.shape}")
-    parts = [np.ascontiguousarray(p) for p in parts]
-    module.decode_u8(parts, widths, parts[0].dtype.itemsize, ch, by, bx, total, chans, rs,
-                     table, float(np.float32(fmt.q)), mix, _ycbcr_to_rgb32(), _dct32(m), m,
-                     int(m != fmt.block), float(np.float32(m / fmt.block)),
-                     float(fmt.level_shift), out, lo, hi)
+    part_of, offset = _sources(table.tobytes(), widths)
+    module.decode_u8([np.ascontiguousarray(p) for p in parts], widths, parts[0].dtype.itemsize,
+                     ch, by, bx, chans, rs, part_of, offset, float(np.float32(fmt.q)), mix,
+                     _ycbcr_to_rgb32(), _dct32(m), m, int(m != fmt.block),
+                     float(np.float32(m / fmt.block)), float(fmt.level_shift), out, lo, hi)

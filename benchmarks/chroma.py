@@ -5,8 +5,8 @@ For 256 x 256 photo crops (matplotlib's sample photo), all measured in one run:
 - quality and size: PSNR against the originals and stored bytes per image (what the set's
   bookkeeping says it holds at k = 63), for 4:4:4 and 4:2:0 at the format's default
   ``q = 50`` and at ``q = 12`` (about JPEG q90's PSNR), beside JPEG q90 (Pillow);
-- the decode alone: k = 63 pixels of 256 images in one process (the fast decode), wall and
-  process CPU seconds;
+- the decode alone: k = 63 pixels of 256 images in one process, compiled (where it was
+  built) and with numpy, wall and process CPU seconds;
 - every image of the set read cold at k = 63 from the S3 test server on loopback (no column
   cache, one handle), beside one JPEG q90 object per image fetched with obstore (32 in
   flight) and decoded with Pillow on two threads: images/s, this process's CPU ms per image
@@ -104,13 +104,17 @@ def _timed(fns: dict[str, Callable[[], Any]], reps: int,
 
 
 def _decode_rows(images: np.ndarray, reps: int) -> list[dict[str, Any]]:
+    from tessera.images import kernel
+
     batch = images[:256]
     fns = {}
     for mode in MODES:
         fmt = FrequencyFormat(chroma=mode)
         source = concatenate(fmt.encode(batch))
-        fns[f"decode k=63, {mode}"] = (lambda fmt=fmt, source=source:
-                                       decode_concatenated(fmt, source, 63, 32))
+        for decoder in ("compiled", "numpy") if kernel.available() else ("numpy",):
+            fns[f"decode k=63, {mode}, {decoder}"] = (
+                lambda fmt=fmt, source=source, decoder=decoder:
+                decode_concatenated(fmt, source, 63, 32, decoder=decoder))
     out = []
     for name, got in _timed(fns, reps).items():
         out.append({"shape": f"decode alone, {len(batch)} images", "system": name,

@@ -1,7 +1,10 @@
-"""Compiled decodes of image columns (numba) beside Tessera's numpy decode, in one run:
-whether a compiled kernel makes k = 63 pixels cheaper on this machine.
+"""Compiled decodes of image columns beside Tessera's numpy decode, in one run: which design
+makes k = 63 pixels cheapest.
 
-Two compiled designs, both exact to within one level of the numpy decode:
+Tessera's compiled decode (``tessera.images.kernel``: C built with the package, each block
+gathered, transformed with even/odd butterflies in vector registers, rounded and written
+while in cache) beside two earlier numba designs, all exact to within one level of the
+numpy decode:
 
 - **hybrid**: three compiled passes (gather + dequantize + YCbCr -> RGB; the middle of the
   separable inverse DCT; rounding, clipping and the interleaved write of whole pixel rows)
@@ -38,7 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import write_csv
 from tessera._threads import run_chunks, workers
-from tessera.images import FrequencyFormat
+from tessera.images import FrequencyFormat, kernel
 from tessera.images.decode import decode_concatenated, gather_index
 from tessera.images.transform import _kept_rows, _ycbcr_to_rgb32
 
@@ -281,6 +284,8 @@ def main() -> None:
     args = parser.parse_args()
     if numba is None:
         raise SystemExit("numba is not installed: pip install -e '.[bench]'")
+    if not kernel.available():
+        raise SystemExit(str(kernel.why_unavailable()))
     args.out.mkdir(parents=True, exist_ok=True)
     fmt = FrequencyFormat()
     rng = np.random.default_rng(0)
@@ -290,14 +295,16 @@ def main() -> None:
     images = np.clip(np.rint(ramps % 256 + rng.normal(0, 12, ramps.shape)), 0,
                      255).astype(np.uint8)
     src = np.concatenate(fmt.encode(images), axis=-1)
-    reference = decode_concatenated(fmt, src, 63, 32)
+    reference = decode_concatenated(fmt, src, 63, 32, decoder="numpy")
     n = args.images
 
     def numpy_one(lo: int, hi: int, out: np.ndarray) -> None:
-        out[lo:hi] = decode_concatenated(fmt, src[lo:hi], 63, 32)
+        out[lo:hi] = decode_concatenated(fmt, src[lo:hi], 63, 32, decoder="numpy")
 
     systems: dict[str, Callable[[int, int, np.ndarray], None]] = {
         "numpy decode (Tessera's)": numpy_one,
+        "compiled: C, butterflies per block (Tessera's)":
+            lambda lo, hi, out: kernel.decode_into(fmt, src, 63, 32, out, lo, hi),
         "compiled: hybrid (numba + BLAS)": lambda lo, hi, out: hybrid(fmt, src, out, lo, hi),
         "compiled: blocks as vectors (numba)":
             lambda lo, hi, out: vectors(fmt, src, out, lo, hi),
@@ -321,7 +328,9 @@ def main() -> None:
             pool = np.empty_like(reference)
             began = time.perf_counter()
             if name.startswith("numpy"):
-                decode_concatenated(fmt, src, 63, 32, out=pool)
+                decode_concatenated(fmt, src, 63, 32, out=pool, decoder="numpy")
+            elif "Tessera's" in name:
+                decode_concatenated(fmt, src, 63, 32, out=pool, decoder="compiled")
             else:
                 run_chunks(lambda lo, hi, fn=fn, pool=pool: fn(lo, hi, pool), n,
                            max(1, -(-n // workers()) if "vectors" in name else 1))

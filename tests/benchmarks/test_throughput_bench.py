@@ -1,6 +1,7 @@
 """The throughput benchmark runs end to end on a small set and writes its CSV, plot and
 results table; every system read the right data (the script checks Tessera's arrays against
-numpy) and the fast decode is bit-identical to the reference. No timing is asserted."""
+numpy), the numpy decode is bit-identical to the reference and the compiled one (where it
+was built) within one level. No timing is asserted."""
 
 from __future__ import annotations
 
@@ -36,7 +37,10 @@ def test_throughput_benchmark_runs(tmp_path: Path) -> None:
                        ("images k=63 pixels", "FrequencyDataset"),
                        ("images JPEG q90", "JPEG objects + PIL")}
     decodes = [r for r in rows if r["link"] == "in process"]
-    assert decodes and all(r["bit_identical"] == "True" for r in decodes)
+    assert {r["system"] for r in decodes} >= {"tessera numpy decode"}
+    assert all(r["bit_identical"] == "True" for r in decodes
+               if r["system"] == "tessera numpy decode")
+    assert all(int(r["max_level_difference"]) <= 1 for r in decodes)
     linked = [r for r in rows if r["link"] == "1 Gbit/s" and r["system"] == "tessera"]
     assert all(int(r["link_bytes"]) > 0 and int(r["requests"]) > 0 for r in linked)
     coeff = {int(r["shape"].split("=")[1].split()[0]): int(r["link_bytes"]) for r in linked

@@ -76,6 +76,9 @@ def test_auto_takes_it_and_numpy_by_configuration_never_calls_it(
     assert np.abs(compiled.astype(int) - fmt.decode_reference(cols)).max() <= 1
     floats = fmt.decode(cols, output_dtype=np.float32, decoder="compiled")
     assert not calls  # float pixels are not rounded: always the numpy decode
+    changed = [c.astype(np.float32) for c in cols]  # coefficients a caller computed
+    assert np.array_equal(fmt.decode(changed, decoder="compiled"), fmt.decode_reference(cols))
+    assert not calls
     assert np.array_equal(floats, fmt.decode_reference(cols, output_dtype=np.float32))
 
 

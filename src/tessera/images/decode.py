@@ -240,8 +240,9 @@ def decode_concatenated(fmt: FrequencyFormat, source: Source, k: int, m: int,
     target_all = out
     if not n:
         return out
-    if kernel.uses_compiled(dtype, decoder):
-        parts = source if isinstance(source, np.ndarray) else source[:kk]
+    parts = source if isinstance(source, np.ndarray) else source[:kk]
+    if kernel.uses_compiled(dtype, decoder, (parts if isinstance(parts, np.ndarray)
+                                             else parts[0]).dtype):
         run_chunks(lambda lo, hi: kernel.decode_into(fmt, parts, kk, m, target_all, lo, hi),
                    n, max(1, min(KERNEL_CHUNK_IMAGES, -(-n // workers()))))
         return out

@@ -88,15 +88,19 @@ def reset() -> None:
     configured.cache_clear()
 
 
-def uses_compiled(output_dtype: Any, decoder: str | None = None) -> bool:
-    """Whether a decode to ``output_dtype`` runs compiled: ``decoder`` (``"compiled"``,
-    ``"numpy"``, or ``None`` for :func:`configured`) and uint8 pixels."""
+def uses_compiled(output_dtype: Any, decoder: str | None = None,
+                  source_dtype: Any = np.int8) -> bool:
+    """Whether a decode of ``source_dtype`` coefficients to ``output_dtype`` runs compiled:
+    ``decoder`` (``"compiled"``, ``"numpy"``, or ``None`` for :func:`configured`), uint8
+    pixels and the format's int8 or int16 coefficients (others, such as coefficients a
+    caller changed into floats, take the numpy decode)."""
     chosen = configured() if decoder is None else decoder
     if chosen not in ("compiled", "numpy"):
         raise InvalidArgumentError(f"decoder must be 'compiled' or 'numpy', got {chosen!r}")
     if chosen == "compiled" and not available():
         raise ConfigError(f"the compiled decode was asked for, but {why_unavailable()}")
-    return chosen == "compiled" and np.dtype(output_dtype) == np.uint8
+    return (chosen == "compiled" and np.dtype(output_dtype) == np.uint8
+            and np.dtype(source_dtype) in (np.dtype(np.int8), np.dtype(np.int16)))
 
 
 class Format(Protocol):

@@ -286,12 +286,15 @@ def descend_shapes(reps: list[TileNeed], counts: list[int], model: CostModel, me
     others), until no group changes; returns each group's choice, made for its ``reps``
     tile. The plan of many tiles alike is then homogeneous, where tile-by-tile descent
     could split it; ``start``: initial choices of the groups."""
+    fixed = [_only_get(n, method, can_push) for n in reps]
+    if start is None and all(fixed):  # nothing to weigh: every group's one candidate
+        return [_candidates(n, method, model, RequestMix(), can_push, cell_nbytes)[0]
+                for n in reps]
     chosen: list[TileChoice | None] = (list(start) if start is not None
                                        else [None] * len(reps))
     one = [c.mix if c is not None else RequestMix(range_requests=1, range_bytes=n.selected_bytes)
            for c, n in zip(chosen, reps, strict=True)]
     total = sum((m * k for m, k in zip(one, counts, strict=True)), RequestMix())
-    fixed = [_only_get(n, method, can_push) for n in reps]
     for sweep in range(max(1, rounds)):
         changed = False
         for g, need in enumerate(reps):

@@ -2,9 +2,10 @@
  * block at a time in cache (tessera.images.kernel calls it; the numpy decode in
  * tessera.images.decode is the reference it is checked against).
  *
- * Per block and plane: the block's stored coefficients of diagonals 0..k-1 are widened to
- * float32 and dequantized once, gathered into the kept r x r corner (a zero where no kept
- * diagonal reaches), colour-converted where the planes' corners agree (YCbCr -> RGB is
+ * Per block and plane: the block's stored coefficients of diagonals 0..k-1 are read in
+ * place from each diagonal's array (or from one array holding them all), gathered into the
+ * kept r x r corner (a zero where no kept diagonal reaches), widened to float32 and
+ * dequantized, colour-converted where the planes' corners agree (YCbCr -> RGB is
  * linear), inverse-transformed along columns and then rows with even/odd butterflies (the
  * m-point DCT matrix's symmetry D[k][M-1-n] = +-D[k][n] applied level by level: 342
  * multiply-adds per 32 outputs instead of 1024), colour-converted on the pixels where the

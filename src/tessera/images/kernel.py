@@ -3,10 +3,11 @@
 :mod:`tessera.images.decode` turns stored diagonals into pixels with numpy: one pass over a
 chunk of images per step (gather, colour, two matrix products, rounding, the interleaved
 write). The compiled decode (``tessera.images._kernel``, C built with the package) makes
-all of them per block, in cache: the block's coefficients widened and dequantized, gathered
-into the kept corner, colour-converted, inverse-transformed with even/odd butterflies (a
-third of the matrix products' multiply-adds at a 32-point block), rounded, clipped and
-written, with the GIL released so that the compute threads run it side by side.
+all of them per block, in cache: the block's coefficients read in place from each
+diagonal's array, gathered into the kept corner, dequantized, colour-converted,
+inverse-transformed with even/odd butterflies (a third of the matrix products'
+multiply-adds at a 32-point block), rounded, clipped and written, with the GIL released so
+that the compute threads run it side by side.
 
 Pixels equal the numpy decode's except where the float arithmetic's order rounds a value
 that lies within a hair of a half the other way: those differ by one level (a few pixels

@@ -286,13 +286,11 @@ def measure_link(setup: Setup, name: str, endpoint: str, link: EmulatedLink | No
                 out = cols.read(ids, k=k, output=output)  # no cache: every read is cold
                 holder["nbytes"] = out.nbytes
                 report = cols.last_read
-                holder["pieces"] = [(f"coeffs/{r.key}", r.offset, r.length)
-                                    for r in report.tile_reads]
                 return {"tessera_bytes": report.stats.bytes_received,
                         "tessera_requests": report.stats.requests}
 
-            read()
-            pieces = holder["pieces"]
+            read()  # untimed: what it fetched is the ceiling's list of byte ranges
+            pieces = [(f"coeffs/{r.key}", r.offset, r.length) for r in cols.last_read.tile_reads]
             obstore = _obstore(s3, endpoint, img_prefix)
             run(f"images k={k} {output}", "tessera", read,
                 holder["nbytes"] if output == "coefficients" else pixels_bytes, n,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import sysconfig
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,10 +44,14 @@ def configured(monkeypatch: pytest.MonkeyPatch):
 
 
 def test_the_install_builds_it_where_a_c_compiler_is_found() -> None:
-    """``make test`` on a clean clone installs the package, which compiles the kernel."""
+    """``make test`` on a clean clone installs the package, which compiles the kernel (where
+    a C compiler and Python's headers are found)."""
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(compiler) is None:
         pytest.skip(f"no C compiler ({compiler}) here: images decode with numpy")
+    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    if not headers.exists():
+        pytest.skip(f"no Python headers ({headers}) here: images decode with numpy")
     assert kernel.available(), kernel.why_unavailable()
     assert kernel.why_unavailable() is None
 

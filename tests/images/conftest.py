@@ -34,3 +34,20 @@ def same_pixels(decoder: str) -> Callable[[np.ndarray, np.ndarray], None]:
         assert int(diff.max(initial=0)) <= 1
 
     return check
+
+
+def _natural(n: int, size: tuple[int, int] = (64, 64), seed: int = 0,
+             noise: float = 6.0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:size[0], 0:size[1]] / max(size)
+    out = np.stack([np.stack([rng.uniform(0, 255) * (a * yy + (1 - a) * xx)
+                              for a in rng.uniform(0, 1, 3)], -1) for _ in range(n)])
+    return np.clip(out + rng.normal(0, noise, out.shape), 0, 255).astype(np.uint8)
+
+
+@pytest.fixture(scope="module")
+def natural() -> Callable[..., np.ndarray]:
+    """Makes ``n`` photo-like uint8 RGB images ``(n, *size, 3)``: smooth colour gradients
+    with normal noise of ``noise`` levels (chroma with energy at every frequency);
+    arguments ``(n, size=(64, 64), seed=0, noise=6.0)``."""
+    return _natural

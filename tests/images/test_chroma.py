@@ -22,21 +22,12 @@ from tessera.images import FrequencyFormat, ImageColumns, pipeline, psnr
 from tessera.images.header import SetHeader
 
 
-def _natural(n: int, size: tuple[int, int] = (64, 64), seed: int = 0) -> np.ndarray:
-    """Smooth colour gradients with mild noise (chroma with energy at every frequency)."""
-    rng = np.random.default_rng(seed)
-    yy, xx = np.mgrid[0:size[0], 0:size[1]] / max(size)
-    out = np.stack([np.stack([rng.uniform(0, 255) * (a * yy + (1 - a) * xx)
-                              for a in rng.uniform(0, 1, 3)], -1) for _ in range(n)])
-    return np.clip(out + rng.normal(0, 6, out.shape), 0, 255).astype(np.uint8)
-
-
 @pytest.mark.parametrize("block", [8, 16, 32])
 def test_the_folded_columns_hold_the_full_formats_coefficients_in_the_chroma_corner(
-        block: int) -> None:
+        block: int, natural: Callable[..., np.ndarray]) -> None:
     """Written independently of the layout tables: per diagonal, luma's entries, then Cb's
     and Cr's with both indices below block / 2 (i ascending), from the 4:4:4 encoding."""
-    img = _natural(2, (2 * block, 3 * block), seed=block)
+    img = natural(2, (2 * block, 3 * block), seed=block)
     full = FrequencyFormat(block=block).encode(img)
     folded = FrequencyFormat(block=block, chroma="4:2:0").encode(img)
     h = block // 2
@@ -72,11 +63,12 @@ def test_the_fast_decode_of_subsampled_chroma_equals_the_reference(
     same_pixels(fast, fmt.decode_reference(cols, scale=scale, output_dtype=dtype))
 
 
-def test_it_decodes_as_the_full_format_with_the_chroma_outside_its_corner_dropped() -> None:
+def test_it_decodes_as_the_full_format_with_the_chroma_outside_its_corner_dropped(
+        natural: Callable[..., np.ndarray]) -> None:
     """Up to k = block / 2 no kept diagonal leaves the corner: the same pixels bit for bit;
     beyond, the 4:4:4 decode of the same coefficients with the chroma outside the corner
     zeroed, within one level (the planes are transformed apart, the colour after)."""
-    img = _natural(3, (96, 64), seed=5)
+    img = natural(3, (96, 64), seed=5)
     full, sub = FrequencyFormat(), FrequencyFormat(chroma="4:2:0")
     cols_full, cols_sub = full.encode(img), sub.encode(img)
     for k in (1, 5, 16):
@@ -108,12 +100,13 @@ def test_subsampling_needs_ycbcr_and_a_known_mode() -> None:
 
 
 @pytest.mark.parametrize("cache", [None, "shared"])
-def test_an_image_set_stores_and_reads_subsampled_chroma(store_url, cache, monkeypatch) -> None:
+def test_an_image_set_stores_and_reads_subsampled_chroma(
+        store_url, cache, monkeypatch, natural: Callable[..., np.ndarray]) -> None:
     url, options = store_url
     fmt = FrequencyFormat(chroma="4:2:0")
     cols = ImageColumns.create(url, size=(64, 96), group=4, fmt=fmt, storage_options=options,
                                cache=cache)
-    img = _natural(10, (64, 96), seed=2)
+    img = natural(10, (64, 96), seed=2)
     cols.append(img)
     want = fmt.decode(fmt.encode(img))
     again = ImageColumns.open(url, storage_options=options, cache=cache)
@@ -162,10 +155,10 @@ def test_a_set_with_an_unknown_chroma_mode_is_refused_naming_it(tmp_path) -> Non
 
 def test_int16_coefficients_and_crop_tiles_take_subsampled_chroma_too(
         tmp_path, same_pixels: Callable[[np.ndarray, np.ndarray], None],
-        decoder: str) -> None:
+        decoder: str, natural: Callable[..., np.ndarray]) -> None:
     """Below q = 33 the columns are int16; with crop tiles a crop fetches only its tiles."""
     fmt = FrequencyFormat(q=12, chroma="4:2:0")
-    img = _natural(3, (64, 96), seed=9)
+    img = natural(3, (64, 96), seed=9)
     cols = fmt.encode(img)
     assert cols[0].dtype == np.int16 and cols[20].shape == (3, 1, 2, 3, fmt.width(20))
     for k in (9, 40, 63):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import sysconfig
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -18,14 +19,6 @@ from tessera.images import FrequencyFormat, ImageColumns, kernel
 from tessera.images import decode as fast
 
 built = pytest.mark.skipif(not kernel.available(), reason=str(kernel.why_unavailable()))
-
-
-def _images(n: int, size: tuple[int, int] = (64, 96), seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    yy, xx = np.mgrid[0:size[0], 0:size[1]] / max(size)
-    smooth = np.stack([np.stack([rng.uniform(0, 255) * (a * yy + (1 - a) * xx)
-                                 for a in rng.uniform(0, 1, 3)], -1) for _ in range(n)])
-    return np.clip(smooth + rng.normal(0, 8, smooth.shape), 0, 255).astype(np.uint8)
 
 
 @pytest.fixture
@@ -58,9 +51,10 @@ def test_the_install_builds_it_where_a_c_compiler_is_found() -> None:
 
 @built
 def test_auto_takes_it_and_numpy_by_configuration_never_calls_it(
-        configured, monkeypatch: pytest.MonkeyPatch) -> None:
+        configured, monkeypatch: pytest.MonkeyPatch,
+        natural: Callable[..., np.ndarray]) -> None:
     fmt = FrequencyFormat()
-    cols = fmt.encode(_images(3))
+    cols = fmt.encode(natural(3, (64, 96), noise=8))
     calls: list[tuple[int, int]] = []
     real = kernel.decode_into
 
@@ -88,14 +82,15 @@ def test_auto_takes_it_and_numpy_by_configuration_never_calls_it(
 
 
 def test_a_compiled_decode_asked_for_but_missing_is_an_error_naming_why(
-        configured, monkeypatch: pytest.MonkeyPatch) -> None:
+        configured, monkeypatch: pytest.MonkeyPatch,
+        natural: Callable[..., np.ndarray]) -> None:
     why = "the compiled decode was not built (test)"
     monkeypatch.setattr(kernel, "_module", lambda: why)
     configured("compiled")
     with pytest.raises(ConfigError, match=r"TESSERA_IMAGES_DECODER=compiled, but the compiled"):
         kernel.configured()
     fmt = FrequencyFormat()
-    cols = fmt.encode(_images(1))
+    cols = fmt.encode(natural(1, (64, 96), noise=8))
     with pytest.raises(ConfigError, match="not built"):
         fmt.decode(cols, decoder="compiled")
     configured(None)  # auto: numpy, quietly
@@ -115,8 +110,8 @@ def test_a_compiled_decode_asked_for_but_missing_is_an_error_naming_why(
        colour=st.sampled_from(["ycbcr", "rgb", "gray"]), q=st.sampled_from([50.0, 12.0]),
        blocks=st.tuples(st.integers(1, 2), st.integers(1, 3)), noise=st.booleans())
 def test_it_equals_the_numpy_decode_within_one_level(
-        seed: int, k: int, log_m: int, block: int, chroma: str, colour: str, q: float,
-        blocks: tuple[int, int], noise: bool) -> None:
+        natural: Callable[..., np.ndarray], seed: int, k: int, log_m: int, block: int,
+        chroma: str, colour: str, q: float, blocks: tuple[int, int], noise: bool) -> None:
     """Every block edge, k, scale, colour, chroma mode, int8 and int16 coefficients, smooth
     and noise images; the columns concatenated or one per diagonal give the same pixels."""
     if chroma == "4:2:0" and colour != "ycbcr":
@@ -126,7 +121,7 @@ def test_it_equals_the_numpy_decode_within_one_level(
     m = min(1 << log_m, block)
     size = (block * blocks[0], block * blocks[1])
     img = (np.random.default_rng(seed).integers(0, 256, (2, *size, 3), dtype=np.uint8)
-           if noise else _images(2, size, seed))
+           if noise else natural(2, size, seed, noise=8))
     cols = fmt.encode(img)[:k]
     numpy_pixels = fmt.decode(cols, scale=m / block, decoder="numpy")
     compiled = fmt.decode(cols, scale=m / block, decoder="compiled")
@@ -139,12 +134,13 @@ def test_it_equals_the_numpy_decode_within_one_level(
 
 @built
 @pytest.mark.parametrize("chroma", ["4:4:4", "4:2:0"])
-def test_few_pixels_differ_from_the_numpy_decode(chroma: str) -> None:
+def test_few_pixels_differ_from_the_numpy_decode(
+        chroma: str, natural: Callable[..., np.ndarray]) -> None:
     """Over 48 photo-like images at full quality: a pixel one level away where the two
     orders of float arithmetic round a value within a hair of a half apart (measured about
     1e-5 of the pixels)."""
     fmt = FrequencyFormat(chroma=chroma)
-    cols = fmt.encode(_images(48, (128, 128), seed=5))
+    cols = fmt.encode(natural(48, (128, 128), seed=5, noise=8))
     numpy_pixels = fmt.decode(cols, decoder="numpy")
     diff = np.abs(fmt.decode(cols, decoder="compiled").astype(np.int16) - numpy_pixels)
     assert int(diff.max()) <= 1
@@ -152,10 +148,10 @@ def test_few_pixels_differ_from_the_numpy_decode(chroma: str) -> None:
 
 
 @built
-def test_image_reads_through_every_path_agree_with_the_numpy_decode(configured,
-                                                                    tmp_path) -> None:
+def test_image_reads_through_every_path_agree_with_the_numpy_decode(
+        configured, tmp_path, natural: Callable[..., np.ndarray]) -> None:
     """Batches beside the decode, the column cache, crops and reduced resolution."""
-    img = _images(40, seed=3)
+    img = natural(40, (64, 96), seed=3, noise=8)
     url = (tmp_path / "set").as_uri()
     for chroma in ("4:4:4", "4:2:0"):
         cols = ImageColumns.create(f"{url}-{chroma[-1]}", size=(64, 96),
@@ -173,9 +169,10 @@ def test_image_reads_through_every_path_agree_with_the_numpy_decode(configured,
 
 
 @built
-def test_arrays_it_cannot_read_inside_are_refused() -> None:
+def test_arrays_it_cannot_read_inside_are_refused(
+        natural: Callable[..., np.ndarray]) -> None:
     fmt = FrequencyFormat()
-    cols = fmt.encode(_images(2))
+    cols = fmt.encode(natural(2, (64, 96), noise=8))
     cat = fast.concatenate(cols)
     out = np.empty((2, 64, 96, 3), np.uint8)
     with pytest.raises(InvalidArgumentError, match=r"cannot hold diagonals 0\.\.62"):

@@ -124,10 +124,12 @@ class Format(Protocol):
 
 @functools.lru_cache(maxsize=256)
 def _tables(block: int, subsampled: bool, rgb: bool, channels: int, k: int, m: int,
-            total: int) -> tuple[tuple[int, ...], tuple[int, ...], np.ndarray, int]:
-    """Per output plane its stored channel and corner edge, every plane's gather (int32,
-    column-major, one plane after another; ``total``, the coefficients per block of
-    diagonals ``0..k-1``, is the zero slot) and the colour mode (0 none, 1 on
+            total: int, widths: tuple[int, ...],
+            ) -> tuple[tuple[int, ...], tuple[int, ...], np.ndarray, np.ndarray, int]:
+    """Per output plane its stored channel and corner edge; every plane's gather (int32,
+    column-major, one plane after another) as the part of ``widths`` and the coefficient
+    of the block in it each entry reads (:func:`_sources`; ``total``, the coefficients per
+    block of diagonals ``0..k-1``, is the zero slot); and the colour mode (0 none, 1 on
     coefficients, 2 on pixels)."""
     r = min(k, m)
     chans: tuple[int, ...]
@@ -147,9 +149,9 @@ def _tables(block: int, subsampled: bool, rgb: bool, channels: int, k: int, m: i
     # each plane's corner column-major: the kernel gathers it transposed, row by row
     table = np.concatenate([np.asarray(plane).reshape(edge, edge).T.reshape(-1)
                             for plane, edge in zip(np.split(index, np.cumsum(
-                                [e * e for e in rs])[:-1]), rs, strict=True)]).astype(np.int32)
-    table.setflags(write=False)
-    return chans, rs, table, mix
+                                [e * e for e in rs])[:-1]), rs, strict=True)])
+    part_of, offset = _sources(table, widths)
+    return chans, rs, part_of, offset, mix
 
 
 @functools.lru_cache(maxsize=8)
@@ -159,12 +161,10 @@ def _dct32(m: int) -> np.ndarray:
     return matrix
 
 
-@functools.lru_cache(maxsize=256)
-def _sources(index: bytes, widths: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """Where each entry of a gather into concatenated diagonals (``index``, int32 bytes; the
-    sum of ``widths`` is the zero slot) lies among parts of ``widths``: the part (``len(
-    widths)`` for the zero slot) and the coefficient of the block in it."""
-    at = np.frombuffer(index, np.int32)
+def _sources(at: np.ndarray, widths: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Where each entry of a gather into concatenated diagonals (``at``; the sum of
+    ``widths`` is the zero slot) lies among parts of ``widths``: the part (``len(widths)``
+    for the zero slot) and the coefficient of the block in it, int32."""
     starts = np.concatenate([[0], np.cumsum(widths)])
     part = np.searchsorted(starts, at, side="right").astype(np.int32) - 1
     zero = at >= starts[-1]
@@ -197,15 +197,14 @@ def decode_into(fmt: Format, source: np.ndarray | Sequence[np.ndarray], k: int, 
             or parts[0].dtype not in (np.dtype(np.int8), np.dtype(np.int16))):
         raise InvalidArgumentError(f"columns of shapes {[p.shape for p in parts]} cannot hold "
                                    f"diagonals 0..{k - 1} ({total} coefficients per block)")
-    chans, rs, table, mix = _tables(fmt.block, fmt.subsampled, fmt.colour == "ycbcr", ch, k,
-                                    m, total)
+    chans, rs, part_of, offset, mix = _tables(fmt.block, fmt.subsampled,
+                                              fmt.colour == "ycbcr", ch, k, m, total, widths)
     planes = len(chans)
     if (out.dtype != np.uint8 or not out.flags.c_contiguous
             or out.shape != (n, by * m, bx * m, planes) or not 0 <= lo <= hi <= n):
         raise InvalidArgumentError(f"out must be a C-contiguous uint8 array of shape "
                                    f"{(n, by * m, bx * m, planes)}, got {out.dtype} "
                                    f"{out.shape}")
-    part_of, offset = _sources(table.tobytes(), widths)
     module.decode_u8([np.ascontiguousarray(p) for p in parts], widths, parts[0].dtype.itemsize,
                      ch, by, bx, chans, rs, part_of, offset, float(np.float32(fmt.q)), mix,
                      _ycbcr_to_rgb32(), _dct32(m), m, int(m != fmt.block),
